@@ -1,0 +1,167 @@
+//! What the engine asks for: `Action`s out, one API write (or Event) each.
+//!
+//! Every action is idempotent (applying it twice leaves the object as
+//! applying it once) and names the object it expects (pods by uid), so an
+//! adapter may retry freely. The engine issues at most one write per object
+//! and [`WriteSlot`] at a time and waits for
+//! [`Observation::WriteFinished`](crate::Observation::WriteFinished) before
+//! issuing another for that slot.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use nodewarden_model::{NodeCondition, Taint};
+
+use crate::observation::PodKey;
+
+/// Identifies an action, so its outcome can be reported back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ActionId(pub u64);
+
+/// The object an Event is about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectRef {
+    /// A node, by name.
+    Node(String),
+    /// A pod, by `namespace/name`.
+    Pod(PodKey),
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObjectRef::Node(n) => f.write_str(n),
+            ObjectRef::Pod(p) => f.write_str(p),
+        }
+    }
+}
+
+/// Normal or Warning, as Kubernetes Events are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Informational.
+    Normal,
+    /// Something an operator may want to look at.
+    Warning,
+}
+
+/// A Kubernetes Event the controller records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// What it is about.
+    pub object: ObjectRef,
+    /// Normal or Warning.
+    pub kind: EventType,
+    /// Upstream's reason string (`NodeNotReady`, `RegisteredNode`, ...).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// The part of an object a write touches. Writes to different slots of one
+/// object touch disjoint fields, so they may be in flight together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WriteSlot {
+    /// A node's status conditions.
+    NodeStatus,
+    /// A node's controller-owned NoSchedule taints.
+    NoScheduleTaints,
+    /// A node's `not-ready`/`unreachable` NoExecute taints.
+    NoExecuteTaints,
+    /// A node's reconciled labels.
+    NodeLabels,
+    /// A pod's status.
+    PodStatus,
+    /// A pod's deletion.
+    PodDeletion,
+}
+
+/// One write to the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ActionKind {
+    /// Set these node conditions (matched by type; other conditions stay).
+    UpdateNodeConditions {
+        /// The node.
+        node: String,
+        /// The conditions after the update.
+        conditions: Vec<NodeCondition>,
+    },
+    /// Add and remove taints in one patch. Taints in `remove` are matched by
+    /// key and effect; a taint in `add` replaces one with the same key and
+    /// effect. A not-ready/unreachable swap is one such patch.
+    PatchNodeTaints {
+        /// The node.
+        node: String,
+        /// Taints to add (or replace).
+        add: Vec<Taint>,
+        /// Taints to remove.
+        remove: Vec<Taint>,
+        /// Which controller loop owns these taints.
+        slot: WriteSlot,
+    },
+    /// Set these labels to these values.
+    PatchNodeLabels {
+        /// The node.
+        node: String,
+        /// Labels to set.
+        labels: BTreeMap<String, String>,
+    },
+    /// Set the pod's Ready condition to False (`MarkPodsNotReady`).
+    MarkPodNotReady {
+        /// The pod.
+        pod: PodKey,
+        /// Precondition: the pod's uid.
+        uid: String,
+    },
+    /// Set `status.reason = NodeLost` before a legacy deletion.
+    SetPodNodeLost {
+        /// The pod.
+        pod: PodKey,
+        /// Precondition: the pod's uid.
+        uid: String,
+        /// The node it was lost with.
+        node: String,
+    },
+    /// Add the `DisruptionTarget` condition (reason `DeletionByTaintManager`)
+    /// before a taint-based deletion, as current upstream does.
+    AddPodDisruptionTarget {
+        /// The pod.
+        pod: PodKey,
+        /// Precondition: the pod's uid.
+        uid: String,
+    },
+    /// Delete the pod.
+    DeletePod {
+        /// The pod.
+        pod: PodKey,
+        /// Precondition: the pod's uid.
+        uid: String,
+    },
+    /// Record an Event (not a write to the object it names).
+    RecordEvent(Event),
+}
+
+impl ActionKind {
+    /// The object and slot this write occupies; `None` for Events.
+    pub fn slot(&self) -> Option<(ObjectRef, WriteSlot)> {
+        match self {
+            ActionKind::UpdateNodeConditions { node, .. } => Some((ObjectRef::Node(node.clone()), WriteSlot::NodeStatus)),
+            ActionKind::PatchNodeTaints { node, slot, .. } => Some((ObjectRef::Node(node.clone()), *slot)),
+            ActionKind::PatchNodeLabels { node, .. } => Some((ObjectRef::Node(node.clone()), WriteSlot::NodeLabels)),
+            ActionKind::MarkPodNotReady { pod, .. }
+            | ActionKind::SetPodNodeLost { pod, .. }
+            | ActionKind::AddPodDisruptionTarget { pod, .. } => Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodStatus)),
+            ActionKind::DeletePod { pod, .. } => Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodDeletion)),
+            ActionKind::RecordEvent(_) => None,
+        }
+    }
+}
+
+/// An action with its id.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Action {
+    /// Report the outcome under this id.
+    pub id: ActionId,
+    /// What to do.
+    pub kind: ActionKind,
+}

@@ -1,0 +1,287 @@
+//! Observations into the World.
+//!
+//! Ingest is the only place that creates and despawns entities and keeps
+//! the indexes in step. It records what changed on the work lists the
+//! event-driven systems drain (node handlers, taint manager, pod
+//! assignment), so those systems cost nothing when nothing changed.
+
+use bevy_ecs::prelude::*;
+use nodewarden_model::{TaintEffect, Timestamp, ZoneKey, keys};
+use tracing::{debug, warn};
+
+use crate::action::{ActionKind, EventType, ObjectRef};
+use crate::components::*;
+use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+use crate::queue::RateLimitedTimedQueue;
+use crate::resources::*;
+
+/// Applies one observation.
+pub fn apply(world: &mut World, obs: Observation) {
+    match obs {
+        Observation::NodeUpserted(n) => upsert_node(world, n),
+        Observation::NodeDeleted { name } => delete_node(world, &name),
+        Observation::PodUpserted(p) => upsert_pod(world, p),
+        Observation::PodDeleted { key } => delete_pod(world, &key),
+        Observation::LeaseUpserted { node, renew } => set_lease(world, &node, Some(renew)),
+        Observation::LeaseDeleted { node } => set_lease(world, &node, None),
+        Observation::WriteFinished { id, outcome } => finish_write(world, id, outcome),
+    }
+}
+
+fn noexecute(taints: &[nodewarden_model::Taint]) -> impl Iterator<Item = &nodewarden_model::Taint> {
+    taints.iter().filter(|t| t.effect == TaintEffect::NoExecute)
+}
+
+/// The zone entity for `key`, created on first sight with a full bucket at
+/// `node-eviction-rate` (`addPodEvictorForNewZone`).
+pub fn zone_for(world: &mut World, key: ZoneKey) -> InZone {
+    if let Some(&zone) = world.resource::<ZoneIndex>().by_key.get(&key) {
+        let slot = world.get::<Zone>(zone).map_or(0, |z| z.slot);
+        return InZone { zone, slot };
+    }
+    let now = world.resource::<Now>().0;
+    let rate = world.resource::<Settings>().0.node_eviction_rate;
+    let slot = world.resource::<ZoneIndex>().by_slot.len() as u32;
+    let zone = world
+        .spawn(Zone {
+            key: key.clone(),
+            slot,
+            state: None,
+            size: 0,
+            not_ready: 0,
+            queue: RateLimitedTimedQueue::new(rate, now),
+        })
+        .id();
+    let mut index = world.resource_mut::<ZoneIndex>();
+    index.by_key.insert(key, zone);
+    index.by_slot.push(zone);
+    InZone { zone, slot }
+}
+
+fn upsert_node(world: &mut World, snap: NodeSnapshot) {
+    let key = ZoneKey::from_labels(&snap.labels);
+    let in_zone = zone_for(world, key);
+    let excluded = snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION);
+    let ready = ReadyView::of(&snap.conditions);
+    let existing = world.resource::<NodeIndex>().0.get(&snap.name).copied();
+    let entity = match existing {
+        Some(e) => {
+            let mut node = world.entity_mut(e);
+            let old_zone = node.get::<InZone>().map(|z| z.zone);
+            let taints_changed = node
+                .get::<NodeTaints>()
+                .is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
+            if let Some(mut v) = node.get_mut::<ReadyView>()
+                && *v != ready
+            {
+                *v = ready;
+            }
+            if let Some(mut f) = node.get_mut::<NodeFlags>() {
+                f.refresh_taints(&snap.taints);
+            }
+            node.insert((
+                NodeMeta { created: snap.created, labels: snap.labels, unschedulable: snap.unschedulable },
+                NodeConditions(snap.conditions),
+                NodeTaints(snap.taints),
+                in_zone,
+            ));
+            if excluded {
+                node.insert(ExcludedFromDisruption);
+            } else {
+                node.remove::<ExcludedFromDisruption>();
+            }
+            if let Some(old) = old_zone
+                && old != in_zone.zone
+            {
+                move_out_of_zone(world, e, old);
+            }
+            if taints_changed {
+                world.resource_mut::<TaintManagerInbox>().nodes.push(e);
+            }
+            e
+        }
+        None => {
+            let mut flags = NodeFlags::default();
+            flags.refresh_taints(&snap.taints);
+            let lease = world
+                .resource_mut::<OrphanLeases>()
+                .0
+                .remove(&snap.name)
+                .map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
+            let mut node = world.spawn((
+                NodeName(snap.name.clone()),
+                NodeMeta { created: snap.created, labels: snap.labels, unschedulable: snap.unschedulable },
+                ready,
+                NodeConditions(snap.conditions),
+                lease,
+                Health::default(),
+                NodeTaints(snap.taints),
+                flags,
+                in_zone,
+                SeenNoExecute::default(),
+            ));
+            if excluded {
+                node.insert(ExcludedFromDisruption);
+            }
+            let e = node.id();
+            world.resource_mut::<NodeIndex>().0.insert(snap.name, e);
+            world.resource_mut::<TaintManagerInbox>().nodes.push(e);
+            e
+        }
+    };
+    world.resource_mut::<ChangedNodes>().0.push(entity);
+}
+
+/// A node changed zone: it leaves the old zone's queue, as upstream would
+/// have it removed there by `markNodeAsReachable` under the old key.
+fn move_out_of_zone(world: &mut World, node: Entity, old_zone: Entity) {
+    if let Some(mut zone) = world.get_mut::<Zone>(old_zone) {
+        zone.queue.remove(&node);
+    }
+    if let Some(mut flags) = world.get_mut::<NodeFlags>(node) {
+        flags.queued = false;
+        if flags.eviction == EvictionStatus::ToBeEvicted {
+            flags.eviction = EvictionStatus::Unmarked;
+        }
+    }
+}
+
+fn delete_node(world: &mut World, name: &str) {
+    let Some(e) = world.resource_mut::<NodeIndex>().0.remove(name) else {
+        debug!(node = name, "deletion of a node never seen; ignored");
+        return;
+    };
+    if let Some(in_zone) = world.get::<InZone>(e).copied() {
+        move_out_of_zone(world, e, in_zone.zone);
+    }
+    let registered = world.get::<Health>(e).is_some_and(|h| h.0.is_some());
+    world.despawn(e);
+    if registered {
+        world.resource_mut::<Outbox>().event(
+            ObjectRef::Node(name.to_string()),
+            EventType::Normal,
+            "RemovingNode",
+            format!("Node {name} event: Removing Node {name} from Controller"),
+        );
+    }
+    // Upstream keeps pending taint-based deletions of the node's pods (I5):
+    // the taint manager forgets the node's taints but cancels nothing.
+}
+
+fn upsert_pod(world: &mut World, snap: PodSnapshot) {
+    let existing = world.resource::<PodIndex>().by_key.get(&snap.key).copied();
+    match existing {
+        Some(e) => {
+            let Some(old) = world.get::<Pod>(e).cloned() else { return };
+            let node_changed = old.node != snap.node;
+            let tolerations_changed = old.tolerations != snap.tolerations;
+            if old.uid != snap.uid {
+                // A new pod under the same name: forget what we did to the old one.
+                world.entity_mut(e).insert((PodProgress::default(), PendingDeletion::default()));
+            }
+            world.resource_mut::<PodIndex>().rebind(e, old.node.as_deref(), snap.node.as_deref());
+            let bound = node_changed && snap.node.is_some();
+            world.entity_mut(e).insert(pod_from(snap));
+            if node_changed || tolerations_changed {
+                world.resource_mut::<TaintManagerInbox>().pods.push(e);
+            }
+            if bound {
+                world.resource_mut::<AssignedPods>().0.push(e);
+            }
+        }
+        None => {
+            let key = snap.key.clone();
+            let node = snap.node.clone();
+            let e = world.spawn((pod_from(snap), PodProgress::default(), PendingDeletion::default())).id();
+            let mut index = world.resource_mut::<PodIndex>();
+            index.by_key.insert(key, e);
+            index.rebind(e, None, node.as_deref());
+            world.resource_mut::<TaintManagerInbox>().pods.push(e);
+            if node.is_some() {
+                world.resource_mut::<AssignedPods>().0.push(e);
+            }
+        }
+    }
+}
+
+fn pod_from(snap: PodSnapshot) -> Pod {
+    Pod {
+        key: snap.key,
+        uid: snap.uid,
+        node: snap.node,
+        daemonset: snap.daemonset,
+        ready: snap.ready,
+        terminating: snap.terminating,
+        tolerations: snap.tolerations,
+    }
+}
+
+fn delete_pod(world: &mut World, key: &str) {
+    let Some(e) = world.resource_mut::<PodIndex>().by_key.remove(key) else {
+        return;
+    };
+    let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
+    world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None);
+    if world.get::<PendingDeletion>(e).is_some_and(|p| p.0.is_some()) {
+        // The pod left by itself: its scheduled deletion is cancelled (I5).
+        world.resource_mut::<Outbox>().event(
+            ObjectRef::Pod(key.to_string()),
+            EventType::Normal,
+            "TaintManagerEviction",
+            format!("Cancelling deletion of Pod {key}"),
+        );
+    }
+    world.despawn(e);
+}
+
+fn set_lease(world: &mut World, node: &str, renew: Option<Option<Timestamp>>) {
+    let Some(&e) = world.resource::<NodeIndex>().0.get(node) else {
+        let mut orphans = world.resource_mut::<OrphanLeases>();
+        match renew {
+            Some(r) => orphans.0.insert(node.to_string(), r),
+            None => orphans.0.remove(node),
+        };
+        return;
+    };
+    let view = renew.map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
+    if let Some(mut lease) = world.get_mut::<LeaseView>(e)
+        && *lease != view
+    {
+        *lease = view;
+    }
+}
+
+fn finish_write(world: &mut World, id: crate::ActionId, outcome: WriteOutcome) {
+    let Some(kind) = world.resource_mut::<Outbox>().finish(id) else {
+        debug!(?id, "outcome for an unknown or already finished write");
+        return;
+    };
+    let WriteOutcome::Failed(reason) = outcome else { return };
+    warn!(?kind, %reason, "write refused; will converge on the next observation");
+    metrics::counter!("nodewarden_write_failures_total").increment(1);
+    match kind {
+        ActionKind::DeletePod { pod, .. } => {
+            let Some(&e) = world.resource::<PodIndex>().by_key.get(&pod) else { return };
+            let now = world.resource::<Now>().0;
+            let Some(mut progress) = world.get_mut::<PodProgress>(e) else { return };
+            progress.deletion_requested = false;
+            progress.failed_deletions += 1;
+            let backoff = crate::systems::eviction::retry_backoff(progress.failed_deletions);
+            world.resource_mut::<Outbox>().event(
+                ObjectRef::Pod(pod.clone()),
+                EventType::Warning,
+                "FailedEviction",
+                format!("Deleting Pod {pod} was refused ({reason}); retrying in {backoff}"),
+            );
+            crate::systems::eviction::schedule(world, e, now + backoff);
+        }
+        ActionKind::UpdateNodeConditions { node, .. }
+        | ActionKind::PatchNodeTaints { node, .. }
+        | ActionKind::PatchNodeLabels { node, .. } => {
+            if let Some(&e) = world.resource::<NodeIndex>().0.get(&node) {
+                world.resource_mut::<ChangedNodes>().0.push(e);
+            }
+        }
+        _ => {}
+    }
+}

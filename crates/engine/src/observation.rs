@@ -1,0 +1,102 @@
+//! What the engine is told: the `Observation`s an adapter (kube watchers, or
+//! the simulator) sends in.
+//!
+//! Snapshots are whole objects, as a watch delivers them: the engine diffs
+//! them against what it knew. The adapter turns API objects into these plain
+//! values, so the engine never sees a malformed object, only a missing
+//! field (`None`).
+
+use std::collections::BTreeMap;
+
+use nodewarden_model::{NodeCondition, Taint, Timestamp, Toleration};
+
+use crate::action::ActionId;
+
+/// A pod's `namespace/name`.
+pub type PodKey = String;
+
+/// A node as the API server stores it, reduced to what the controller reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSnapshot {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.creationTimestamp`: the start of the startup grace period.
+    pub created: Timestamp,
+    /// `metadata.labels`: zone, exclusion, os/arch.
+    pub labels: BTreeMap<String, String>,
+    /// `status.conditions`, in API order.
+    pub conditions: Vec<NodeCondition>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+}
+
+/// A pod, reduced to what the controller reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSnapshot {
+    /// `namespace/name`.
+    pub key: PodKey,
+    /// `metadata.uid`: every write to the pod carries it as a precondition.
+    pub uid: String,
+    /// `spec.nodeName`, `None` while unscheduled.
+    pub node: Option<String>,
+    /// Owned (as controller) by a DaemonSet. Legacy eviction never deletes
+    /// these. Decided from the owner reference alone: a DaemonSet pod whose
+    /// DaemonSet is gone is still spared (safer than upstream's lister check).
+    pub daemonset: bool,
+    /// The pod's Ready condition: `None` when it has none.
+    pub ready: Option<bool>,
+    /// Has a deletion timestamp: the controller leaves it alone.
+    pub terminating: bool,
+    /// `spec.tolerations`, in pod order (order matters for matching).
+    pub tolerations: Vec<Toleration>,
+}
+
+/// How a write the engine asked for ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The API server accepted it.
+    Done,
+    /// It was refused or failed for good; the adapter re-sends the object's
+    /// current state right after, so the engine converges on the truth.
+    Failed(String),
+}
+
+/// One thing the engine learns about the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observation {
+    /// A node was added or changed.
+    NodeUpserted(NodeSnapshot),
+    /// A node was deleted.
+    NodeDeleted {
+        /// Its name.
+        name: String,
+    },
+    /// A pod was added or changed.
+    PodUpserted(PodSnapshot),
+    /// A pod was deleted (gone from the API, not merely terminating).
+    PodDeleted {
+        /// Its `namespace/name`.
+        key: PodKey,
+    },
+    /// The node's Lease (namespace `kube-node-lease`) was added or renewed.
+    LeaseUpserted {
+        /// The node (and Lease) name.
+        node: String,
+        /// `spec.renewTime`; `None` when unset.
+        renew: Option<Timestamp>,
+    },
+    /// The node's Lease was deleted.
+    LeaseDeleted {
+        /// The node (and Lease) name.
+        node: String,
+    },
+    /// A write the engine issued has finished.
+    WriteFinished {
+        /// The action it answers.
+        id: ActionId,
+        /// Accepted or refused.
+        outcome: WriteOutcome,
+    },
+}

@@ -1,0 +1,195 @@
+//! Zone states and rates (`handleDisruption`, `ComputeZoneState`,
+//! `setLimiterInZone`), once per monitor pass, after every node was looked at.
+
+use bevy_ecs::prelude::*;
+use nodewarden_model::{ControllerConfig, Timestamp};
+
+use crate::components::*;
+use crate::engine::ZoneState;
+use crate::resources::*;
+
+/// `ComputeZoneState`: no ready node (and at least one) is FullDisruption;
+/// more than 2 not ready and a not-ready share at or above the threshold is
+/// PartialDisruption. Compared in `f32`, as upstream does.
+pub fn compute_zone_state(size: usize, not_ready: usize, threshold: f64) -> ZoneState {
+    let ready = size - not_ready;
+    if ready == 0 && not_ready > 0 {
+        ZoneState::FullDisruption
+    } else if not_ready > 2 && (not_ready as f32) / (size as f32) >= threshold as f32 {
+        ZoneState::PartialDisruption
+    } else {
+        ZoneState::Normal
+    }
+}
+
+/// The rate a zone in `state` with `size` counted nodes is tainted at
+/// (`ReducedQPSFunc`, `HealthyQPSFunc`).
+pub fn zone_rate(cfg: &ControllerConfig, state: ZoneState, size: usize) -> f64 {
+    match state {
+        ZoneState::PartialDisruption => {
+            if size > cfg.large_cluster_size_threshold as usize {
+                cfg.secondary_node_eviction_rate
+            } else {
+                0.0
+            }
+        }
+        ZoneState::Normal | ZoneState::FullDisruption | ZoneState::Initial => cfg.node_eviction_rate,
+    }
+}
+
+/// `handleDisruption`.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn handle_disruption(
+    now: Res<Now>,
+    settings: Res<Settings>,
+    scratch: Res<PassScratch>,
+    zone_index: Res<ZoneIndex>,
+    mut mode: ResMut<DisruptionMode>,
+    mut zones: Query<&mut Zone>,
+    mut nodes: Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
+    mut outbox: ResMut<Outbox>,
+    mut inbox: ResMut<TaintManagerInbox>,
+) {
+    let now = now.0;
+    let cfg = &settings.0;
+
+    // New states of zones with counted nodes; zones without any lose theirs (G9).
+    let mut new_states: Vec<(Entity, ZoneState, usize)> = vec![];
+    let mut all_are_full = true;
+    let mut all_were_full = true;
+    for (slot, &z) in zone_index.by_slot.iter().enumerate() {
+        let Ok(mut zone) = zones.get_mut(z) else { continue };
+        let tally = scratch.tally.get(slot).copied().unwrap_or_default();
+        zone.size = tally.size;
+        zone.not_ready = tally.not_ready;
+        record_zone_metrics(&zone.key.to_string(), tally);
+        if tally.size == 0 {
+            if zone.state.take().is_some() {
+                tracing::info!(zone = %zone.key, "zone has no counted nodes left; state dropped");
+            }
+            continue;
+        }
+        let state = compute_zone_state(tally.size, tally.not_ready, cfg.unhealthy_zone_threshold);
+        if state != ZoneState::FullDisruption {
+            all_are_full = false;
+        }
+        let old = *zone.state.get_or_insert(ZoneState::Initial);
+        if old != ZoneState::FullDisruption {
+            all_were_full = false;
+        }
+        new_states.push((z, state, tally.size));
+    }
+    if new_states.is_empty() {
+        // No counted node anywhere: nothing to decide.
+        return;
+    }
+
+    if all_are_full && all_were_full {
+        // Still in master disruption mode: nothing changes.
+        return;
+    }
+    if all_are_full {
+        tracing::warn!(
+            "every zone is fully disrupted: the controller most likely lost its network, not the nodes; \
+             entering master disruption mode (no tainting, NoExecute taints removed)"
+        );
+        mode.all_zones_down = true;
+        enter_master_disruption(cfg, now, &mut zones, &mut nodes, &mut outbox, &mut inbox);
+        for (z, _, _) in &new_states {
+            if let Ok(mut zone) = zones.get_mut(*z) {
+                zone.queue.swap_rate(0.0, now);
+                zone.state = Some(ZoneState::FullDisruption);
+            }
+        }
+        return;
+    }
+    if all_were_full {
+        tracing::warn!("some zone has ready nodes again: leaving master disruption mode; every node gets a fresh grace period");
+        mode.all_zones_down = false;
+        for (_, _, mut health, ..) in &mut nodes {
+            if let Some(rec) = health.0.as_mut() {
+                rec.probe = now;
+                rec.ready_transition = now;
+            }
+        }
+        for (z, state, size) in &new_states {
+            set_zone(&mut zones, *z, *state, *size, cfg, now);
+        }
+        return;
+    }
+    mode.all_zones_down = false;
+    for (z, state, size) in &new_states {
+        let Ok(zone) = zones.get(*z) else { continue };
+        if zone.state == Some(*state) {
+            continue;
+        }
+        tracing::info!(zone = %zone.key, from = zone.state.map_or("none", ZoneState::as_str), to = state.as_str(), "zone state changed");
+        set_zone(&mut zones, *z, *state, *size, cfg, now);
+    }
+}
+
+fn set_zone(zones: &mut Query<&mut Zone>, z: Entity, state: ZoneState, size: usize, cfg: &ControllerConfig, now: Timestamp) {
+    if let Ok(mut zone) = zones.get_mut(z) {
+        zone.queue.swap_rate(zone_rate(cfg, state, size), now);
+        zone.state = Some(state);
+    }
+}
+
+/// Every node is marked reachable (taint mode) or has its eviction
+/// cancelled (legacy), so a control-plane outage cancels pending evictions
+/// instead of causing them (G6).
+#[allow(clippy::type_complexity)]
+fn enter_master_disruption(
+    cfg: &ControllerConfig,
+    now: Timestamp,
+    zones: &mut Query<&mut Zone>,
+    nodes: &mut Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
+    outbox: &mut Outbox,
+    inbox: &mut TaintManagerInbox,
+) {
+    let mut all: Vec<_> = nodes.iter_mut().collect();
+    all.sort_by(|a, b| a.1.0.cmp(&b.1.0));
+    for (entity, name, _, mut taints, mut flags, in_zone) in all {
+        let Ok(mut zone) = zones.get_mut(in_zone.zone) else { continue };
+        if cfg.enable_taint_manager {
+            let target = super::TaintTarget { name: &name.0, entity, taints: &mut taints, flags: &mut flags };
+            super::mark_reachable(outbox, inbox, target, &mut zone, now);
+        } else {
+            super::cancel_pod_eviction(entity, &mut flags, &mut zone);
+        }
+    }
+}
+
+fn record_zone_metrics(zone: &str, tally: ZoneTally) {
+    let labels = [("zone", zone.to_string())];
+    metrics::gauge!("node_collector_zone_size", &labels).set(tally.size as f64);
+    let health = if tally.size == 0 { 100.0 } else { 100.0 * (tally.size - tally.not_ready) as f64 / tally.size as f64 };
+    metrics::gauge!("node_collector_zone_health", &labels).set(health);
+    metrics::gauge!("node_collector_unhealthy_nodes_in_zone", &labels).set(tally.not_ready as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zone_state_thresholds() {
+        use ZoneState::*;
+        assert_eq!(compute_zone_state(3, 3, 0.55), FullDisruption);
+        assert_eq!(compute_zone_state(2, 2, 0.55), FullDisruption);
+        assert_eq!(compute_zone_state(3, 2, 0.55), Normal, "2 not ready is never partial");
+        assert_eq!(compute_zone_state(20, 11, 0.55), PartialDisruption, "11/20 = 0.55 is inclusive");
+        assert_eq!(compute_zone_state(20, 10, 0.55), Normal);
+        assert_eq!(compute_zone_state(10, 6, 0.55), PartialDisruption);
+        assert_eq!(compute_zone_state(10, 0, 0.55), Normal);
+    }
+
+    #[test]
+    fn rates_by_state_and_size() {
+        let cfg = ControllerConfig::default();
+        assert_eq!(zone_rate(&cfg, ZoneState::Normal, 10), 0.1);
+        assert_eq!(zone_rate(&cfg, ZoneState::FullDisruption, 10), 0.1);
+        assert_eq!(zone_rate(&cfg, ZoneState::PartialDisruption, 50), 0.0, "50 is not larger than the threshold");
+        assert_eq!(zone_rate(&cfg, ZoneState::PartialDisruption, 51), 0.01);
+    }
+}

@@ -1,0 +1,319 @@
+//! The health monitor's hot pass (`monitorNodeHealth` / `tryUpdateNodeHealth`).
+//!
+//! For every node: refresh the probe time from newly observed heartbeats
+//! (status or Lease), decide whether the node is overdue, count it in its
+//! zone, and note the few nodes that need more than that (first sight, an
+//! Unknown write, a taint or eviction decision) for
+//! [`decide`](super::health::decide). A healthy node that nothing happened to
+//! costs a handful of comparisons and no writes.
+
+use bevy_ecs::prelude::*;
+use nodewarden_model::{
+    ConditionStatus, ConditionType, NodeCondition, Timestamp,
+    condition::{MESSAGE_NEVER_UPDATED, MESSAGE_STATUS_UNKNOWN, REASON_NEVER_UPDATED, REASON_STATUS_UNKNOWN},
+};
+
+use crate::action::{ActionKind, EventType, ObjectRef};
+use crate::components::*;
+use crate::resources::*;
+
+/// Pass 1: heartbeats, overdue decisions and zone tallies.
+#[allow(clippy::type_complexity)]
+pub fn update_node_health(
+    now: Res<Now>,
+    settings: Res<Settings>,
+    zones: Res<ZoneIndex>,
+    mut scratch: ResMut<PassScratch>,
+    mut nodes: Query<(
+        Entity,
+        &ReadyView,
+        &LeaseView,
+        &mut Health,
+        &NodeFlags,
+        &InZone,
+        Has<ExcludedFromDisruption>,
+    )>,
+    created: Query<&NodeMeta>,
+) {
+    let now = now.0;
+    let cfg = &settings.0;
+    let scratch = &mut *scratch;
+    scratch.work.clear();
+    scratch.tally.clear();
+    scratch.tally.resize(zones.by_slot.len(), ZoneTally::default());
+
+    for (entity, ready, lease, mut health, flags, in_zone, excluded) in &mut nodes {
+        let first_sight = health.0.is_none();
+        let mut rec = match health.0 {
+            Some(r) => r,
+            None => {
+                // First sight: a node with a Ready condition gets a full grace
+                // period from now (B2); one without counts from its creation (B5).
+                let start = if ready.status.is_some() {
+                    now
+                } else {
+                    created.get(entity).map_or(now, |m| m.created)
+                };
+                HealthRecord {
+                    probe: start,
+                    ready_transition: start,
+                    saved_ready: ready.status.map(|_| (ready.heartbeat, ready.transition)),
+                    saved_lease: None,
+                }
+            }
+        };
+        let before = rec;
+        match (rec.saved_ready, ready.status.is_some()) {
+            (None, true) => {
+                // Ready appeared (or a restarted controller meets an old node).
+                rec = HealthRecord {
+                    probe: now,
+                    ready_transition: now,
+                    saved_ready: Some((ready.heartbeat, ready.transition)),
+                    saved_lease: None,
+                };
+            }
+            (Some(_), false) => {
+                // Ready disappeared: upstream overwrites its saved status, so
+                // the probe time stays and the startup grace applies (B10).
+                rec.saved_ready = None;
+            }
+            (Some((hb, tr)), true) if hb != ready.heartbeat => {
+                if tr != ready.transition {
+                    rec.ready_transition = now;
+                }
+                rec.probe = now;
+                rec.saved_ready = Some((ready.heartbeat, ready.transition));
+            }
+            _ => {}
+        }
+        // A Lease renewal counts when it is newer than the saved one, or when
+        // none was saved (B3b).
+        if lease.present
+            && match rec.saved_lease {
+                None => true,
+                Some(saved) => matches!((saved, lease.renew), (Some(s), Some(o)) if s < o),
+            }
+        {
+            rec.saved_lease = Some(lease.renew);
+            rec.probe = now;
+        }
+        if first_sight || rec != before {
+            health.0 = Some(rec);
+        }
+
+        let grace = if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period };
+        // Strictly after (B6).
+        let overdue = now > rec.probe + grace;
+        let go_unknown = overdue && ready.status != Some(ConditionStatus::Unknown);
+        let current = if overdue { Some(ConditionStatus::Unknown) } else { ready.status };
+
+        if !excluded && let Some(t) = scratch.tally.get_mut(in_zone.slot as usize) {
+            t.size += 1;
+            if current != Some(ConditionStatus::True) {
+                t.not_ready += 1;
+            }
+        }
+
+        let observed = ready.status.unwrap_or(ConditionStatus::Unknown);
+        let needs_work = first_sight
+            || go_unknown
+            || match current {
+                None => false,
+                Some(ConditionStatus::True) => !flags.is_clean(),
+                // Unhealthy nodes are re-examined every pass (E3: a taint
+                // removed by hand is queued again; J2: the legacy timeout).
+                Some(_) => true,
+            };
+        if needs_work {
+            scratch.work.push(NodeWork { node: entity, first_sight, observed, had_ready: ready.status.is_some(), go_unknown });
+        }
+    }
+}
+
+/// The conditions after the controller gives up on a silent kubelet (B7):
+/// Ready and the pressure conditions become Unknown (NetworkUnavailable is
+/// left alone). Existing ones keep their heartbeat; missing ones are added
+/// with the creation time as heartbeat.
+pub fn unknown_conditions(conditions: &[NodeCondition], created: Timestamp, now: Timestamp) -> Vec<NodeCondition> {
+    let mut out = conditions.to_vec();
+    for kind in ConditionType::SILENCED {
+        match out.iter_mut().find(|c| c.kind == kind) {
+            Some(c) => {
+                if c.status != ConditionStatus::Unknown {
+                    c.status = ConditionStatus::Unknown;
+                    c.reason = REASON_STATUS_UNKNOWN.to_string();
+                    c.message = MESSAGE_STATUS_UNKNOWN.to_string();
+                    c.last_transition = now;
+                }
+            }
+            None => out.push(NodeCondition {
+                kind,
+                status: ConditionStatus::Unknown,
+                reason: REASON_NEVER_UPDATED.to_string(),
+                message: MESSAGE_NEVER_UPDATED.to_string(),
+                last_heartbeat: created,
+                last_transition: now,
+            }),
+        }
+    }
+    out
+}
+
+/// Pass 2: for the nodes pass 1 singled out, in name order: register new
+/// nodes, write Unknown conditions, mark pods NotReady, and make the
+/// NoExecute (or legacy eviction) decision on the *current* Ready
+/// condition, so a node that just went Unknown is queued in the same pass
+/// (upstream PR #120816).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn decide(
+    now: Res<Now>,
+    settings: Res<Settings>,
+    mut scratch: ResMut<PassScratch>,
+    mut outbox: ResMut<Outbox>,
+    mut inbox: ResMut<TaintManagerInbox>,
+    mut changed: ResMut<ChangedNodes>,
+    pod_index: Res<PodIndex>,
+    mut nodes: Query<(
+        &NodeName,
+        &NodeMeta,
+        &mut ReadyView,
+        &mut NodeConditions,
+        &mut Health,
+        &mut NodeTaints,
+        &mut NodeFlags,
+        &InZone,
+    )>,
+    mut zones: Query<&mut Zone>,
+    mut pods: Query<(&mut Pod, &mut PodProgress)>,
+) {
+    let now = now.0;
+    let cfg = &settings.0;
+    let mut work = std::mem::take(&mut scratch.work);
+    work.sort_by_cached_key(|w| nodes.get(w.node).map(|n| n.0.0.clone()).unwrap_or_default());
+
+    for w in &work {
+        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone)) = nodes.get_mut(w.node)
+        else {
+            continue;
+        };
+        let Ok(mut zone) = zones.get_mut(in_zone.zone) else { continue };
+        let name = name.0.as_str();
+
+        if w.first_sight {
+            outbox.event(
+                ObjectRef::Node(name.to_string()),
+                EventType::Normal,
+                "RegisteredNode",
+                format!("Node {name} event: Registered Node {name} in Controller"),
+            );
+            // C3: start from a clean slate; still-warranted taints come back
+            // through the rate-limited path below.
+            if cfg.enable_taint_manager {
+                super::mark_reachable(&mut outbox, &mut inbox, super::TaintTarget::new(name, w.node, &mut taints, &mut flags), &mut zone, now);
+            } else {
+                super::cancel_pod_eviction(w.node, &mut flags, &mut zone);
+            }
+        }
+
+        if w.go_unknown {
+            let updated = unknown_conditions(&conditions.0, meta.created, now);
+            *ready = ReadyView::of(&updated);
+            conditions.0 = updated.clone();
+            if let Some(rec) = health.0.as_mut() {
+                rec.ready_transition = now;
+                rec.saved_ready = Some((ready.heartbeat, ready.transition));
+            }
+            outbox.write(ActionKind::UpdateNodeConditions { node: name.to_string(), conditions: updated });
+            changed.0.push(w.node);
+            tracing::info!(node = name, probe = %health.0.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
+        }
+
+        let Some(current) = ready.status else { continue };
+
+        // MarkPodsNotReady: on the controller's own True -> not-True write
+        // (H2), and, beyond upstream, on first sight of a node that is
+        // already Unknown (a restart must not lose this step).
+        let own_transition = w.observed == ConditionStatus::True && current != ConditionStatus::True;
+        let unknown_at_first_sight = w.first_sight && w.had_ready && w.observed == ConditionStatus::Unknown;
+        if own_transition {
+            outbox.event(
+                ObjectRef::Node(name.to_string()),
+                EventType::Normal,
+                "NodeNotReady",
+                format!("Node {name} status is now: NodeNotReady"),
+            );
+        }
+        if own_transition || unknown_at_first_sight {
+            super::pods::mark_pods_not_ready(name, pod_index.on_node(name), &mut pods, &mut outbox);
+        }
+
+        if cfg.enable_taint_manager {
+            taint_decision(&mut outbox, &mut inbox, super::TaintTarget::new(name, w.node, &mut taints, &mut flags), &mut zone, current, now);
+        } else {
+            let rec = health.0.unwrap_or(HealthRecord {
+                probe: now,
+                ready_transition: now,
+                saved_ready: None,
+                saved_lease: None,
+            });
+            super::legacy::eviction_decision(
+                super::legacy::LegacyNode { entity: w.node, name, flags: &mut flags, zone: &mut zone },
+                w.observed,
+                rec,
+                cfg.pod_eviction_timeout,
+                now,
+                pod_index.on_node(name),
+                &mut pods,
+                &mut outbox,
+            );
+        }
+    }
+    work.clear();
+    scratch.work = work;
+}
+
+/// `processTaintBaseEviction` for one node.
+fn taint_decision(
+    outbox: &mut Outbox,
+    inbox: &mut TaintManagerInbox,
+    target: super::TaintTarget<'_>,
+    zone: &mut Zone,
+    current: ConditionStatus,
+    now: Timestamp,
+) {
+    use crate::action::WriteSlot::NoExecuteTaints;
+    let (wanted, opposite, has_wanted, has_opposite) = match current {
+        ConditionStatus::True => {
+            super::mark_reachable(outbox, inbox, target, zone, now);
+            return;
+        }
+        ConditionStatus::False => (
+            super::not_ready_taint(),
+            super::unreachable_taint(),
+            target.flags.not_ready_taint,
+            target.flags.unreachable_taint,
+        ),
+        ConditionStatus::Unknown => (
+            super::unreachable_taint(),
+            super::not_ready_taint(),
+            target.flags.unreachable_taint,
+            target.flags.not_ready_taint,
+        ),
+    };
+    if has_opposite {
+        // E2: swap at once, not through the rate-limited queue.
+        tracing::info!(node = target.name, taint = %wanted.short(), "swapping NoExecute taint");
+        super::write_taints(outbox, inbox, target, vec![wanted], vec![opposite], NoExecuteTaints, now);
+        return;
+    }
+    // E3: a node missing its taint is re-queued (remove before add).
+    if !has_wanted && target.flags.queued {
+        zone.queue.remove(&target.entity);
+        target.flags.queued = false;
+    }
+    if zone.queue.add(target.entity, now) {
+        target.flags.queued = true;
+        tracing::debug!(node = target.name, "queued for NoExecute tainting");
+    }
+}

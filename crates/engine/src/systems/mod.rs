@@ -1,0 +1,126 @@
+//! One system per upstream concern, plus the few helpers they share.
+//!
+//! Systems write through the [`Outbox`] and apply their own writes to the
+//! World at once (as upstream keeps the object an update returned), so a
+//! later system in the same tick sees them, and the adapter's echo of the
+//! write later changes nothing.
+
+pub mod disruption;
+pub mod eviction;
+pub mod health;
+pub mod legacy;
+pub mod node_handlers;
+pub mod pods;
+pub mod tainting;
+
+use bevy_ecs::prelude::*;
+use nodewarden_model::{Taint, TaintEffect, Timestamp, keys};
+
+use crate::action::{ActionKind, WriteSlot};
+use crate::components::{NodeFlags, NodeTaints, Zone};
+use crate::resources::{Outbox, TaintManagerInbox};
+
+/// The `not-ready:NoExecute` taint (`NotReadyTaintTemplate`).
+pub fn not_ready_taint() -> Taint {
+    Taint::new(keys::TAINT_NOT_READY, TaintEffect::NoExecute)
+}
+
+/// The `unreachable:NoExecute` taint (`UnreachableTaintTemplate`).
+pub fn unreachable_taint() -> Taint {
+    Taint::new(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute)
+}
+
+/// Everything a taint write needs to touch on one node.
+pub struct TaintTarget<'a> {
+    /// Node name.
+    pub name: &'a str,
+    /// Node entity (for the taint manager's inbox).
+    pub entity: Entity,
+    /// Its taints.
+    pub taints: &'a mut NodeTaints,
+    /// Its flags.
+    pub flags: &'a mut NodeFlags,
+}
+
+impl<'a> TaintTarget<'a> {
+    /// Bundles one node's taint state.
+    pub fn new(name: &'a str, entity: Entity, taints: &'a mut NodeTaints, flags: &'a mut NodeFlags) -> Self {
+        TaintTarget { name, entity, taints, flags }
+    }
+}
+
+/// Adds `add` (stamped `time_added = now`) and removes `remove` (by key and
+/// effect) in one patch, applying it locally. Taints already present with
+/// the same key, effect and value are not re-added; absent ones are not
+/// removed. Returns whether anything was written.
+pub fn write_taints(
+    outbox: &mut Outbox,
+    inbox: &mut TaintManagerInbox,
+    target: TaintTarget<'_>,
+    add: Vec<Taint>,
+    remove: Vec<Taint>,
+    slot: WriteSlot,
+    now: Timestamp,
+) -> bool {
+    let current = &mut target.taints.0;
+    let add: Vec<Taint> = add
+        .into_iter()
+        .filter(|a| !current.iter().any(|c| c.same_as(a) && c.value == a.value))
+        .map(|mut a| {
+            a.time_added = Some(now);
+            a
+        })
+        .collect();
+    let remove: Vec<Taint> = remove
+        .into_iter()
+        .filter(|r| current.iter().any(|c| c.same_as(r)))
+        .collect();
+    if add.is_empty() && remove.is_empty() {
+        return false;
+    }
+    current.retain(|c| !remove.iter().chain(add.iter()).any(|r| r.same_as(c)));
+    current.extend(add.iter().cloned());
+    target.flags.refresh_taints(current);
+    if add.iter().chain(remove.iter()).any(|t| t.effect == TaintEffect::NoExecute) {
+        inbox.nodes.push(target.entity);
+    }
+    outbox.write(ActionKind::PatchNodeTaints { node: target.name.to_string(), add, remove, slot });
+    true
+}
+
+/// Upstream `markNodeAsReachable`: removes both controller NoExecute taints
+/// (whoever added them) and takes the node out of its zone's queue set.
+pub fn mark_reachable(
+    outbox: &mut Outbox,
+    inbox: &mut TaintManagerInbox,
+    target: TaintTarget<'_>,
+    zone: &mut Zone,
+    now: Timestamp,
+) {
+    if target.flags.queued {
+        zone.queue.remove(&target.entity);
+        target.flags.queued = false;
+    }
+    if target.flags.not_ready_taint || target.flags.unreachable_taint {
+        write_taints(
+            outbox,
+            inbox,
+            target,
+            vec![],
+            vec![unreachable_taint(), not_ready_taint()],
+            WriteSlot::NoExecuteTaints,
+            now,
+        );
+    }
+}
+
+/// Upstream `cancelPodEviction` (legacy mode): the node leaves its zone's
+/// eviction queue and its eviction status is reset.
+pub fn cancel_pod_eviction(entity: Entity, flags: &mut NodeFlags, zone: &mut Zone) -> bool {
+    flags.eviction = crate::components::EvictionStatus::Unmarked;
+    if flags.queued {
+        flags.queued = false;
+        return zone.queue.remove(&entity);
+    }
+    false
+}

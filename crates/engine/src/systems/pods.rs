@@ -1,0 +1,72 @@
+//! Pods on unhealthy nodes: `MarkPodsNotReady` and the pod-assignment path
+//! (`processPod`).
+
+use bevy_ecs::prelude::*;
+use nodewarden_model::ConditionStatus;
+
+use crate::action::{ActionKind, EventType, ObjectRef};
+use crate::components::*;
+use crate::resources::*;
+
+/// Sets Ready=False on every pod of `pods` bound to `node` that has a Ready
+/// condition not already False (H1). Terminating pods and pods being
+/// deleted are left alone (the controller never writes to them).
+pub fn mark_pods_not_ready(
+    node: &str,
+    pods: &[Entity],
+    query: &mut Query<(&mut Pod, &mut PodProgress)>,
+    outbox: &mut Outbox,
+) {
+    for &e in pods {
+        let Ok((mut pod, progress)) = query.get_mut(e) else { continue };
+        if pod.node.as_deref() != Some(node) || pod.terminating || progress.deletion_requested {
+            continue;
+        }
+        if pod.ready != Some(true) {
+            continue;
+        }
+        pod.ready = Some(false);
+        outbox.write(ActionKind::MarkPodNotReady { pod: pod.key.clone(), uid: pod.uid.clone() });
+        outbox.event(ObjectRef::Pod(pod.key.clone()), EventType::Warning, "NodeNotReady", "Node is not ready".to_string());
+    }
+}
+
+/// `processPod`: a pod newly bound to a node the monitor has already seen
+/// not Ready is marked NotReady at once (H3); in legacy mode a pod found on
+/// a node whose pods were already evicted is deleted at once (J5).
+pub fn pod_assignment(
+    now: Res<Now>,
+    settings: Res<Settings>,
+    mut assigned: ResMut<AssignedPods>,
+    node_index: Res<NodeIndex>,
+    nodes: Query<(&ReadyView, &Health, &NodeFlags)>,
+    mut pods: Query<(&mut Pod, &mut PodProgress)>,
+    mut outbox: ResMut<Outbox>,
+) {
+    if assigned.0.is_empty() {
+        return;
+    }
+    let mut list = std::mem::take(&mut assigned.0);
+    list.sort_unstable();
+    list.dedup();
+    for pod_entity in list.drain(..) {
+        let Ok((pod, _)) = pods.get(pod_entity) else { continue };
+        let Some(node_name) = pod.node.clone() else { continue };
+        let Some(&node) = node_index.0.get(&node_name) else { continue };
+        let Ok((ready, health, flags)) = nodes.get(node) else { continue };
+        // Not yet seen by a monitor pass, or no Ready condition: ignored, as
+        // upstream does; the node's own handling covers it later.
+        let (Some(rec), Some(status)) = (health.0, ready.status) else { continue };
+        if status == ConditionStatus::True {
+            continue;
+        }
+        mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
+        if !settings.0.enable_taint_manager && flags.eviction == EvictionStatus::Evicted {
+            let since = if status == ConditionStatus::False { rec.ready_transition } else { rec.probe };
+            if now.0 > since + settings.0.pod_eviction_timeout {
+                super::legacy::delete_pods(&node_name, &[pod_entity], &mut pods, &mut outbox, now.0);
+            }
+        }
+    }
+    assigned.0 = list;
+}

@@ -1,0 +1,160 @@
+//! The controller's configuration: kube-controller-manager's node-lifecycle
+//! flags, with the same names, defaults and meaning.
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Span;
+
+/// Node-lifecycle configuration. Field names in files and on the command
+/// line are the upstream flag names without `--` (`node-monitor-period`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ControllerConfig {
+    /// How often the health monitor looks at every node (5s).
+    pub node_monitor_period: Span,
+    /// Silence after which a node's conditions become Unknown (40s; upstream
+    /// 1.32+ uses 50s).
+    pub node_monitor_grace_period: Span,
+    /// The same, for a node whose kubelet never posted a Ready condition (1m).
+    pub node_startup_grace_period: Span,
+    /// Legacy mode only: how long a node is NotReady/Unknown before its pods
+    /// are deleted (5m).
+    pub pod_eviction_timeout: Span,
+    /// Nodes per second tainted (or evicted) in a zone (0.1).
+    pub node_eviction_rate: f64,
+    /// Nodes per second in a large PartialDisruption zone (0.01).
+    pub secondary_node_eviction_rate: f64,
+    /// Zones with at most this many nodes stop tainting in PartialDisruption (50).
+    pub large_cluster_size_threshold: u32,
+    /// Share of not-ready nodes (with at least 3) that makes a zone
+    /// PartialDisruption (0.55).
+    pub unhealthy_zone_threshold: f64,
+    /// Taint-based eviction (true) or legacy direct deletion (false).
+    pub enable_taint_manager: bool,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            node_monitor_period: Span::from_secs(5),
+            node_monitor_grace_period: Span::from_secs(40),
+            node_startup_grace_period: Span::from_secs(60),
+            pod_eviction_timeout: Span::from_secs(300),
+            node_eviction_rate: 0.1,
+            secondary_node_eviction_rate: 0.01,
+            large_cluster_size_threshold: 50,
+            unhealthy_zone_threshold: 0.55,
+            enable_taint_manager: true,
+        }
+    }
+}
+
+/// A configuration value that cannot work, named by its flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{flag}: {problem}")]
+pub struct ConfigError {
+    /// The flag, spelled as on the command line without `--`.
+    pub flag: &'static str,
+    /// What is wrong with its value.
+    pub problem: String,
+}
+
+impl ControllerConfig {
+    /// Checks every flag; the first problem found is returned. A config that
+    /// passes cannot make the engine divide by zero, spin, or evict by
+    /// accident of a typo (a grace period shorter than the monitor period
+    /// would declare healthy nodes dead between two heartbeats).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |flag, problem: String| Err(ConfigError { flag, problem });
+        if self.node_monitor_period <= Span::ZERO {
+            return err("node-monitor-period", format!("must be positive, got {}", self.node_monitor_period));
+        }
+        for (flag, grace) in [
+            ("node-monitor-grace-period", self.node_monitor_grace_period),
+            ("node-startup-grace-period", self.node_startup_grace_period),
+        ] {
+            if grace < self.node_monitor_period {
+                return err(
+                    flag,
+                    format!(
+                        "{grace} is shorter than node-monitor-period ({}); nodes would be declared dead between two checks",
+                        self.node_monitor_period
+                    ),
+                );
+            }
+        }
+        if self.pod_eviction_timeout.is_negative() {
+            return err("pod-eviction-timeout", format!("must not be negative, got {}", self.pod_eviction_timeout));
+        }
+        for (flag, rate) in [
+            ("node-eviction-rate", self.node_eviction_rate),
+            ("secondary-node-eviction-rate", self.secondary_node_eviction_rate),
+        ] {
+            if !rate.is_finite() || rate < 0.0 {
+                return err(flag, format!("must be a non-negative number of nodes per second, got {rate}"));
+            }
+            if rate > 0.0 && rate < 1e-9 {
+                return err(flag, format!("{rate} nodes per second is too small to represent; use 0 to stop tainting"));
+            }
+        }
+        let t = self.unhealthy_zone_threshold;
+        if !(t > 0.0 && t <= 1.0) {
+            return err("unhealthy-zone-threshold", format!("must be in (0, 1], got {t}"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_upstreams_and_valid() {
+        let c = ControllerConfig::default();
+        assert_eq!(c.node_monitor_period, Span::from_secs(5));
+        assert_eq!(c.node_monitor_grace_period, Span::from_secs(40));
+        assert_eq!(c.node_startup_grace_period, Span::from_secs(60));
+        assert_eq!(c.pod_eviction_timeout, Span::from_secs(300));
+        assert_eq!(c.node_eviction_rate, 0.1);
+        assert_eq!(c.secondary_node_eviction_rate, 0.01);
+        assert_eq!(c.large_cluster_size_threshold, 50);
+        assert_eq!(c.unhealthy_zone_threshold, 0.55);
+        assert!(c.enable_taint_manager);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn reads_flag_names_and_refuses_unknown_ones() {
+        let c: ControllerConfig =
+            serde_json::from_str(r#"{"node-monitor-grace-period":"50s","enable-taint-manager":false}"#).unwrap();
+        assert_eq!(c.node_monitor_grace_period, Span::from_secs(50));
+        assert!(!c.enable_taint_manager);
+        let e = serde_json::from_str::<ControllerConfig>(r#"{"node-monitor-grace":"50s"}"#).unwrap_err();
+        assert!(e.to_string().contains("node-monitor-grace"), "{e}");
+    }
+
+    #[test]
+    fn refuses_values_that_cannot_work() {
+        let bad = |f: fn(&mut ControllerConfig), flag: &str| {
+            let mut c = ControllerConfig::default();
+            f(&mut c);
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.flag, flag, "{e}");
+        };
+        bad(|c| c.node_eviction_rate = -0.1, "node-eviction-rate");
+        bad(|c| c.secondary_node_eviction_rate = f64::NAN, "secondary-node-eviction-rate");
+        bad(|c| c.unhealthy_zone_threshold = 0.0, "unhealthy-zone-threshold");
+        bad(|c| c.unhealthy_zone_threshold = 1.5, "unhealthy-zone-threshold");
+        bad(|c| c.node_monitor_grace_period = Span::from_secs(4), "node-monitor-grace-period");
+        bad(|c| c.node_startup_grace_period = Span::from_secs(1), "node-startup-grace-period");
+        bad(|c| c.node_monitor_period = Span::ZERO, "node-monitor-period");
+        bad(|c| c.pod_eviction_timeout = Span::from_secs(-1), "pod-eviction-timeout");
+    }
+
+    #[test]
+    fn zero_rate_and_threshold_one_are_valid() {
+        let c = ControllerConfig { node_eviction_rate: 0.0, unhealthy_zone_threshold: 1.0, ..Default::default() };
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+//! Domain types and pure rules of nodewarden, with no dependency on bevy,
+//! kube or tokio.
+//!
+//! Everything here is a plain value plus the upstream rule that goes with it
+//! (toleration matching, zone keys, flag defaults and validation), so the
+//! engine, the simulator, the adapter and the tests all agree on one
+//! definition of each.
+
+pub mod condition;
+pub mod config;
+pub mod keys;
+pub mod taint;
+pub mod time;
+pub mod zone;
+
+pub use condition::{ConditionStatus, ConditionType, NodeCondition};
+pub use config::{ConfigError, ControllerConfig};
+pub use taint::{Taint, TaintEffect, TolerationOperator, Toleration, TolerationVerdict};
+pub use time::{Clock, ManualClock, Span, SpanParseError, Timestamp};
+pub use zone::ZoneKey;

@@ -1,0 +1,290 @@
+//! Taints, tolerations and upstream's matching rules.
+//!
+//! Matching follows `Toleration.ToleratesTaint` and the taint manager's
+//! `GetMatchingTolerations` / `getMinTolerationTime`: an empty toleration
+//! effect matches every effect, an empty key (with `Exists`) every key, and
+//! for each taint only the first toleration in pod order that tolerates it
+//! counts.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::{Span, Timestamp};
+
+/// What a taint does to pods that do not tolerate it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TaintEffect {
+    /// New pods are not scheduled onto the node.
+    NoSchedule,
+    /// The scheduler tries to avoid the node.
+    PreferNoSchedule,
+    /// Running pods are evicted (after their toleration time, if any).
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+impl fmt::Display for TaintEffect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A node taint. Two taints are "the same taint" when key and effect match
+/// (upstream `MatchTaint`); the value and `time_added` are payload.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    /// The taint key.
+    pub key: String,
+    /// The taint value; empty when absent.
+    #[serde(default)]
+    pub value: String,
+    /// The effect.
+    pub effect: TaintEffect,
+    /// When the taint was added (set by the controller on NoExecute taints).
+    #[serde(default, rename = "time-added", skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<Timestamp>,
+}
+
+impl Taint {
+    /// A taint with an empty value and no `time_added`.
+    pub fn new(key: impl Into<String>, effect: TaintEffect) -> Taint {
+        Taint { key: key.into(), value: String::new(), effect, time_added: None }
+    }
+
+    /// Same key and effect (upstream `MatchTaint`).
+    pub fn same_as(&self, other: &Taint) -> bool {
+        self.key == other.key && self.effect == other.effect
+    }
+
+    /// True for a taint with this key and effect.
+    pub fn is(&self, key: &str, effect: TaintEffect) -> bool {
+        self.key == key && self.effect == effect
+    }
+
+    /// The `key:Effect` spelling used by scenario expectations.
+    pub fn short(&self) -> String {
+        format!("{}:{}", self.key, self.effect)
+    }
+}
+
+/// How a toleration compares its value with the taint's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    /// Values must be equal (the default, also for an empty operator).
+    #[default]
+    Equal,
+    /// Any value matches.
+    Exists,
+}
+
+/// A pod toleration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Toleration {
+    /// The taint key to match; empty matches every key (meaningful with `Exists`).
+    #[serde(default)]
+    pub key: String,
+    /// Equal or Exists.
+    #[serde(default)]
+    pub operator: TolerationOperator,
+    /// The value to compare with `Equal`.
+    #[serde(default)]
+    pub value: String,
+    /// The effect to match; `None` matches every effect.
+    #[serde(default)]
+    pub effect: Option<TaintEffect>,
+    /// `tolerationSeconds`: how long a NoExecute taint is tolerated; `None` = forever.
+    #[serde(default)]
+    pub seconds: Option<i64>,
+}
+
+impl Toleration {
+    /// Upstream `ToleratesTaint`.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if self.effect.is_some_and(|e| e != taint.effect) {
+            return false;
+        }
+        if !self.key.is_empty() && self.key != taint.key {
+            return false;
+        }
+        match self.operator {
+            TolerationOperator::Exists => true,
+            TolerationOperator::Equal => self.value == taint.value,
+        }
+    }
+}
+
+/// When a pod on a node with NoExecute taints must go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TolerationVerdict {
+    /// At least one taint is not tolerated, or a matched toleration has
+    /// `tolerationSeconds <= 0`: delete now.
+    Now,
+    /// Every taint is tolerated and the smallest matched `tolerationSeconds`
+    /// is this long.
+    After(Span),
+    /// Every taint is tolerated by tolerations without `tolerationSeconds`.
+    Never,
+}
+
+/// For each taint, the first toleration (in pod order) that tolerates it;
+/// `Err` names the first taint nothing tolerates (`GetMatchingTolerations`).
+pub fn matching_tolerations<'a>(
+    taints: &[Taint],
+    tolerations: &'a [Toleration],
+) -> Result<Vec<&'a Toleration>, usize> {
+    taints
+        .iter()
+        .enumerate()
+        .map(|(i, taint)| tolerations.iter().find(|t| t.tolerates(taint)).ok_or(i))
+        .collect()
+}
+
+/// The taint manager's verdict for a pod with `tolerations` on a node whose
+/// NoExecute taints are `taints` (`processPodOnNode`, `getMinTolerationTime`).
+/// Taints of other effects are ignored, so callers may pass a node's whole set.
+pub fn toleration_verdict(taints: &[Taint], tolerations: &[Toleration]) -> TolerationVerdict {
+    let mut min: Option<i64> = None;
+    let mut matched_any = false;
+    for taint in taints.iter().filter(|t| t.effect == TaintEffect::NoExecute) {
+        let Some(tol) = tolerations.iter().find(|t| t.tolerates(taint)) else {
+            return TolerationVerdict::Now;
+        };
+        matched_any = true;
+        if let Some(s) = tol.seconds {
+            if s <= 0 {
+                return TolerationVerdict::Now;
+            }
+            min = Some(min.map_or(s, |m| m.min(s)));
+        }
+    }
+    match (matched_any, min) {
+        // Upstream: no matched toleration at all means "now"; callers only ask
+        // with at least one NoExecute taint, so this is the empty-set guard.
+        (false, _) => TolerationVerdict::Now,
+        (true, None) => TolerationVerdict::Never,
+        (true, Some(s)) => TolerationVerdict::After(Span::from_secs(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use TaintEffect::*;
+    use TolerationOperator::*;
+
+    fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+        Taint { key: key.into(), value: value.into(), effect, time_added: None }
+    }
+    fn tol(key: &str, op: TolerationOperator, value: &str, effect: Option<TaintEffect>, seconds: Option<i64>) -> Toleration {
+        Toleration { key: key.into(), operator: op, value: value.into(), effect, seconds }
+    }
+
+    #[test]
+    fn equal_needs_same_key_and_value() {
+        let t = taint("k", "v", NoExecute);
+        assert!(tol("k", Equal, "v", Some(NoExecute), None).tolerates(&t));
+        assert!(!tol("k", Equal, "w", Some(NoExecute), None).tolerates(&t));
+        assert!(!tol("other", Equal, "v", Some(NoExecute), None).tolerates(&t));
+    }
+
+    #[test]
+    fn exists_ignores_value() {
+        let t = taint("k", "v", NoExecute);
+        assert!(tol("k", Exists, "", Some(NoExecute), None).tolerates(&t));
+    }
+
+    #[test]
+    fn empty_key_with_exists_matches_every_key() {
+        let any = tol("", Exists, "", None, None);
+        assert!(any.tolerates(&taint("a", "1", NoExecute)));
+        assert!(any.tolerates(&taint("b", "", NoSchedule)));
+    }
+
+    #[test]
+    fn empty_key_with_equal_compares_values_only() {
+        // API validation forbids it, but the matching rule is defined: key
+        // check skipped, value compared.
+        let t = tol("", Equal, "v", None, None);
+        assert!(t.tolerates(&taint("a", "v", NoExecute)));
+        assert!(!t.tolerates(&taint("a", "w", NoExecute)));
+    }
+
+    #[test]
+    fn empty_effect_matches_every_effect() {
+        let t = tol("k", Exists, "", None, None);
+        for e in [NoSchedule, PreferNoSchedule, NoExecute] {
+            assert!(t.tolerates(&taint("k", "", e)));
+        }
+        assert!(!tol("k", Exists, "", Some(NoSchedule), None).tolerates(&taint("k", "", NoExecute)));
+    }
+
+    #[test]
+    fn untolerated_taint_means_now() {
+        let taints = [taint("a", "", NoExecute), taint("b", "", NoExecute)];
+        let tols = [tol("a", Exists, "", None, Some(100))];
+        assert_eq!(toleration_verdict(&taints, &tols), TolerationVerdict::Now);
+        assert_eq!(matching_tolerations(&taints, &tols), Err(1));
+    }
+
+    #[test]
+    fn first_matching_toleration_per_taint_and_minimum_wins() {
+        let taints = [taint("node.kubernetes.io/unreachable", "", NoExecute)];
+        // The first toleration matches (30 s) even though a later, more
+        // specific one says 100 s.
+        let tols = [
+            tol("", Exists, "", Some(NoExecute), Some(30)),
+            tol("node.kubernetes.io/unreachable", Exists, "", Some(NoExecute), Some(100)),
+        ];
+        assert_eq!(toleration_verdict(&taints, &tols), TolerationVerdict::After(Span::from_secs(30)));
+        // Reversed order: the specific one comes first.
+        let rev = [tols[1].clone(), tols[0].clone()];
+        assert_eq!(toleration_verdict(&taints, &rev), TolerationVerdict::After(Span::from_secs(100)));
+        // Two taints, minimum of their first matches.
+        let two = [taint("a", "", NoExecute), taint("b", "", NoExecute)];
+        let tols2 = [tol("a", Exists, "", None, Some(50)), tol("b", Exists, "", None, Some(20))];
+        assert_eq!(toleration_verdict(&two, &tols2), TolerationVerdict::After(Span::from_secs(20)));
+    }
+
+    #[test]
+    fn a_later_forever_toleration_does_not_override_the_first_match() {
+        let taints = [taint("k", "", NoExecute)];
+        let tols = [tol("k", Exists, "", None, Some(10)), tol("k", Exists, "", None, None)];
+        assert_eq!(toleration_verdict(&taints, &tols), TolerationVerdict::After(Span::from_secs(10)));
+    }
+
+    #[test]
+    fn no_seconds_means_never_and_non_positive_means_now() {
+        let taints = [taint("k", "", NoExecute)];
+        assert_eq!(toleration_verdict(&taints, &[tol("k", Exists, "", None, None)]), TolerationVerdict::Never);
+        assert_eq!(toleration_verdict(&taints, &[tol("k", Exists, "", None, Some(0))]), TolerationVerdict::Now);
+        assert_eq!(toleration_verdict(&taints, &[tol("k", Exists, "", None, Some(-5))]), TolerationVerdict::Now);
+        // Mixed: one forever, one with seconds -> the seconds decide.
+        let two = [taint("a", "", NoExecute), taint("b", "", NoExecute)];
+        let tols = [tol("a", Exists, "", None, None), tol("b", Exists, "", None, Some(7))];
+        assert_eq!(toleration_verdict(&two, &tols), TolerationVerdict::After(Span::from_secs(7)));
+    }
+
+    #[test]
+    fn other_effects_are_ignored_by_the_verdict() {
+        let taints = [taint("x", "", NoSchedule), taint("k", "", NoExecute)];
+        assert_eq!(toleration_verdict(&taints, &[tol("k", Exists, "", None, None)]), TolerationVerdict::Never);
+    }
+
+    #[test]
+    fn short_form() {
+        assert_eq!(taint("a/b", "v", NoExecute).short(), "a/b:NoExecute");
+    }
+}

@@ -1,0 +1,109 @@
+//! Zone keys (`GetZoneKey`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::keys;
+
+/// A zone: region and zone together. Nodes with neither label share the
+/// empty key. Displayed as `region/zone` (`""` for the empty key), the
+/// spelling scenario files and metrics use.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ZoneKey {
+    /// The region part, possibly empty.
+    pub region: String,
+    /// The zone part, possibly empty.
+    pub zone: String,
+}
+
+impl ZoneKey {
+    /// A key from its parts.
+    pub fn new(region: impl Into<String>, zone: impl Into<String>) -> ZoneKey {
+        ZoneKey { region: region.into(), zone: zone.into() }
+    }
+
+    /// The zone a node with these labels belongs to. The deprecated
+    /// `failure-domain.beta` labels win over the topology labels when present
+    /// (even when empty), as upstream's `GetZoneKey` does.
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> ZoneKey {
+        let pick = |beta: &str, topology: &str| {
+            labels
+                .get(beta)
+                .or_else(|| labels.get(topology))
+                .cloned()
+                .unwrap_or_default()
+        };
+        ZoneKey {
+            region: pick(keys::LABEL_FAILURE_DOMAIN_REGION, keys::LABEL_TOPOLOGY_REGION),
+            zone: pick(keys::LABEL_FAILURE_DOMAIN_ZONE, keys::LABEL_TOPOLOGY_ZONE),
+        }
+    }
+
+    /// Parses the `region/zone` spelling (`""` is the empty key). The split is
+    /// at the first `/`: region names carry no slash.
+    pub fn parse(s: &str) -> ZoneKey {
+        match s.split_once('/') {
+            Some((r, z)) => ZoneKey::new(r, z),
+            None => ZoneKey::new("", s),
+        }
+    }
+
+    /// True for the key of nodes without zone labels.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty() && self.zone.is_empty()
+    }
+}
+
+impl fmt::Display for ZoneKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            write!(f, "{}/{}", self.region, self.zone)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn topology_labels_make_the_key() {
+        let k = ZoneKey::from_labels(&labels(&[
+            (keys::LABEL_TOPOLOGY_REGION, "r1"),
+            (keys::LABEL_TOPOLOGY_ZONE, "z1"),
+        ]));
+        assert_eq!(k.to_string(), "r1/z1");
+    }
+
+    #[test]
+    fn beta_labels_win_even_when_empty() {
+        let k = ZoneKey::from_labels(&labels(&[
+            (keys::LABEL_TOPOLOGY_REGION, "r1"),
+            (keys::LABEL_TOPOLOGY_ZONE, "z1"),
+            (keys::LABEL_FAILURE_DOMAIN_ZONE, ""),
+        ]));
+        assert_eq!(k, ZoneKey::new("r1", ""));
+        assert_eq!(k.to_string(), "r1/");
+    }
+
+    #[test]
+    fn no_labels_is_the_empty_key() {
+        let k = ZoneKey::from_labels(&BTreeMap::new());
+        assert!(k.is_empty());
+        assert_eq!(k.to_string(), "");
+        assert_eq!(ZoneKey::parse(""), k);
+    }
+
+    #[test]
+    fn parse_round_trips() {
+        for s in ["r/z", "/z", "r/"] {
+            assert_eq!(ZoneKey::parse(s).to_string(), s);
+        }
+    }
+}
