@@ -145,12 +145,16 @@ impl ActionKind {
     /// The object and slot this write occupies; `None` for Events.
     pub fn slot(&self) -> Option<(ObjectRef, WriteSlot)> {
         match self {
-            ActionKind::UpdateNodeConditions { node, .. } => Some((ObjectRef::Node(node.clone()), WriteSlot::NodeStatus)),
+            ActionKind::UpdateNodeConditions { node, .. } => {
+                Some((ObjectRef::Node(node.clone()), WriteSlot::NodeStatus))
+            }
             ActionKind::PatchNodeTaints { node, slot, .. } => Some((ObjectRef::Node(node.clone()), *slot)),
             ActionKind::PatchNodeLabels { node, .. } => Some((ObjectRef::Node(node.clone()), WriteSlot::NodeLabels)),
             ActionKind::MarkPodNotReady { pod, .. }
             | ActionKind::SetPodNodeLost { pod, .. }
-            | ActionKind::AddPodDisruptionTarget { pod, .. } => Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodStatus)),
+            | ActionKind::AddPodDisruptionTarget { pod, .. } => {
+                Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodStatus))
+            }
             ActionKind::DeletePod { pod, .. } => Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodDeletion)),
             ActionKind::RecordEvent(_) => None,
         }

@@ -41,13 +41,10 @@ pub struct ReadyView {
 impl ReadyView {
     /// The view of a condition list.
     pub fn of(conditions: &[NodeCondition]) -> ReadyView {
-        conditions
-            .iter()
-            .find(|c| c.kind == nodewarden_model::ConditionType::Ready)
-            .map_or(
-                ReadyView { status: None, heartbeat: Timestamp::MIN, transition: Timestamp::MIN },
-                |c| ReadyView { status: Some(c.status), heartbeat: c.last_heartbeat, transition: c.last_transition },
-            )
+        conditions.iter().find(|c| c.kind == nodewarden_model::ConditionType::Ready).map_or(
+            ReadyView { status: None, heartbeat: Timestamp::MIN, transition: Timestamp::MIN },
+            |c| ReadyView { status: Some(c.status), heartbeat: c.last_heartbeat, transition: c.last_transition },
+        )
     }
 }
 

@@ -112,9 +112,9 @@ impl Engine {
         let mut schedule = Schedule::default();
         schedule.add_systems(
             (
+                pods::pod_assignment,
                 (health::update_node_health, health::decide, disruption::handle_disruption).chain().run_if(monitor_due),
                 node_handlers::noschedule_and_labels,
-                pods::pod_assignment,
                 tainting::tainting_pass.run_if(tainting_pass_due),
                 legacy::eviction_pass.run_if(eviction_pass_due),
                 eviction::taint_manager,
@@ -136,8 +136,9 @@ impl Engine {
     }
 
     /// Drains the pending observations, then runs every loop due at `now`,
-    /// in a fixed order: health monitor (with zone disruption handling),
-    /// NoSchedule taints and labels, pod assignment, the NoExecute tainting
+    /// in a fixed order: pod assignment (event handlers see events before
+    /// the periodic loops do), health monitor (with zone disruption
+    /// handling), NoSchedule taints and labels, the NoExecute tainting
     /// (or legacy eviction) pass, and the taint manager. A loop that missed
     /// several periods runs once. `now` earlier than the previous tick is
     /// treated as the previous tick's time.
@@ -165,10 +166,12 @@ impl Engine {
             let mut t = self.world.resource_mut::<LoopTimers>();
             let start = t.start;
             if t.monitor_now {
-                t.next_monitor = LoopTimers::grid_at_or_after(start, period, now + nodewarden_model::Span::from_nanos(1));
+                t.next_monitor =
+                    LoopTimers::grid_at_or_after(start, period, now + nodewarden_model::Span::from_nanos(1));
             }
             if t.tainting_now {
-                t.next_tainting = LoopTimers::grid_at_or_after(start, TAINTING_PERIOD, now + nodewarden_model::Span::from_nanos(1));
+                t.next_tainting =
+                    LoopTimers::grid_at_or_after(start, TAINTING_PERIOD, now + nodewarden_model::Span::from_nanos(1));
             }
             t.monitor_now = false;
             t.tainting_now = false;

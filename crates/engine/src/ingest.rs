@@ -68,9 +68,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
         Some(e) => {
             let mut node = world.entity_mut(e);
             let old_zone = node.get::<InZone>().map(|z| z.zone);
-            let taints_changed = node
-                .get::<NodeTaints>()
-                .is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
+            let taints_changed = node.get::<NodeTaints>().is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
             if let Some(mut v) = node.get_mut::<ReadyView>()
                 && *v != ready
             {

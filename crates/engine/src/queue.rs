@@ -33,11 +33,7 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket at `now`. `qps <= 0` gives a bucket that never grants.
     pub fn full(qps: f64, now: Timestamp) -> TokenBucket {
-        let interval = if qps > 0.0 {
-            Span::from_secs_f64(1.0 / qps).unwrap_or(Span::MAX)
-        } else {
-            Span::MAX
-        };
+        let interval = if qps > 0.0 { Span::from_secs_f64(1.0 / qps).unwrap_or(Span::MAX) } else { Span::MAX };
         TokenBucket { qps, interval, ready_at: now }
     }
 

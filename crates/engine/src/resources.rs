@@ -1,8 +1,8 @@
 //! Resources: configuration, virtual time, indexes, work lists between
 //! systems, and the outbox of actions.
 
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp, ZoneKey};

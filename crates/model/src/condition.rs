@@ -55,12 +55,8 @@ pub enum ConditionType {
 impl ConditionType {
     /// The conditions the controller turns Unknown when the kubelet goes
     /// silent (never NetworkUnavailable), in upstream's order.
-    pub const SILENCED: [ConditionType; 4] = [
-        ConditionType::Ready,
-        ConditionType::MemoryPressure,
-        ConditionType::DiskPressure,
-        ConditionType::PidPressure,
-    ];
+    pub const SILENCED: [ConditionType; 4] =
+        [ConditionType::Ready, ConditionType::MemoryPressure, ConditionType::DiskPressure, ConditionType::PidPressure];
 
     /// The API spelling.
     pub fn as_str(&self) -> &str {

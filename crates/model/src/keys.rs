@@ -35,5 +35,4 @@ pub const LABEL_ARCH: &str = "kubernetes.io/arch";
 pub const LABEL_BETA_ARCH: &str = "beta.kubernetes.io/arch";
 
 /// The deprecated/stable label pairs that `reconcileNodeLabels` keeps equal.
-pub const RECONCILED_LABELS: [(&str, &str); 2] =
-    [(LABEL_OS, LABEL_BETA_OS), (LABEL_ARCH, LABEL_BETA_ARCH)];
+pub const RECONCILED_LABELS: [(&str, &str); 2] = [(LABEL_OS, LABEL_BETA_OS), (LABEL_ARCH, LABEL_BETA_ARCH)];

@@ -15,6 +15,6 @@ pub mod zone;
 
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};
 pub use config::{ConfigError, ControllerConfig};
-pub use taint::{Taint, TaintEffect, TolerationOperator, Toleration, TolerationVerdict};
+pub use taint::{Taint, TaintEffect, Toleration, TolerationOperator, TolerationVerdict};
 pub use time::{Clock, ManualClock, Span, SpanParseError, Timestamp};
 pub use zone::ZoneKey;

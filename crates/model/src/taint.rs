@@ -141,15 +141,8 @@ pub enum TolerationVerdict {
 
 /// For each taint, the first toleration (in pod order) that tolerates it;
 /// `Err` names the first taint nothing tolerates (`GetMatchingTolerations`).
-pub fn matching_tolerations<'a>(
-    taints: &[Taint],
-    tolerations: &'a [Toleration],
-) -> Result<Vec<&'a Toleration>, usize> {
-    taints
-        .iter()
-        .enumerate()
-        .map(|(i, taint)| tolerations.iter().find(|t| t.tolerates(taint)).ok_or(i))
-        .collect()
+pub fn matching_tolerations<'a>(taints: &[Taint], tolerations: &'a [Toleration]) -> Result<Vec<&'a Toleration>, usize> {
+    taints.iter().enumerate().map(|(i, taint)| tolerations.iter().find(|t| t.tolerates(taint)).ok_or(i)).collect()
 }
 
 /// The taint manager's verdict for a pod with `tolerations` on a node whose
@@ -188,7 +181,13 @@ mod tests {
     fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
         Taint { key: key.into(), value: value.into(), effect, time_added: None }
     }
-    fn tol(key: &str, op: TolerationOperator, value: &str, effect: Option<TaintEffect>, seconds: Option<i64>) -> Toleration {
+    fn tol(
+        key: &str,
+        op: TolerationOperator,
+        value: &str,
+        effect: Option<TaintEffect>,
+        seconds: Option<i64>,
+    ) -> Toleration {
         Toleration { key: key.into(), operator: op, value: value.into(), effect, seconds }
     }
 

@@ -113,9 +113,7 @@ impl FromStr for Span {
         }
         let mut total: i128 = 0;
         while !rest.is_empty() {
-            let num_len = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .ok_or_else(invalid)?;
+            let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(invalid)?;
             let (num, tail) = rest.split_at(num_len);
             if num.is_empty() || num == "." || num.matches('.').count() > 1 {
                 return Err(invalid());
@@ -135,13 +133,9 @@ impl FromStr for Span {
             let int: i128 = if int_part.is_empty() {
                 0
             } else {
-                int_part
-                    .parse()
-                    .map_err(|_| SpanParseError::OutOfRange(text.to_string()))?
+                int_part.parse().map_err(|_| SpanParseError::OutOfRange(text.to_string()))?
             };
-            let mut part = int
-                .checked_mul(scale)
-                .ok_or_else(|| SpanParseError::OutOfRange(text.to_string()))?;
+            let mut part = int.checked_mul(scale).ok_or_else(|| SpanParseError::OutOfRange(text.to_string()))?;
             // Fractions are exact down to the nanosecond; digits below it are dropped.
             let mut place = scale;
             for digit in frac_part.bytes() {
@@ -151,15 +145,11 @@ impl FromStr for Span {
                 }
                 part += (digit - b'0') as i128 * place;
             }
-            total = total
-                .checked_add(part)
-                .ok_or_else(|| SpanParseError::OutOfRange(text.to_string()))?;
+            total = total.checked_add(part).ok_or_else(|| SpanParseError::OutOfRange(text.to_string()))?;
             rest = tail;
         }
         let total = if negative { -total } else { total };
-        i64::try_from(total)
-            .map(Span)
-            .map_err(|_| SpanParseError::OutOfRange(text.to_string()))
+        i64::try_from(total).map(Span).map_err(|_| SpanParseError::OutOfRange(text.to_string()))
     }
 }
 
@@ -201,9 +191,7 @@ impl<'de> Deserialize<'de> for Span {
                 if v == 0 {
                     Ok(Span::ZERO)
                 } else {
-                    Err(E::custom(format!(
-                        "duration {v} has no unit: write {v}s, {v}m or {v}ms"
-                    )))
+                    Err(E::custom(format!("duration {v} has no unit: write {v}s, {v}m or {v}ms")))
                 }
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Span, E> {

@@ -26,13 +26,8 @@ impl ZoneKey {
     /// `failure-domain.beta` labels win over the topology labels when present
     /// (even when empty), as upstream's `GetZoneKey` does.
     pub fn from_labels(labels: &BTreeMap<String, String>) -> ZoneKey {
-        let pick = |beta: &str, topology: &str| {
-            labels
-                .get(beta)
-                .or_else(|| labels.get(topology))
-                .cloned()
-                .unwrap_or_default()
-        };
+        let pick =
+            |beta: &str, topology: &str| labels.get(beta).or_else(|| labels.get(topology)).cloned().unwrap_or_default();
         ZoneKey {
             region: pick(keys::LABEL_FAILURE_DOMAIN_REGION, keys::LABEL_TOPOLOGY_REGION),
             zone: pick(keys::LABEL_FAILURE_DOMAIN_ZONE, keys::LABEL_TOPOLOGY_ZONE),
@@ -56,11 +51,7 @@ impl ZoneKey {
 
 impl fmt::Display for ZoneKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_empty() {
-            Ok(())
-        } else {
-            write!(f, "{}/{}", self.region, self.zone)
-        }
+        if self.is_empty() { Ok(()) } else { write!(f, "{}/{}", self.region, self.zone) }
     }
 }
 
@@ -74,10 +65,8 @@ mod tests {
 
     #[test]
     fn topology_labels_make_the_key() {
-        let k = ZoneKey::from_labels(&labels(&[
-            (keys::LABEL_TOPOLOGY_REGION, "r1"),
-            (keys::LABEL_TOPOLOGY_ZONE, "z1"),
-        ]));
+        let k =
+            ZoneKey::from_labels(&labels(&[(keys::LABEL_TOPOLOGY_REGION, "r1"), (keys::LABEL_TOPOLOGY_ZONE, "z1")]));
         assert_eq!(k.to_string(), "r1/z1");
     }
 

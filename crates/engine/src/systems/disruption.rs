@@ -104,7 +104,9 @@ pub fn handle_disruption(
         return;
     }
     if all_were_full {
-        tracing::warn!("some zone has ready nodes again: leaving master disruption mode; every node gets a fresh grace period");
+        tracing::warn!(
+            "some zone has ready nodes again: leaving master disruption mode; every node gets a fresh grace period"
+        );
         mode.all_zones_down = false;
         for (_, _, mut health, ..) in &mut nodes {
             if let Some(rec) = health.0.as_mut() {
@@ -128,7 +130,14 @@ pub fn handle_disruption(
     }
 }
 
-fn set_zone(zones: &mut Query<&mut Zone>, z: Entity, state: ZoneState, size: usize, cfg: &ControllerConfig, now: Timestamp) {
+fn set_zone(
+    zones: &mut Query<&mut Zone>,
+    z: Entity,
+    state: ZoneState,
+    size: usize,
+    cfg: &ControllerConfig,
+    now: Timestamp,
+) {
     if let Ok(mut zone) = zones.get_mut(z) {
         zone.queue.swap_rate(zone_rate(cfg, state, size), now);
         zone.state = Some(state);
@@ -163,7 +172,8 @@ fn enter_master_disruption(
 fn record_zone_metrics(zone: &str, tally: ZoneTally) {
     let labels = [("zone", zone.to_string())];
     metrics::gauge!("node_collector_zone_size", &labels).set(tally.size as f64);
-    let health = if tally.size == 0 { 100.0 } else { 100.0 * (tally.size - tally.not_ready) as f64 / tally.size as f64 };
+    let health =
+        if tally.size == 0 { 100.0 } else { 100.0 * (tally.size - tally.not_ready) as f64 / tally.size as f64 };
     metrics::gauge!("node_collector_zone_health", &labels).set(health);
     metrics::gauge!("node_collector_unhealthy_nodes_in_zone", &labels).set(tally.not_ready as f64);
 }

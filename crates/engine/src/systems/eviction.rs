@@ -79,10 +79,10 @@ pub fn taint_manager(
         return;
     }
     let decide = |pod_entity: Entity,
-                      taints: &[Taint],
-                      pods: &mut Query<(Entity, &Pod, &mut PodProgress, &mut PendingDeletion)>,
-                      timers: &mut DeletionTimers,
-                      outbox: &mut Outbox| {
+                  taints: &[Taint],
+                  pods: &mut Query<(Entity, &Pod, &mut PodProgress, &mut PendingDeletion)>,
+                  timers: &mut DeletionTimers,
+                  outbox: &mut Outbox| {
         let Ok((_, pod, _, mut pending)) = pods.get_mut(pod_entity) else { return };
         match plan(pending.0, taints, pod, now) {
             Plan::Keep => {}

@@ -24,15 +24,7 @@ pub fn update_node_health(
     settings: Res<Settings>,
     zones: Res<ZoneIndex>,
     mut scratch: ResMut<PassScratch>,
-    mut nodes: Query<(
-        Entity,
-        &ReadyView,
-        &LeaseView,
-        &mut Health,
-        &NodeFlags,
-        &InZone,
-        Has<ExcludedFromDisruption>,
-    )>,
+    mut nodes: Query<(Entity, &ReadyView, &LeaseView, &mut Health, &NodeFlags, &InZone, Has<ExcludedFromDisruption>)>,
     created: Query<&NodeMeta>,
 ) {
     let now = now.0;
@@ -49,11 +41,7 @@ pub fn update_node_health(
             None => {
                 // First sight: a node with a Ready condition gets a full grace
                 // period from now (B2); one without counts from its creation (B5).
-                let start = if ready.status.is_some() {
-                    now
-                } else {
-                    created.get(entity).map_or(now, |m| m.created)
-                };
+                let start = if ready.status.is_some() { now } else { created.get(entity).map_or(now, |m| m.created) };
                 HealthRecord {
                     probe: start,
                     ready_transition: start,
@@ -126,7 +114,13 @@ pub fn update_node_health(
                 Some(_) => true,
             };
         if needs_work {
-            scratch.work.push(NodeWork { node: entity, first_sight, observed, had_ready: ready.status.is_some(), go_unknown });
+            scratch.work.push(NodeWork {
+                node: entity,
+                first_sight,
+                observed,
+                had_ready: ready.status.is_some(),
+                go_unknown,
+            });
         }
     }
 }
@@ -193,7 +187,8 @@ pub fn decide(
     work.sort_by_cached_key(|w| nodes.get(w.node).map(|n| n.0.0.clone()).unwrap_or_default());
 
     for w in &work {
-        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone)) = nodes.get_mut(w.node)
+        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone)) =
+            nodes.get_mut(w.node)
         else {
             continue;
         };
@@ -210,7 +205,13 @@ pub fn decide(
             // C3: start from a clean slate; still-warranted taints come back
             // through the rate-limited path below.
             if cfg.enable_taint_manager {
-                super::mark_reachable(&mut outbox, &mut inbox, super::TaintTarget::new(name, w.node, &mut taints, &mut flags), &mut zone, now);
+                super::mark_reachable(
+                    &mut outbox,
+                    &mut inbox,
+                    super::TaintTarget::new(name, w.node, &mut taints, &mut flags),
+                    &mut zone,
+                    now,
+                );
             } else {
                 super::cancel_pod_eviction(w.node, &mut flags, &mut zone);
             }
@@ -249,7 +250,14 @@ pub fn decide(
         }
 
         if cfg.enable_taint_manager {
-            taint_decision(&mut outbox, &mut inbox, super::TaintTarget::new(name, w.node, &mut taints, &mut flags), &mut zone, current, now);
+            taint_decision(
+                &mut outbox,
+                &mut inbox,
+                super::TaintTarget::new(name, w.node, &mut taints, &mut flags),
+                &mut zone,
+                current,
+                now,
+            );
         } else {
             let rec = health.0.unwrap_or(HealthRecord {
                 probe: now,

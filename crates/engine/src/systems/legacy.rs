@@ -81,7 +81,11 @@ pub fn delete_pods(
         }
         if !progress.node_lost {
             progress.node_lost = true;
-            outbox.write(ActionKind::SetPodNodeLost { pod: pod.key.clone(), uid: pod.uid.clone(), node: node.to_string() });
+            outbox.write(ActionKind::SetPodNodeLost {
+                pod: pod.key.clone(),
+                uid: pod.uid.clone(),
+                node: node.to_string(),
+            });
         }
         if pod.daemonset {
             continue;

@@ -71,10 +71,7 @@ pub fn write_taints(
             a
         })
         .collect();
-    let remove: Vec<Taint> = remove
-        .into_iter()
-        .filter(|r| current.iter().any(|c| c.same_as(r)))
-        .collect();
+    let remove: Vec<Taint> = remove.into_iter().filter(|r| current.iter().any(|c| c.same_as(r))).collect();
     if add.is_empty() && remove.is_empty() {
         return false;
     }

@@ -27,7 +27,12 @@ pub fn mark_pods_not_ready(
         }
         pod.ready = Some(false);
         outbox.write(ActionKind::MarkPodNotReady { pod: pod.key.clone(), uid: pod.uid.clone() });
-        outbox.event(ObjectRef::Pod(pod.key.clone()), EventType::Warning, "NodeNotReady", "Node is not ready".to_string());
+        outbox.event(
+            ObjectRef::Pod(pod.key.clone()),
+            EventType::Warning,
+            "NodeNotReady",
+            "Node is not ready".to_string(),
+        );
     }
 }
 

@@ -1,0 +1,32 @@
+//! A simulated Kubernetes cluster and the scenario format that drives
+//! nodewarden's engine on a virtual clock.
+//!
+//! A scenario (`shared/specs/scenario-format.md`) describes a cluster, a
+//! timeline of what happens to it and what the controller must have done by
+//! given times. [`parse_scenario`] reads and validates one; [`replay`]
+//! runs the real engine against a [`Cluster`] with simulated kubelets and
+//! admission defaults, and reports every controller write, every zone change
+//! and every expectation's result as JSON lines ([`Record`]).
+//!
+//! The simulator knows the engine only through its boundary: it sends
+//! [`Observation`](nodewarden_engine::Observation)s and applies
+//! [`Action`](nodewarden_engine::Action)s as an API server would.
+
+pub mod admission;
+pub mod cluster;
+pub mod error;
+pub mod expect;
+pub mod kubelet;
+pub mod output;
+pub mod runner;
+pub mod scenario;
+pub mod validate;
+
+pub use admission::AdmissionDefaults;
+pub use cluster::{Applied, Cluster, RecordedEvent, SimPod};
+pub use error::{Location, ScenarioError};
+pub use kubelet::{KubeletTiming, Kubelets};
+pub use output::{ActionRecord, ExpectRecord, Record, Summary, ViolationRecord, ZoneRecord};
+pub use runner::{ReplayError, ReplayOptions, ReplayOutcome, replay, replay_to_writer, replay_with};
+pub use scenario::{EventAction, EventEntry, Expectation, NodeSpec, PodSpec, Scenario, Subject};
+pub use validate::{load_scenario, parse_scenario, validate};

@@ -1,0 +1,550 @@
+//! Replays a scenario: the real engine on a virtual clock against the
+//! simulated cluster, checking expectations as it goes.
+//!
+//! Time moves in steps. The next step is the earliest of: the next
+//! scenario event, the next kubelet renewal or post, the next expectation,
+//! the engine's [`Engine::next_due`], never past the scenario's end. At
+//! each instant `t`, in this order:
+//!
+//! 1. the controller starts, at the first instant `t >= 0`: a fresh engine
+//!    receives the whole cluster (nodes, Leases, pods);
+//! 2. scenario events due at `t` are applied in file order (a
+//!    `restart-controller` among them replaces the engine with a fresh one
+//!    started at `t`, which receives the cluster as it is at that point);
+//! 3. simulated kubelets do what is due at `t`;
+//!    every change of steps 2 and 3 is sent to the engine as an observation;
+//! 4. `engine.tick(t)`;
+//! 5. each action the engine emitted is applied to the cluster and printed,
+//!    and its feedback (`WriteFinished`, then the object) is sent to the
+//!    engine, which ingests it at its next tick;
+//! 6. zone state and rate changes (from `engine.zones()`) are printed;
+//! 7. expectations due at `t` are checked, in file order.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use nodewarden_engine::{Action, Engine, Observation, WriteOutcome, ZoneReport, ZoneState};
+use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey};
+use tracing::{debug, warn};
+
+use crate::admission::AdmissionDefaults;
+use crate::cluster::Cluster;
+use crate::error::ScenarioError;
+use crate::expect::evaluate;
+use crate::kubelet::{KubeletTiming, Kubelets};
+use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
+use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
+use crate::validate::validate;
+
+/// How much of the replay to report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// Report only failed expectations, contract violations and the summary.
+    pub quiet: bool,
+}
+
+/// Everything a replay reported, and its verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOutcome {
+    /// The output lines, in order (filtered by [`ReplayOptions::quiet`]).
+    pub records: Vec<Record>,
+    /// The tally (also the last record).
+    pub summary: Summary,
+}
+
+impl ReplayOutcome {
+    /// True when every expectation held and no rule was broken.
+    pub fn ok(&self) -> bool {
+        self.summary.ok()
+    }
+
+    /// The failed expectations and the violations.
+    pub fn failures(&self) -> impl Iterator<Item = &Record> {
+        self.records.iter().filter(|r| r.is_failure_or_summary() && !matches!(r, Record::Summary(_)))
+    }
+}
+
+/// Why a replay could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The scenario does not validate.
+    #[error("invalid scenario: {0}")]
+    Invalid(#[from] ScenarioError),
+    /// The engine refused the configuration.
+    #[error("the engine refused the configuration: {0}")]
+    Engine(#[from] ConfigError),
+    /// The engine kept asking for ticks without time moving on enough.
+    #[error("stopped after {steps} steps at {at}: the engine asks to tick too often")]
+    Runaway {
+        /// Steps taken.
+        steps: u64,
+        /// Virtual time reached.
+        at: Timestamp,
+    },
+    /// Writing the output failed.
+    #[error("cannot write the output: {0}")]
+    Output(#[source] io::Error),
+}
+
+/// More steps than any sensible scenario needs (a week at 100 ms ticks is
+/// about 6 million).
+const MAX_STEPS: u64 = 50_000_000;
+
+/// Replays `scenario` and returns every output line.
+pub fn replay(scenario: &Scenario, opts: &ReplayOptions) -> Result<ReplayOutcome, ReplayError> {
+    let mut records = Vec::new();
+    let summary = replay_with(scenario, &mut |r: &Record| {
+        if !opts.quiet || r.is_failure_or_summary() {
+            records.push(r.clone());
+        }
+    })?;
+    Ok(ReplayOutcome { records, summary })
+}
+
+/// Replays `scenario`, writing one JSON line per record to `out` as it
+/// goes. A closed output (broken pipe) stops the writing, not the replay.
+pub fn replay_to_writer<W: Write>(
+    scenario: &Scenario,
+    opts: &ReplayOptions,
+    mut out: W,
+) -> Result<Summary, ReplayError> {
+    let mut failure: Option<io::Error> = None;
+    let summary = replay_with(scenario, &mut |r: &Record| {
+        if failure.is_some() || (opts.quiet && !r.is_failure_or_summary()) {
+            return;
+        }
+        if let Err(e) = writeln!(out, "{}", r.to_json()) {
+            failure = Some(e);
+        }
+    })?;
+    if failure.is_none()
+        && let Err(e) = out.flush()
+    {
+        failure = Some(e);
+    }
+    match failure {
+        Some(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(ReplayError::Output(e)),
+        _ => Ok(summary),
+    }
+}
+
+/// Replays `scenario`, handing every record to `sink` as it is produced.
+pub fn replay_with(scenario: &Scenario, sink: &mut dyn FnMut(&Record)) -> Result<Summary, ReplayError> {
+    validate(scenario)?;
+    Runner::new(scenario, sink).run()
+}
+
+/// The engine with the ends of its two channels.
+struct Controller {
+    engine: Engine,
+    observations: Sender<Observation>,
+    actions: Receiver<Action>,
+}
+
+impl Controller {
+    fn start(config: &ControllerConfig, at: Timestamp, state: Vec<Observation>) -> Result<Controller, ConfigError> {
+        let (obs_tx, obs_rx) = unbounded();
+        let (act_tx, act_rx) = unbounded();
+        let engine = Engine::new(config.clone(), at, obs_rx, act_tx)?;
+        let controller = Controller { engine, observations: obs_tx, actions: act_rx };
+        controller.send(state);
+        Ok(controller)
+    }
+
+    fn send(&self, observations: Vec<Observation>) {
+        for o in observations {
+            // The engine owns the receiver for as long as it lives.
+            if self.observations.send(o).is_err() {
+                warn!("the engine's observation channel is closed");
+                return;
+            }
+        }
+    }
+}
+
+struct Runner<'a> {
+    scenario: &'a Scenario,
+    sink: &'a mut dyn FnMut(&Record),
+    cluster: Cluster,
+    kubelets: Kubelets,
+    controller: Option<Controller>,
+    zones: Vec<ZoneReport>,
+    reported: BTreeMap<ZoneKey, (Option<ZoneState>, f64)>,
+    passed: usize,
+    failed: usize,
+    violations: usize,
+}
+
+impl<'a> Runner<'a> {
+    fn new(scenario: &'a Scenario, sink: &'a mut dyn FnMut(&Record)) -> Runner<'a> {
+        let mut cluster = Cluster::new(AdmissionDefaults::from(&scenario.cluster));
+        let mut kubelets = Kubelets::new(KubeletTiming::from(&scenario.cluster.kubelet));
+        for n in &scenario.nodes {
+            cluster.add_node(n, Timestamp::EPOCH);
+            if n.kubelet {
+                kubelets.schedule(&n.name, Timestamp::EPOCH);
+            }
+        }
+        for p in &scenario.pods {
+            cluster.add_pod(p);
+        }
+        Runner {
+            scenario,
+            sink,
+            cluster,
+            kubelets,
+            controller: None,
+            zones: Vec::new(),
+            reported: BTreeMap::new(),
+            passed: 0,
+            failed: 0,
+            violations: 0,
+        }
+    }
+
+    fn emit(&mut self, record: Record) {
+        (self.sink)(&record);
+    }
+
+    fn send(&self, observations: Vec<Observation>) {
+        if let Some(c) = &self.controller {
+            c.send(observations);
+        }
+    }
+
+    fn run(mut self) -> Result<Summary, ReplayError> {
+        let s = self.scenario;
+        let end = s.end();
+        let at = |span| Timestamp::EPOCH + span;
+        let mut events: Vec<(usize, &EventEntry)> = s.events.iter().enumerate().collect();
+        events.sort_by_key(|(i, e)| (e.at, *i));
+        let mut expects: Vec<(usize, &Expectation)> = s.expect.iter().enumerate().collect();
+        expects.sort_by_key(|(i, x)| (x.at, *i));
+        let (mut next_event, mut next_expect) = (0, 0);
+
+        let mut t =
+            [Some(Timestamp::EPOCH), events.first().map(|(_, e)| at(e.at)), expects.first().map(|(_, x)| at(x.at))]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(Timestamp::EPOCH);
+        let mut steps: u64 = 0;
+        loop {
+            steps += 1;
+            if steps > MAX_STEPS {
+                return Err(ReplayError::Runaway { steps, at: t });
+            }
+            if self.controller.is_none() && t >= Timestamp::EPOCH {
+                debug!(%t, "controller starts");
+                self.controller = Some(Controller::start(&s.config, t, self.cluster.state())?);
+            }
+            while let Some((_, e)) = events.get(next_event).filter(|(_, e)| at(e.at) == t) {
+                self.apply_event(t, &e.action)?;
+                next_event += 1;
+            }
+            let observations = self.kubelets.run_due(t, &mut self.cluster);
+            self.send(observations);
+            self.tick(t);
+            while let Some((i, x)) = expects.get(next_expect).filter(|(_, x)| at(x.at) == t) {
+                self.check(*i, t, x);
+                next_expect += 1;
+            }
+
+            let engine_next = self.controller.as_ref().map(|c| c.engine.next_due()).filter(|&n| n > t);
+            let next = [
+                (self.controller.is_none()).then_some(Timestamp::EPOCH),
+                events.get(next_event).map(|(_, e)| at(e.at)),
+                expects.get(next_expect).map(|(_, x)| at(x.at)),
+                self.kubelets.next_due(),
+                engine_next,
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|&n| n > t)
+            .min();
+            match next {
+                Some(n) if n <= end => t = n,
+                _ => break,
+            }
+        }
+        // Nothing is left unchecked: every `at` is within the run (validated).
+        for (i, x) in expects.get(next_expect..).unwrap_or_default() {
+            self.check(*i, at(x.at), x);
+        }
+        let summary = Summary {
+            summary: true,
+            name: s.name.clone(),
+            passed: self.passed,
+            failed: self.failed + self.violations,
+            violations: self.violations,
+            writes: self.cluster.total_writes(),
+            events: self.cluster.events().len(),
+            end,
+        };
+        self.emit(Record::Summary(summary.clone()));
+        Ok(summary)
+    }
+
+    fn apply_event(&mut self, t: Timestamp, action: &EventAction) -> Result<(), ReplayError> {
+        let c = &mut self.cluster;
+        let observations = match action {
+            EventAction::RenewLease(nodes) => nodes.iter().flat_map(|n| c.set_lease(n, t)).collect(),
+            EventAction::SetReady(a) => c.set_ready(&a.node, a.status, t),
+            EventAction::SetCondition(a) => c.set_condition(&a.node, &a.kind, a.status, t),
+            EventAction::KubeletStop(nodes) => {
+                for n in nodes {
+                    self.kubelets.stop(n);
+                }
+                Vec::new()
+            }
+            EventAction::KubeletStart(nodes) => {
+                let mut out = Vec::new();
+                for n in nodes {
+                    if c.node(n).is_none() {
+                        warn!(node = %n, "kubelet-start: no such node now");
+                    }
+                    out.extend(self.kubelets.start(n, t, c));
+                }
+                out
+            }
+            EventAction::AddNode(spec) => {
+                let mut out = c.add_node(spec, t);
+                if spec.kubelet {
+                    out.extend(self.kubelets.start(&spec.name, t, c));
+                }
+                out
+            }
+            EventAction::DeleteNode(n) => {
+                self.kubelets.stop(n);
+                c.delete_node(n)
+            }
+            EventAction::AddPod(spec) => c.add_pod(spec),
+            EventAction::DeletePod(k) => c.delete_pod(k),
+            EventAction::SetTaints(a) => c.set_taints(&a.node, &a.taints),
+            EventAction::SetUnschedulable(a) => c.set_unschedulable(&a.node, a.value),
+            EventAction::SetLease(a) => c.set_lease(&a.node, a.renew.resolve(t)),
+            EventAction::RemoveCondition(a) => c.remove_condition(&a.node, &a.kind),
+            EventAction::SetTolerations(a) => c.set_tolerations(&a.pod, &a.tolerations),
+            EventAction::BindPod(a) => c.bind_pod(&a.pod, &a.node),
+            EventAction::SetLabels(a) => c.set_labels(&a.node, &a.labels),
+            EventAction::RestartController => {
+                debug!(%t, "controller restarts");
+                // Drop the old engine first: a restarted process keeps nothing.
+                self.controller = None;
+                self.controller = Some(Controller::start(&self.scenario.config, t, self.cluster.state())?);
+                Vec::new()
+            }
+        };
+        self.send(observations);
+        Ok(())
+    }
+
+    fn tick(&mut self, t: Timestamp) {
+        let Some(controller) = &mut self.controller else { return };
+        controller.engine.tick(t);
+        let actions: Vec<Action> = controller.actions.try_iter().collect();
+        for action in actions {
+            let applied = self.cluster.apply_action(t, &action);
+            let mut record = ActionRecord::new(t, &action.kind);
+            if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
+                record.failed = Some(why.clone());
+            }
+            self.emit(Record::Action(record));
+            if let Some(violation) = applied.violation {
+                self.violations += 1;
+                self.emit(Record::Violation(ViolationRecord { t, violation }));
+            }
+            self.send(applied.observations);
+        }
+        let zones = match &self.controller {
+            Some(c) => c.engine.zones(),
+            None => Vec::new(),
+        };
+        self.report_zones(t, &zones);
+        self.zones = zones;
+    }
+
+    fn report_zones(&mut self, t: Timestamp, zones: &[ZoneReport]) {
+        let mut seen = BTreeMap::new();
+        for z in zones {
+            let now = (z.state, z.rate);
+            if self.reported.get(&z.key) != Some(&now) {
+                self.emit(Record::Zone(ZoneRecord::new(t, z.key.to_string(), Some(z))));
+            }
+            seen.insert(z.key.clone(), now);
+        }
+        let gone: Vec<ZoneKey> = self.reported.keys().filter(|k| !seen.contains_key(*k)).cloned().collect();
+        for key in gone {
+            self.emit(Record::Zone(ZoneRecord::new(t, key.to_string(), None)));
+        }
+        self.reported = seen;
+    }
+
+    fn check(&mut self, index: usize, t: Timestamp, x: &Expectation) {
+        let record = evaluate(index + 1, t, x, &self.cluster, &self.zones);
+        if record.ok {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+        }
+        self.emit(Record::Expect(record));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::parse_scenario;
+
+    fn run(text: &str, opts: ReplayOptions) -> ReplayOutcome {
+        let s = match parse_scenario(text) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        match replay(&s, &opts) {
+            Ok(o) => o,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn expects(o: &ReplayOutcome) -> Vec<&crate::output::ExpectRecord> {
+        o.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Expect(e) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const KUBELETS: &str = r#"
+name: kubelets keep nodes alive
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+- {name: b, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+pods:
+- {name: default/p, node: a}
+expect:
+- {at: 200s, node: a, ready: "True", lacks-taints: ["node.kubernetes.io/unreachable:NoExecute"], writes: 0}
+- {at: 100s, pod: default/p, deleted: false, ready: true, writes: 0}
+- {at: 200s, node: b, ready: "False"}
+"#;
+
+    #[test]
+    fn reports_in_time_order_and_ends_with_the_summary() {
+        let o = run(KUBELETS, ReplayOptions::default());
+        let e = expects(&o);
+        // Checked in time order, numbered in file order.
+        assert_eq!(e.iter().map(|e| e.expect).collect::<Vec<_>>(), [2, 1, 3]);
+        assert!(e[0].ok && e[1].ok, "{e:?}");
+        assert!(!e[2].ok);
+        assert_eq!(e[2].failed, ["ready"]);
+        assert_eq!(o.summary.passed, 2);
+        assert_eq!(o.summary.failed, 1);
+        assert_eq!(o.summary.end, Timestamp::from_nanos(201_000_000_000));
+        assert!(!o.ok());
+        assert!(matches!(o.records.last(), Some(Record::Summary(_))));
+        assert_eq!(o.failures().count(), 1);
+        // Virtual-time order across all kinds of lines.
+        let times: Vec<Timestamp> = o
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Action(a) => Some(a.t),
+                Record::Zone(z) => Some(z.t),
+                Record::Violation(v) => Some(v.t),
+                Record::Expect(x) => Some(x.at),
+                Record::Summary(_) => None,
+            })
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    }
+
+    #[test]
+    fn quiet_keeps_failures_and_summary() {
+        let o = run(KUBELETS, ReplayOptions { quiet: true });
+        assert_eq!(o.records.len(), 2, "{:?}", o.records);
+        assert!(matches!(&o.records[0], Record::Expect(e) if e.expect == 3 && !e.ok));
+    }
+
+    #[test]
+    fn writer_prints_json_lines() {
+        let s = parse_scenario(KUBELETS).unwrap();
+        let mut out = Vec::new();
+        let summary = replay_to_writer(&s, &ReplayOptions::default(), &mut out).unwrap();
+        assert_eq!(summary.failed, 1);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let last = lines.last().unwrap();
+        assert_eq!(last["summary"], true);
+        assert_eq!(last["name"], "kubelets keep nodes alive");
+        let first_expect = lines.iter().find(|l| l.get("expect").is_some()).unwrap();
+        assert_eq!(first_expect["expect"], 2);
+        assert_eq!(first_expect["at"], "100s");
+        assert_eq!(first_expect["pod"], "default/p");
+        assert_eq!(first_expect["want"], serde_json::json!({"deleted": false, "ready": true, "writes": 0}));
+    }
+
+    #[test]
+    fn events_before_the_start_shape_the_initial_cluster() {
+        let o = run(
+            r#"
+nodes: [{name: a, created: -1h, ready: "True", heartbeat: -20s}]
+events:
+- {at: -10s, set-ready: {node: a, status: "False"}}
+expect:
+- {at: -5s, node: a, ready: "False", writes: 0}
+- {at: 0s, node: a, ready: "False"}
+"#,
+            ReplayOptions::default(),
+        );
+        assert!(o.ok(), "{:?}", o.records);
+    }
+
+    #[test]
+    fn scenario_events_reach_the_cluster() {
+        let o = run(
+            r#"
+cluster: {default-not-ready-toleration-seconds: null, default-unreachable-toleration-seconds: 7}
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+events:
+- {at: 1s, add-node: {name: n, zone: r/z, labels: {x: y}, kubelet: true}}
+- {at: 2s, set-labels: {node: n, labels: {x: null, k: v}}}
+- {at: 3s, add-pod: {name: ns/p, tolerations: [{operator: Exists}]}}
+- {at: 3s, add-pod: {name: ns/q}}
+- {at: 4s, bind-pod: {pod: ns/p, node: n}}
+- {at: 5s, delete-pod: ns/q}
+- {at: 6s, set-unschedulable: {node: n, value: true}}
+- {at: 7s, delete-node: n}
+expect:
+- {at: 2s, node: n, ready: "True", labels: {k: v, x: null, topology.kubernetes.io/zone: z}}
+- {at: 6s, pod: ns/q, deleted: true, ready: true}
+- {at: 6s, node: n, deleted: false}
+- {at: 8s, node: n, deleted: true}
+- {at: 8s, pod: ns/p, deleted: false}
+"#,
+            ReplayOptions::default(),
+        );
+        assert!(o.ok(), "{:?}", o.records);
+    }
+
+    #[test]
+    fn restart_controller_starts_a_fresh_engine() {
+        let o = run(
+            r#"
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+events:
+- {at: 30s, restart-controller: true}
+expect:
+- {at: 29s, events-include: [{reason: RegisteredNode, object: a, count: 1}]}
+- {at: 30s, events-include: [{reason: RegisteredNode, object: a, count: 2}]}
+- {at: 60s, zone: r/z, state: Normal, rate: 0.1, tainted: 0}
+"#,
+            ReplayOptions::default(),
+        );
+        assert!(o.ok(), "{:?}", o.records);
+    }
+}

@@ -1,0 +1,723 @@
+//! Reading a scenario, and the checks that need the whole file: unique
+//! names, references to nodes and pods that exist somewhere, flags that can
+//! work, times inside the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use nodewarden_model::{ConditionType, Span, keys};
+
+use crate::error::ScenarioError;
+use crate::scenario::{EventAction, NodeSpec, PodSpec, Scenario, Subject};
+
+/// Parses a scenario from YAML or JSON text and validates it.
+pub fn parse_scenario(text: &str) -> Result<Scenario, ScenarioError> {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(ScenarioError::from_yaml)?;
+    validate(&scenario)?;
+    Ok(scenario)
+}
+
+/// Reads, parses and validates the scenario file at `path`.
+pub fn load_scenario(path: &Path) -> Result<Scenario, ScenarioError> {
+    let bytes = std::fs::read(path).map_err(|cause| ScenarioError::Read { path: path.to_path_buf(), cause })?;
+    let text = String::from_utf8(bytes).map_err(|e| ScenarioError::Parse {
+        path: ".".to_string(),
+        location: None,
+        message: format!("not UTF-8 text: {}", e.utf8_error()),
+    })?;
+    parse_scenario(&text)
+}
+
+/// Checks what deserialization alone cannot: the first problem found is
+/// returned, named by its field path.
+pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
+    if let Err(e) = s.config.validate() {
+        return Err(err(format!("config.{}", e.flag), e.problem));
+    }
+    let k = &s.cluster.kubelet;
+    if k.node_lease_duration_seconds == 0 || k.node_lease_duration_seconds > 365 * 24 * 3600 {
+        return Err(err(
+            "cluster.kubelet.node-lease-duration-seconds",
+            format!("must be between 1 and one year, got {}", k.node_lease_duration_seconds),
+        ));
+    }
+    for (field, span) in [
+        ("node-status-update-frequency", k.node_status_update_frequency),
+        ("node-status-report-frequency", k.node_status_report_frequency),
+    ] {
+        if span <= Span::ZERO {
+            return Err(err(format!("cluster.kubelet.{field}"), format!("must be positive, got {span}")));
+        }
+    }
+    if let Some(r) = s.run_until
+        && r.is_negative()
+    {
+        return Err(err("run-until", format!("must not be before t=0, got {r}")));
+    }
+    let end = s.end().since_epoch();
+
+    // Every name defined anywhere, and where first.
+    let mut nodes: BTreeMap<&str, String> = BTreeMap::new();
+    let mut pods: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, n) in s.nodes.iter().enumerate() {
+        let path = format!("nodes[{i}]");
+        check_node(&path, n)?;
+        if let Some(first) = nodes.insert(&n.name, path.clone()) {
+            return Err(err(format!("{path}.name"), format!("duplicate node name {:?} (also {first})", n.name)));
+        }
+    }
+    for (i, p) in s.pods.iter().enumerate() {
+        let path = format!("pods[{i}]");
+        check_pod(&path, p)?;
+        if let Some(first) = pods.insert(&p.name, path.clone()) {
+            return Err(err(format!("{path}.name"), format!("duplicate pod name {:?} (also {first})", p.name)));
+        }
+    }
+    for (i, e) in s.events.iter().enumerate() {
+        match &e.action {
+            EventAction::AddNode(n) => {
+                check_node(&format!("events[{i}].add-node"), n)?;
+                nodes.entry(&n.name).or_insert_with(|| format!("events[{i}]"));
+            }
+            EventAction::AddPod(p) => {
+                check_pod(&format!("events[{i}].add-pod"), p)?;
+                pods.entry(&p.name).or_insert_with(|| format!("events[{i}]"));
+            }
+            _ => {}
+        }
+    }
+    let node_ref = |path: String, name: &str| -> Result<(), ScenarioError> {
+        if nodes.contains_key(name) {
+            Ok(())
+        } else {
+            Err(err(path, format!("no node {name:?} is defined (under nodes or by an add-node event)")))
+        }
+    };
+    let pod_ref = |path: String, key: &str| -> Result<(), ScenarioError> {
+        if pods.contains_key(key) {
+            Ok(())
+        } else {
+            Err(err(path, format!("no pod {key:?} is defined (under pods or by an add-pod event)")))
+        }
+    };
+
+    for (i, e) in s.events.iter().enumerate() {
+        let base = format!("events[{i}]");
+        if e.at > end {
+            return Err(err(
+                format!("{base}.at"),
+                format!("{} is after run-until ({end}): it would never happen", e.at),
+            ));
+        }
+        let name = e.action.name();
+        let field = |f: &str| format!("{base}.{name}.{f}");
+        match &e.action {
+            EventAction::RenewLease(list) | EventAction::KubeletStop(list) | EventAction::KubeletStart(list) => {
+                if list.is_empty() {
+                    return Err(err(format!("{base}.{name}"), "names no node"));
+                }
+                for (j, n) in list.iter().enumerate() {
+                    node_ref(format!("{base}.{name}[{j}]"), n)?;
+                }
+            }
+            EventAction::SetReady(a) => node_ref(field("node"), &a.node)?,
+            EventAction::SetCondition(a) => {
+                node_ref(field("node"), &a.node)?;
+                if a.kind == ConditionType::Ready {
+                    return Err(err(field("type"), "set-condition does not touch Ready: use set-ready"));
+                }
+            }
+            EventAction::RemoveCondition(a) => node_ref(field("node"), &a.node)?,
+            EventAction::SetTaints(a) => {
+                node_ref(field("node"), &a.node)?;
+                for (j, t) in a.taints.iter().enumerate() {
+                    if t.key.is_empty() {
+                        return Err(err(field(&format!("taints[{j}].key")), "must not be empty"));
+                    }
+                }
+            }
+            EventAction::SetUnschedulable(a) => node_ref(field("node"), &a.node)?,
+            EventAction::SetLease(a) => node_ref(field("node"), &a.node)?,
+            EventAction::SetLabels(a) => {
+                node_ref(field("node"), &a.node)?;
+                if a.labels.keys().any(String::is_empty) {
+                    return Err(err(field("labels"), "a label key must not be empty"));
+                }
+            }
+            EventAction::DeleteNode(n) => node_ref(format!("{base}.delete-node"), n)?,
+            EventAction::DeletePod(p) => pod_ref(format!("{base}.delete-pod"), p)?,
+            EventAction::SetTolerations(a) => pod_ref(field("pod"), &a.pod)?,
+            EventAction::BindPod(a) => pod_ref(field("pod"), &a.pod)?,
+            EventAction::AddNode(_) | EventAction::AddPod(_) => {}
+            EventAction::RestartController => {
+                if e.at.is_negative() {
+                    return Err(err(
+                        format!("{base}.at"),
+                        "restart-controller before t=0: the controller starts at t=0",
+                    ));
+                }
+            }
+        }
+    }
+    check_creations(s)?;
+
+    for (i, x) in s.expect.iter().enumerate() {
+        let base = format!("expect[{i}]");
+        if x.at > end {
+            return Err(err(
+                format!("{base}.at"),
+                format!("{} is after run-until ({end}): it would never be checked", x.at),
+            ));
+        }
+        match &x.subject {
+            Subject::Node { name, .. } => node_ref(format!("{base}.node"), name)?,
+            Subject::Pod { key, .. } => pod_ref(format!("{base}.pod"), key)?,
+            Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Walks the timeline in replay order (time, then file order) and refuses
+/// `add-node`/`add-pod` of a name that exists at that moment.
+fn check_creations(s: &Scenario) -> Result<(), ScenarioError> {
+    let mut nodes: BTreeSet<&str> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut pods: BTreeSet<&str> = s.pods.iter().map(|p| p.name.as_str()).collect();
+    let mut order: Vec<usize> = (0..s.events.len()).collect();
+    order.sort_by_key(|&i| (s.events[i].at, i));
+    for i in order {
+        let e = &s.events[i];
+        match &e.action {
+            EventAction::AddNode(n) if !nodes.insert(&n.name) => {
+                return Err(ScenarioError::invalid(
+                    format!("events[{i}].add-node.name"),
+                    format!("node {:?} already exists at {}; delete it first", n.name, e.at),
+                ));
+            }
+            EventAction::AddPod(p) if !pods.insert(&p.name) => {
+                return Err(ScenarioError::invalid(
+                    format!("events[{i}].add-pod.name"),
+                    format!("pod {:?} already exists at {}; delete it first", p.name, e.at),
+                ));
+            }
+            EventAction::DeleteNode(n) => {
+                nodes.remove(n.as_str());
+            }
+            EventAction::DeletePod(p) => {
+                pods.remove(p.as_str());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_node(path: &str, n: &NodeSpec) -> Result<(), ScenarioError> {
+    if n.name.is_empty() {
+        return Err(err(format!("{path}.name"), "must not be empty"));
+    }
+    if n.ready.is_none() {
+        for (field, given) in [("heartbeat", n.heartbeat.is_some()), ("transition", n.transition.is_some())] {
+            if given {
+                return Err(err(format!("{path}.{field}"), "belongs to the Ready condition, but `ready` is not given"));
+            }
+        }
+    }
+    if n.conditions.contains_key(&ConditionType::Ready) {
+        return Err(err(
+            format!("{path}.conditions.Ready"),
+            "set Ready with the node's `ready` field (and `heartbeat`, `transition`)",
+        ));
+    }
+    if n.zone.is_some() {
+        for label in [keys::LABEL_TOPOLOGY_REGION, keys::LABEL_TOPOLOGY_ZONE] {
+            if n.labels.contains_key(label) {
+                return Err(err(
+                    format!("{path}.labels.{label}"),
+                    "conflicts with `zone`, which sets this label: give one or the other",
+                ));
+            }
+        }
+    }
+    if n.labels.keys().any(String::is_empty) {
+        return Err(err(format!("{path}.labels"), "a label key must not be empty"));
+    }
+    for (j, t) in n.taints.iter().enumerate() {
+        if t.key.is_empty() {
+            return Err(err(format!("{path}.taints[{j}].key"), "must not be empty"));
+        }
+    }
+    Ok(())
+}
+
+fn check_pod(path: &str, p: &PodSpec) -> Result<(), ScenarioError> {
+    if !is_pod_key(&p.name) {
+        return Err(ScenarioError::invalid(
+            format!("{path}.name"),
+            format!("{:?} is not namespace/name (e.g. default/web-1)", p.name),
+        ));
+    }
+    if p.node.as_deref() == Some("") {
+        return Err(ScenarioError::invalid(
+            format!("{path}.node"),
+            "must not be empty (omit it for an unscheduled pod)",
+        ));
+    }
+    Ok(())
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::invalid(path, message)
+}
+
+/// True for `namespace/name` with both parts non-empty and no other `/`.
+pub(crate) fn is_pod_key(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((ns, name)) => !ns.is_empty() && !name.is_empty() && !name.contains('/'),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use nodewarden_engine::ZoneState;
+    use nodewarden_model::{ConditionStatus, ConditionType, Span, TaintEffect, Timestamp, TolerationOperator};
+
+    use super::*;
+    use crate::scenario::{EventAction, Subject, TimeSpec, ZoneStateSpec};
+
+    fn parse(text: &str) -> Scenario {
+        match parse_scenario(text) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn error(text: &str) -> ScenarioError {
+        match parse_scenario(text) {
+            Ok(s) => panic!("accepted: {s:?}"),
+            Err(e) => e,
+        }
+    }
+
+    fn secs(s: i64) -> Span {
+        Span::from_secs(s)
+    }
+
+    const FULL: &str = r#"
+name: everything
+run-until: 10m
+config:
+  node-monitor-period: 5s
+  node-monitor-grace-period: 40s
+  node-startup-grace-period: 1m
+  pod-eviction-timeout: 5m
+  node-eviction-rate: 0.1
+  secondary-node-eviction-rate: 0.01
+  large-cluster-size-threshold: 50
+  unhealthy-zone-threshold: 0.55
+  enable-taint-manager: false
+cluster:
+  default-not-ready-toleration-seconds: null
+  default-unreachable-toleration-seconds: 20
+  kubelet:
+    node-lease-duration-seconds: 20
+    node-status-update-frequency: 7s
+    node-status-report-frequency: 1m
+nodes:
+- name: node-a
+  zone: region1/zone-a
+  labels: {kubernetes.io/os: linux}
+  created: -1h
+  ready: "True"
+  heartbeat: 0s
+  transition: -1h
+  conditions: {MemoryPressure: "False", DiskPressure: "True", PIDPressure: "False", NetworkUnavailable: "False"}
+  lease: 0s
+  taints: [{key: example.com/k, value: v, effect: NoSchedule}]
+  unschedulable: true
+  kubelet: true
+- {name: node-b, zone: /zone-b, ready: Unknown}
+pods:
+- name: default/web-1
+  node: node-a
+  daemonset: true
+  ready: false
+  terminating: true
+  tolerations:
+  - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, seconds: -20}
+  - {operator: Exists}
+- {name: default/web-2, ready: null}
+events:
+- {at: 10s, renew-lease: [node-a]}
+- {at: 10s, set-ready: {node: node-a, status: "False"}}
+- {at: 10s, set-condition: {node: node-a, type: DiskPressure, status: "True"}}
+- {at: 15s, kubelet-stop: [node-a]}
+- {at: 60s, kubelet-start: node-a}
+- {at: 20s, add-node: {name: node-z, zone: region1/}}
+- {at: 20s, delete-node: node-b}
+- {at: 20s, add-pod: {name: default/p, node: node-z}}
+- {at: 20s, delete-pod: default/web-2}
+- {at: 20s, set-taints: {node: node-a, taints: [{key: k, effect: NoExecute}]}}
+- {at: 20s, set-unschedulable: {node: node-a, value: true}}
+- {at: 20s, set-lease: {node: node-a, renew: now}}
+- {at: 20.5s, set-lease: {node: node-a, renew: 5s}}
+- {at: 500ms, remove-condition: {node: node-a, type: DiskPressure}}
+- {at: 20s, set-tolerations: {pod: default/web-1, tolerations: []}}
+- {at: 20s, bind-pod: {pod: default/p, node: node-a}}
+- {at: 20s, set-labels: {node: node-a, labels: {k: v, gone: null}}}
+- {at: 30s, restart-controller: true}
+expect:
+- {at: 45s, node: node-a, ready: Unknown, taints: ["a:NoExecute"], has-taints: ["b:NoSchedule"], lacks-taints: ["c:PreferNoSchedule"]}
+- {at: 60s, node: node-a, conditions: {MemoryPressure: Unknown, Gone: null}, condition-reasons: {Ready: NodeStatusUnknown}}
+- {at: 60s, node: node-a, labels: {kubernetes.io/os: linux}, writes: 1, deleted: false}
+- {at: 400s, pod: default/web-1, deleted: true, ready: false, reason: NodeLost, conditions: {DisruptionTarget: "True"}, writes: 2}
+- {at: 50s, zone: region1/zone-a, state: FullDisruption, rate: 0.01, tainted: 2}
+- {at: 50s, zone: "", state: null}
+- {at: 60s, events-include: [{reason: NodeNotReady, object: node-a}, {reason: X, count: 0}]}
+- {at: 60s, events-exclude: [{reason: NodeControllerEviction, object: default/web-2}]}
+"#;
+
+    #[test]
+    fn every_field_parses() {
+        let s = parse(FULL);
+        assert_eq!(s.name.as_deref(), Some("everything"));
+        assert_eq!(s.run_until, Some(secs(600)));
+        assert_eq!(s.end(), Timestamp::EPOCH + secs(600));
+        assert!(!s.config.enable_taint_manager);
+        assert_eq!(s.config.node_startup_grace_period, secs(60));
+        assert_eq!(s.cluster.default_not_ready_toleration_seconds, None);
+        assert_eq!(s.cluster.default_unreachable_toleration_seconds, Some(20));
+        assert_eq!(s.cluster.kubelet.node_lease_duration_seconds, 20);
+        assert_eq!(s.cluster.kubelet.node_status_update_frequency, secs(7));
+        assert_eq!(s.cluster.kubelet.node_status_report_frequency, secs(60));
+
+        let a = &s.nodes[0];
+        assert_eq!(a.zone.as_deref(), Some("region1/zone-a"));
+        assert_eq!(a.labels["kubernetes.io/os"], "linux");
+        assert_eq!(a.created, Some(TimeSpec::At(secs(-3600))));
+        assert_eq!(a.ready, Some(ConditionStatus::True));
+        assert_eq!(a.heartbeat, Some(TimeSpec::At(Span::ZERO)));
+        assert_eq!(a.transition, Some(TimeSpec::At(secs(-3600))));
+        assert_eq!(a.conditions.len(), 4);
+        assert_eq!(a.conditions[&ConditionType::DiskPressure], ConditionStatus::True);
+        assert_eq!(a.conditions[&ConditionType::PidPressure], ConditionStatus::False);
+        assert_eq!(a.lease, Some(TimeSpec::At(Span::ZERO)));
+        assert_eq!(a.taints[0].value, "v");
+        assert_eq!(a.taints[0].effect, TaintEffect::NoSchedule);
+        assert!(a.unschedulable && a.kubelet);
+        assert_eq!(s.nodes[1].ready, Some(ConditionStatus::Unknown));
+        assert_eq!(s.nodes[1].lease, None);
+
+        let p = &s.pods[0];
+        assert_eq!(p.node.as_deref(), Some("node-a"));
+        assert!(p.daemonset && p.terminating);
+        assert_eq!(p.ready, Some(false));
+        assert_eq!(p.tolerations[0].seconds, Some(-20));
+        assert_eq!(p.tolerations[1].key, "");
+        assert_eq!(p.tolerations[1].operator, TolerationOperator::Exists);
+        assert_eq!(p.tolerations[1].effect, None);
+        assert_eq!(s.pods[1].ready, None);
+        assert_eq!(s.pods[1].node, None);
+
+        let names: Vec<&str> = s.events.iter().map(|e| e.action.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "renew-lease",
+                "set-ready",
+                "set-condition",
+                "kubelet-stop",
+                "kubelet-start",
+                "add-node",
+                "delete-node",
+                "add-pod",
+                "delete-pod",
+                "set-taints",
+                "set-unschedulable",
+                "set-lease",
+                "set-lease",
+                "remove-condition",
+                "set-tolerations",
+                "bind-pod",
+                "set-labels",
+                "restart-controller",
+            ]
+        );
+        assert_eq!(s.events[4].action, EventAction::KubeletStart(vec!["node-a".into()]));
+        assert_eq!(s.events[12].at, Span::from_millis(20_500));
+        assert_eq!(s.events[13].at, Span::from_millis(500));
+        let EventAction::SetLease(l) = &s.events[11].action else { panic!() };
+        assert_eq!(l.renew, TimeSpec::Now);
+        let EventAction::SetLabels(l) = &s.events[16].action else { panic!() };
+        assert_eq!(l.labels, BTreeMap::from([("k".into(), Some("v".into())), ("gone".into(), None)]));
+
+        let Subject::Node { name, checks } = &s.expect[0].subject else { panic!() };
+        assert_eq!(name, "node-a");
+        assert_eq!(checks.ready, Some(ConditionStatus::Unknown));
+        assert_eq!(checks.taints.as_ref().unwrap()[0].to_string(), "a:NoExecute");
+        assert_eq!(checks.lacks_taints.as_ref().unwrap()[0].effect, TaintEffect::PreferNoSchedule);
+        let Subject::Node { checks, .. } = &s.expect[1].subject else { panic!() };
+        assert_eq!(checks.conditions.as_ref().unwrap()["Gone"], None);
+        let Subject::Pod { checks, .. } = &s.expect[3].subject else { panic!() };
+        assert_eq!((checks.deleted, checks.ready, checks.writes), (Some(true), Some(false), Some(2)));
+        assert_eq!(checks.reason, Some(Some("NodeLost".into())));
+        let Subject::Zone { zone, checks } = &s.expect[4].subject else { panic!() };
+        assert_eq!(zone, "region1/zone-a");
+        assert_eq!(checks.state, Some(Some(ZoneStateSpec(ZoneState::FullDisruption))));
+        assert_eq!((checks.rate, checks.tainted), (Some(0.01), Some(2)));
+        let Subject::Zone { checks, .. } = &s.expect[5].subject else { panic!() };
+        assert_eq!(checks.state, Some(None));
+        let Subject::EventsInclude(list) = &s.expect[6].subject else { panic!() };
+        assert_eq!(list[1].count, Some(0));
+        assert!(matches!(&s.expect[7].subject, Subject::EventsExclude(l) if l.len() == 1));
+    }
+
+    #[test]
+    fn json_is_accepted_too() {
+        let s = parse(
+            r#"{"nodes": [{"name": "a", "ready": "True", "heartbeat": "0s"}],
+            "expect": [{"at": "1s", "node": "a", "ready": "True"}]}"#,
+        );
+        assert_eq!(s.nodes.len(), 1);
+        assert_eq!(s.end(), Timestamp::EPOCH + secs(2));
+    }
+
+    #[test]
+    fn defaults() {
+        let s = parse("nodes: [{name: a}]\npods: [{name: ns/p}]\nevents:\nexpect:\n");
+        assert_eq!(s.cluster.default_not_ready_toleration_seconds, Some(300));
+        assert_eq!(s.cluster.default_unreachable_toleration_seconds, Some(300));
+        assert_eq!(s.cluster.kubelet.node_lease_duration_seconds, 40);
+        assert_eq!(s.pods[0].ready, Some(true));
+        assert!(!s.nodes[0].kubelet);
+        assert_eq!(s.end(), Timestamp::EPOCH + secs(1));
+        let s = parse("events: [{at: 3s, restart-controller: true}]\nexpect: [{at: 90s, zone: r/z, tainted: 0}]");
+        assert_eq!(s.end(), Timestamp::EPOCH + secs(91));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_path() {
+        for (text, path) in [
+            ("nmes: []", "nmes"),
+            ("nodes: [{name: a, zonee: x}]", "nodes[0].zonee"),
+            ("pods: [{name: a/b, tolerations: [{key: k, secs: 1}]}]", "pods[0].tolerations[0].secs"),
+            ("cluster: {kubelet: {lease: 1}}", "cluster.kubelet.lease"),
+            ("config: {node-monitor-grace: 1s}", "config.node-monitor-grace"),
+            (
+                "nodes: [{name: a}]\nevents: [{at: 1s, set-ready: {node: a, status: 'True', x: 1}}]",
+                "events[0].set-ready.x",
+            ),
+            ("events: [{at: 1s, frobnicate: [a]}]", "events[0].frobnicate"),
+            ("expect: [{at: 1s, zone: z, tainted: 1, colour: red}]", "expect[0].colour"),
+            ("expect: [{at: 1s, events-include: [{reason: R, objekt: o}]}]", "expect[0].events-include[0].objekt"),
+        ] {
+            let e = error(text);
+            assert_eq!(e.path(), Some(path), "{text}: {e}");
+            assert!(e.to_string().contains("unknown field"), "{e}");
+        }
+    }
+
+    #[test]
+    fn bad_durations() {
+        for (text, path, needle) in [
+            ("run-until: 10", "run-until", "has no unit"),
+            ("run-until: 10 minutes", "run-until", "invalid duration"),
+            ("events: [{at: 1x, restart-controller: true}]", "events[0].at", "invalid duration"),
+            ("nodes: [{name: a, created: yesterday}]", "nodes[0].created", "invalid duration"),
+            ("nodes: [{name: a, lease: 5}]", "nodes[0].lease", "has no unit"),
+            ("config: {node-monitor-period: 5}", "config.node-monitor-period", "has no unit"),
+            (
+                "cluster: {kubelet: {node-status-update-frequency: 1.5.0s}}",
+                "cluster.kubelet.node-status-update-frequency",
+                "invalid duration",
+            ),
+            ("expect: [{at: now, zone: z, tainted: 0}]", "expect[0].at", "invalid duration"),
+        ] {
+            let e = error(text);
+            assert_eq!(e.path(), Some(path), "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        // Fractional and negative durations are fine.
+        let s = parse("nodes: [{name: a, lease: -1h, created: 10.5s}]");
+        assert_eq!(s.nodes[0].lease, Some(TimeSpec::At(secs(-3600))));
+        assert_eq!(s.nodes[0].created, Some(TimeSpec::At(Span::from_millis(10_500))));
+    }
+
+    #[test]
+    fn errors_carry_yaml_line_and_column() {
+        let text =
+            "nodes:\n- name: a\n  ready: 'True'\nevents:\n- at: 1s\n  set-ready:\n    node: a\n    status: Maybe\n";
+        let e = error(text);
+        assert_eq!(e.path(), Some("events[0].set-ready.status"));
+        let loc = e.location().expect("a location");
+        assert_eq!((loc.line, loc.column), (8, 13));
+        assert_eq!(
+            e.to_string(),
+            "events[0].set-ready.status (line 8, column 13): unknown variant `Maybe`, expected one of `True`, `False`, `Unknown`"
+        );
+        // Structural errors point at the entry.
+        let e = error(
+            "nodes: [{name: a}]\nevents:\n- {at: 1s, renew-lease: [a]}\n- at: 2s\n  renew-lease: [a]\n  kubelet-stop: [a]\n",
+        );
+        assert_eq!(e.path(), Some("events[1]"));
+        assert_eq!(e.location().map(|l| l.line), Some(4));
+        assert!(e.to_string().contains("exactly one action"), "{e}");
+        // Syntax errors have a position (and the path reached so far).
+        let e = error("nodes:\n  - name: a\n   bad: [\n");
+        assert_eq!(e.location().map(|l| l.line), Some(3), "{e}");
+        assert!(e.to_string().contains("did not find expected"), "{e}");
+        let e = error("name: x\n\tnodes: []\n");
+        assert!(e.location().is_some(), "{e}");
+    }
+
+    #[test]
+    fn statuses_are_strings_and_pod_flags_booleans() {
+        let e = error("nodes: [{name: a, ready: 'Maybe'}]");
+        assert_eq!(e.path(), Some("nodes[0].ready"));
+        let e = error("nodes: [{name: a, ready: true}]");
+        assert_eq!(e.path(), Some("nodes[0].ready"), "{e}");
+        let e = error("pods: [{name: a/b, ready: 'yes'}]");
+        assert_eq!(e.path(), Some("pods[0].ready"), "{e}");
+        let e = error("nodes: [{name: a}]\nexpect: [{at: 1s, node: a, ready: true}]");
+        assert!(e.to_string().contains("condition status"), "{e}");
+        let e = error("pods: [{name: a/b}]\nexpect: [{at: 1s, pod: a/b, ready: Unknown}]");
+        assert!(e.to_string().contains("boolean"), "{e}");
+        let s = parse("pods: [{name: a/b}]\nexpect: [{at: 1s, pod: a/b, ready: false, deleted: false}]");
+        assert!(matches!(&s.expect[0].subject, Subject::Pod { checks, .. } if checks.ready == Some(false)));
+    }
+
+    #[test]
+    fn events_need_at_and_exactly_one_action() {
+        let e = error("nodes: [{name: a}]\nevents: [{renew-lease: [a]}]");
+        assert!(e.to_string().contains("missing field `at`"), "{e}");
+        let e = error("events: [{at: 1s}]");
+        assert!(e.to_string().contains("needs an action"), "{e}");
+        let e = error("nodes: [{name: a}]\nevents: [{at: 1s, renew-lease: [a], kubelet-stop: [a]}]");
+        assert!(e.to_string().contains("found 2: renew-lease, kubelet-stop"), "{e}");
+        let e = error("events: [{at: 1s, restart-controller: false}]");
+        assert!(e.to_string().contains("only value is `true`"), "{e}");
+    }
+
+    #[test]
+    fn expectations_need_one_subject_and_a_check() {
+        for (text, needle) in [
+            ("expect: [{at: 1s, ready: 'True'}]", "needs a subject"),
+            (
+                "nodes: [{name: a}]\npods: [{name: a/b}]\nexpect: [{at: 1s, node: a, pod: a/b, writes: 1}]",
+                "found 2: node, pod",
+            ),
+            ("nodes: [{name: a}]\nexpect: [{at: 1s, node: a}]", "at least one check"),
+            ("pods: [{name: a/b}]\nexpect: [{at: 1s, pod: a/b, taints: []}]", "`taints` is not a check for a pod"),
+            ("expect: [{at: 1s, zone: z, rate: .nan}]", "non-negative"),
+            ("expect: [{at: 1s, events-include: []}]", "at least one"),
+            ("expect: [{at: 1s, events-exclude: [{reason: R, count: 1}]}]", "count"),
+            ("expect: [{at: 1s, events-include: [{reason: R}], writes: 1}]", "not a check"),
+            ("expect: [{at: 1s, zone: z, state: Sleepy}]", "unknown variant `Sleepy`"),
+            ("nodes: [{name: a}]\nexpect: [{at: 1s, node: a, taints: [NoExecute]}]", "key:Effect"),
+            ("nodes: [{name: a}]\nexpect: [{at: 1s, node: a, taints: ['k:NoExecution']}]", "key:Effect"),
+        ] {
+            let e = error(text);
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+            assert!(e.path().is_some_and(|p| p.starts_with("expect[0]")), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn semantic_errors_name_the_path() {
+        for (text, path, needle) in [
+            ("nodes: [{name: a}, {name: a}]", "nodes[1].name", "duplicate node"),
+            ("pods: [{name: a/b}, {name: a/b}]", "pods[1].name", "duplicate pod"),
+            ("pods: [{name: web}]", "pods[0].name", "namespace/name"),
+            ("pods: [{name: a/b/c}]", "pods[0].name", "namespace/name"),
+            ("pods: [{name: /b}]", "pods[0].name", "namespace/name"),
+            (
+                "nodes: [{name: a}]\nevents: [{at: 1s, set-ready: {node: b, status: 'True'}}]",
+                "events[0].set-ready.node",
+                "no node \"b\"",
+            ),
+            (
+                "nodes: [{name: a}]\nevents: [{at: 1s, kubelet-stop: [a, c]}]",
+                "events[0].kubelet-stop[1]",
+                "no node \"c\"",
+            ),
+            ("events: [{at: 1s, delete-pod: x/y}]", "events[0].delete-pod", "no pod \"x/y\""),
+            ("pods: [{name: a/b}]\nexpect: [{at: 1s, pod: a/c, deleted: true}]", "expect[0].pod", "no pod"),
+            ("expect: [{at: 1s, node: n, writes: 0}]", "expect[0].node", "no node"),
+            ("config: {node-eviction-rate: -1}", "config.node-eviction-rate", "non-negative"),
+            (
+                "cluster: {kubelet: {node-lease-duration-seconds: 0}}",
+                "cluster.kubelet.node-lease-duration-seconds",
+                "between",
+            ),
+            (
+                "cluster: {kubelet: {node-status-report-frequency: 0s}}",
+                "cluster.kubelet.node-status-report-frequency",
+                "positive",
+            ),
+            ("run-until: -1s", "run-until", "before t=0"),
+            ("run-until: 5s\nexpect: [{at: 6s, zone: z, tainted: 0}]", "expect[0].at", "after run-until"),
+            ("nodes: [{name: a, heartbeat: 0s}]", "nodes[0].heartbeat", "`ready` is not given"),
+            ("nodes: [{name: a, conditions: {Ready: 'True'}}]", "nodes[0].conditions.Ready", "`ready` field"),
+            (
+                "nodes: [{name: a, zone: r/z, labels: {topology.kubernetes.io/zone: y}}]",
+                "nodes[0].labels.topology.kubernetes.io/zone",
+                "conflicts",
+            ),
+            (
+                "nodes: [{name: a}]\nevents: [{at: 1s, set-condition: {node: a, type: Ready, status: 'True'}}]",
+                "events[0].set-condition.type",
+                "set-ready",
+            ),
+            (
+                "nodes: [{name: a}]\nevents: [{at: 1s, add-node: {name: a}}]",
+                "events[0].add-node.name",
+                "already exists",
+            ),
+            ("events: [{at: -1s, restart-controller: true}]", "events[0].at", "before t=0"),
+        ] {
+            let e = error(text);
+            assert_eq!(e.path(), Some(path), "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn pods_may_name_nodes_that_do_not_exist_yet_and_names_may_come_back() {
+        parse("pods: [{name: a/b, node: later}]\nevents: [{at: 5s, add-node: {name: later}}]");
+        parse("pods: [{name: a/b, node: nowhere}]");
+        parse(
+            "nodes: [{name: a}]\nevents:\n- {at: 2s, add-node: {name: a}}\n- {at: 1s, delete-node: a}\n\
+             - {at: 3s, set-ready: {node: a, status: 'False'}}",
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for text in [
+            "",
+            "~",
+            "[]",
+            "42",
+            "\"x\"",
+            "nodes: 3",
+            "nodes: [3]",
+            "events: [[]]",
+            "expect: {}",
+            "{",
+            ":",
+            "- - -",
+            "nodes: [{name: [a]}]",
+            "run-until: 999999999999h",
+            "&a [*a]",
+            "nodes: [{name: a, labels: {k: [1]}}]",
+            "\t",
+            "a: b\n---\nc: d",
+        ] {
+            let _ = parse_scenario(text);
+        }
+    }
+}

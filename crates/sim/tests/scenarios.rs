@@ -1,0 +1,114 @@
+//! Replays every scenario of the repository (`tests/scenarios/*.yaml`) and,
+//! when present, the shared conformance scenarios (`../shared/conformance`),
+//! and checks that every file of `tests/invalid/` is refused with the
+//! message its first line announces.
+
+use std::path::{Path, PathBuf};
+
+use nodewarden_sim::{ReplayOptions, load_scenario, replay};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The files of `dir` (sorted), keeping those `keep` accepts.
+fn files(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => panic!("cannot list {}: {e}", dir.display()),
+    };
+    let mut files: Vec<PathBuf> =
+        entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_file() && keep(p)).collect();
+    files.sort();
+    files
+}
+
+fn is_yaml(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "yaml" || e == "yml")
+}
+
+fn is_visible(p: &Path) -> bool {
+    p.file_name().is_some_and(|n| !n.to_string_lossy().starts_with('.'))
+}
+
+/// Replays each file; returns one report per file that did not pass.
+fn replay_all(paths: &[PathBuf]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for path in paths {
+        let scenario = match load_scenario(path) {
+            Ok(s) => s,
+            Err(e) => {
+                failures.push(format!("{}: invalid: {e}", path.display()));
+                continue;
+            }
+        };
+        match replay(&scenario, &ReplayOptions { quiet: true }) {
+            Ok(outcome) if outcome.ok() => {}
+            Ok(outcome) => {
+                let mut report = format!(
+                    "{}: {} of {} expectations failed, {} violations",
+                    path.display(),
+                    outcome.summary.failed - outcome.summary.violations,
+                    outcome.summary.passed + outcome.summary.failed - outcome.summary.violations,
+                    outcome.summary.violations,
+                );
+                for r in outcome.failures() {
+                    report.push_str("\n    ");
+                    report.push_str(&r.to_json());
+                }
+                failures.push(report);
+            }
+            Err(e) => failures.push(format!("{}: replay error: {e}", path.display())),
+        }
+    }
+    failures
+}
+
+fn assert_all_pass(paths: &[PathBuf]) {
+    let failures = replay_all(paths);
+    for f in &failures {
+        eprintln!("{f}\n");
+    }
+    assert!(failures.is_empty(), "{} of {} scenarios failed:\n{}", failures.len(), paths.len(), failures.join("\n"));
+}
+
+#[test]
+fn repository_scenarios_pass() {
+    let dir = repo_root().join("tests/scenarios");
+    let paths = files(&dir, is_yaml);
+    assert!(!paths.is_empty(), "no *.yaml scenario in {}", dir.display());
+    assert_all_pass(&paths);
+}
+
+#[test]
+fn shared_conformance_scenarios_pass() {
+    let dir = repo_root().join("../shared/conformance");
+    if !dir.is_dir() {
+        eprintln!("{} not present; skipped", dir.display());
+        return;
+    }
+    let paths = files(&dir, is_visible);
+    assert!(!paths.is_empty(), "{} is empty", dir.display());
+    assert_all_pass(&paths);
+}
+
+#[test]
+fn invalid_scenarios_are_refused_with_their_message() {
+    let dir = repo_root().join("tests/invalid");
+    let paths = files(&dir, is_yaml);
+    assert!(!paths.is_empty(), "no *.yaml file in {}", dir.display());
+    let mut problems = Vec::new();
+    for path in &paths {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let Some(want) = text.lines().next().and_then(|l| l.strip_prefix("# error: ")) else {
+            problems.push(format!("{}: the first line must be `# error: <text>`", path.display()));
+            continue;
+        };
+        match load_scenario(path) {
+            Ok(_) => problems.push(format!("{}: accepted, expected an error with {want:?}", path.display())),
+            Err(e) if e.to_string().contains(want.trim()) => {}
+            Err(e) => problems.push(format!("{}: error {:?} lacks {want:?}", path.display(), e.to_string())),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -1,0 +1,43 @@
+//! `cargo xtask`: project automation in Rust, so it runs wherever cargo does.
+//!
+//! `cargo xtask ci` runs exactly what CI runs (`.ci/run` calls the same
+//! steps), so a green local run means a green CI run.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "usage: cargo xtask <task>
+
+tasks:
+  ci      what CI runs: cargo fmt --check, clippy (-D warnings), the test suite";
+
+/// One step of a task: a command line, shown before it runs.
+fn run(program: &str, args: &[&str]) -> Result<()> {
+    eprintln!("$ {program} {}", args.join(" "));
+    let status = Command::new(program).args(args).status().with_context(|| format!("could not start {program}"))?;
+    if !status.success() {
+        bail!("`{program} {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn ci() -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    run(&cargo, &["fmt", "--all", "--check"])?;
+    run(&cargo, &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    run(&cargo, &["test", "--workspace"])?;
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        Some("ci") => ci(),
+        Some("-h" | "--help") | None => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => bail!("unknown task {other:?}\n\n{USAGE}"),
+    }
+}
