@@ -11,7 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use nodewarden_sim::{ReplayOptions, ScenarioError, load_scenario, replay_to_writer};
+use nodewarden_sim::{
+    EventAction, Record, ReplayOptions, Scenario, ScenarioError, load_scenario, replay_to_writer, replay_with,
+};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code: every expectation held.
@@ -47,6 +49,11 @@ struct ReplayArgs {
     /// Print only failed expectations (and violations) and the summary.
     #[arg(long, short)]
     quiet: bool,
+    /// Instead of the JSON lines, print why the controller deleted this pod
+    /// (namespace/name): the heartbeats it saw, the taint, the toleration
+    /// or timeout, the zone rate, the deadline.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "quiet")]
+    explain: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -71,7 +78,11 @@ fn init_logging() {
 }
 
 fn replay(args: &ReplayArgs) -> u8 {
-    match run_replay(&args.file, args.quiet) {
+    let result = match &args.explain {
+        Some(pod) => run_explain(&args.file, pod),
+        None => run_replay(&args.file, args.quiet),
+    };
+    match result {
         Ok(true) => EXIT_OK,
         Ok(false) => EXIT_FAILED,
         Err(e) => {
@@ -81,12 +92,48 @@ fn replay(args: &ReplayArgs) -> u8 {
     }
 }
 
-/// Runs the replay; `Ok(true)` when everything held.
-fn run_replay(file: &Path, quiet: bool) -> anyhow::Result<bool> {
-    let scenario = load_scenario(file).map_err(|e| match e {
+fn load(file: &Path) -> anyhow::Result<Scenario> {
+    load_scenario(file).map_err(|e| match e {
         e @ ScenarioError::Read { .. } => anyhow::Error::new(e),
         e => anyhow::Error::new(e).context(format!("invalid scenario {}", file.display())),
-    })?;
+    })
+}
+
+/// Replays and prints the recorded causes of one pod's deletion;
+/// `Ok(true)` when every expectation held.
+fn run_explain(file: &Path, pod: &str) -> anyhow::Result<bool> {
+    let scenario = load(file)?;
+    let known =
+        scenario.pods.iter().map(|p| p.name.as_str()).chain(scenario.events.iter().filter_map(|e| match &e.action {
+            EventAction::AddPod(p) => Some(p.name.as_str()),
+            _ => None,
+        }));
+    if !known.into_iter().any(|name| name == pod) {
+        anyhow::bail!("{}: no pod {pod:?} in this scenario (give it as namespace/name)", file.display());
+    }
+    let mut explanation = None;
+    let mut failed = vec![];
+    let summary = replay_with(&scenario, &mut |r: &Record| match r {
+        Record::Action(a) if a.action == "delete-pod" && a.pod.as_deref() == Some(pod) => {
+            explanation = a.explanation.clone();
+        }
+        r if r.is_failure_or_summary() && !matches!(r, Record::Summary(_)) => failed.push(r.to_json()),
+        _ => {}
+    })
+    .with_context(|| format!("replay of {} failed", file.display()))?;
+    match explanation {
+        Some(why) => println!("{}", why.render()),
+        None => println!("pod {pod} was not deleted by the controller (the replay ran until {})", summary.end),
+    }
+    for line in failed {
+        eprintln!("failed: {line}");
+    }
+    Ok(summary.ok())
+}
+
+/// Runs the replay; `Ok(true)` when everything held.
+fn run_replay(file: &Path, quiet: bool) -> anyhow::Result<bool> {
+    let scenario = load(file)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let summary = replay_to_writer(&scenario, &ReplayOptions { quiet }, &mut out)

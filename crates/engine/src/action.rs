@@ -136,6 +136,8 @@ pub enum ActionKind {
         pod: PodKey,
         /// Precondition: the pod's uid.
         uid: String,
+        /// Why: the recorded facts and the rule that made it due.
+        why: Box<crate::explain::Explanation>,
     },
     /// Record an Event (not a write to the object it names).
     RecordEvent(Event),

@@ -190,6 +190,26 @@ pub struct Deadline {
 #[derive(Component, Debug, Clone, Copy, Default)]
 pub struct PendingDeletion(pub Option<Deadline>);
 
+/// How the controller's own NoExecute taint got onto the node: kept for
+/// explanations (it is ignored once the taint it describes is gone).
+#[derive(Component, Debug, Clone, Default)]
+pub struct TaintRecord(pub Option<crate::explain::TaintingFacts>);
+
+/// The facts a scheduled taint-based deletion was decided on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Basis {
+    /// The node's NoExecute taints at the time.
+    pub taints: Vec<Taint>,
+    /// The rule that applied.
+    pub verdict: crate::explain::Verdict,
+    /// When the deletion was scheduled.
+    pub scheduled_at: Timestamp,
+}
+
+/// The basis of the pod's pending taint-based deletion, if any.
+#[derive(Component, Debug, Clone, Default)]
+pub struct DeletionBasis(pub Option<Basis>);
+
 /// A zone: its key, disruption state and rate-limited queue.
 #[derive(Component, Debug)]
 pub struct Zone {

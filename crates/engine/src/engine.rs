@@ -54,9 +54,6 @@ pub struct ZoneReport {
     pub queued: usize,
 }
 
-fn monitor_due(t: Res<LoopTimers>) -> bool {
-    t.monitor_now
-}
 fn tainting_pass_due(t: Res<LoopTimers>, s: Res<Settings>) -> bool {
     t.tainting_now && s.0.enable_taint_manager
 }
@@ -70,7 +67,14 @@ fn eviction_pass_due(t: Res<LoopTimers>, s: Res<Settings>) -> bool {
 /// its actions.
 pub struct Engine {
     world: World,
-    schedule: Schedule,
+    /// Event handlers that see events before the periodic loops.
+    before_monitor: Schedule,
+    /// The health monitor and disruption handling.
+    monitor: Schedule,
+    /// Event handlers after the monitor, the tainting pass, the taint manager.
+    after_monitor: Schedule,
+    /// Reads a clock for duration metrics only; decisions never see it.
+    stopwatch: Option<fn() -> std::time::Instant>,
     observations: Receiver<Observation>,
     actions: Sender<Action>,
     last_tick: Option<Timestamp>,
@@ -109,11 +113,13 @@ impl Engine {
         world.init_resource::<DisruptionMode>();
         world.init_resource::<Outbox>();
 
-        let mut schedule = Schedule::default();
-        schedule.add_systems(
+        let mut before_monitor = Schedule::default();
+        before_monitor.add_systems(pods::pod_assignment);
+        let mut monitor = Schedule::default();
+        monitor.add_systems((health::update_node_health, health::decide, disruption::handle_disruption).chain());
+        let mut after_monitor = Schedule::default();
+        after_monitor.add_systems(
             (
-                pods::pod_assignment,
-                (health::update_node_health, health::decide, disruption::handle_disruption).chain().run_if(monitor_due),
                 node_handlers::noschedule_and_labels,
                 tainting::tainting_pass.run_if(tainting_pass_due),
                 legacy::eviction_pass.run_if(eviction_pass_due),
@@ -121,7 +127,16 @@ impl Engine {
             )
                 .chain(),
         );
-        Ok(Engine { world, schedule, observations, actions, last_tick: None })
+        Ok(Engine {
+            world,
+            before_monitor,
+            monitor,
+            after_monitor,
+            stopwatch: None,
+            observations,
+            actions,
+            last_tick: None,
+        })
     }
 
     /// A new engine with its own channels: send observations on the first,
@@ -161,7 +176,16 @@ impl Engine {
             t.monitor_now = now >= t.next_monitor;
             t.tainting_now = now >= t.next_tainting;
         }
-        self.schedule.run(&mut self.world);
+        self.before_monitor.run(&mut self.world);
+        if self.world.resource::<LoopTimers>().monitor_now {
+            let started = self.stopwatch.map(|now| now());
+            self.monitor.run(&mut self.world);
+            if let (Some(clock), Some(started)) = (self.stopwatch, started) {
+                metrics::histogram!("node_collector_update_all_nodes_health_duration_seconds")
+                    .record(clock().duration_since(started).as_secs_f64());
+            }
+        }
+        self.after_monitor.run(&mut self.world);
         {
             let mut t = self.world.resource_mut::<LoopTimers>();
             let start = t.start;
@@ -184,6 +208,14 @@ impl Engine {
                 break;
             }
         }
+    }
+
+    /// Lets the engine time its health-monitor passes with `clock` and
+    /// record `node_collector_update_all_nodes_health_duration_seconds`.
+    /// The clock is read for that metric only, never for a decision, so
+    /// replay stays deterministic with or without it.
+    pub fn measure_with(&mut self, clock: fn() -> std::time::Instant) {
+        self.stopwatch = Some(clock);
     }
 
     /// The earliest time at which some loop has work: the next monitor

@@ -117,6 +117,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 flags,
                 in_zone,
                 SeenNoExecute::default(),
+                TaintRecord::default(),
             ));
             if excluded {
                 node.insert(ExcludedFromDisruption);
@@ -175,7 +176,11 @@ fn upsert_pod(world: &mut World, snap: PodSnapshot) {
             let tolerations_changed = old.tolerations != snap.tolerations;
             if old.uid != snap.uid {
                 // A new pod under the same name: forget what we did to the old one.
-                world.entity_mut(e).insert((PodProgress::default(), PendingDeletion::default()));
+                world.entity_mut(e).insert((
+                    PodProgress::default(),
+                    PendingDeletion::default(),
+                    DeletionBasis::default(),
+                ));
             }
             world.resource_mut::<PodIndex>().rebind(e, old.node.as_deref(), snap.node.as_deref());
             let bound = node_changed && snap.node.is_some();
@@ -190,7 +195,9 @@ fn upsert_pod(world: &mut World, snap: PodSnapshot) {
         None => {
             let key = snap.key.clone();
             let node = snap.node.clone();
-            let e = world.spawn((pod_from(snap), PodProgress::default(), PendingDeletion::default())).id();
+            let e = world
+                .spawn((pod_from(snap), PodProgress::default(), PendingDeletion::default(), DeletionBasis::default()))
+                .id();
             let mut index = world.resource_mut::<PodIndex>();
             index.by_key.insert(key, e);
             index.rebind(e, None, node.as_deref());

@@ -11,6 +11,7 @@
 pub mod action;
 pub mod components;
 mod engine;
+pub mod explain;
 mod ingest;
 pub mod observation;
 pub mod queue;
@@ -19,4 +20,5 @@ pub mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
 pub use engine::{Engine, ZoneReport, ZoneState};
+pub use explain::Explanation;
 pub use observation::{NodeSnapshot, Observation, PodKey, PodSnapshot, WriteOutcome};

@@ -145,30 +145,64 @@ pub fn matching_tolerations<'a>(taints: &[Taint], tolerations: &'a [Toleration])
     taints.iter().enumerate().map(|(i, taint)| tolerations.iter().find(|t| t.tolerates(taint)).ok_or(i)).collect()
 }
 
-/// The taint manager's verdict for a pod with `tolerations` on a node whose
-/// NoExecute taints are `taints` (`processPodOnNode`, `getMinTolerationTime`).
-/// Taints of other effects are ignored, so callers may pass a node's whole set.
-pub fn toleration_verdict(taints: &[Taint], tolerations: &[Toleration]) -> TolerationVerdict {
-    let mut min: Option<i64> = None;
-    let mut matched_any = false;
+/// Which taint or toleration decides a pod's fate on a node with NoExecute
+/// taints: the facts behind a [`TolerationVerdict`], kept for explanations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision<'a> {
+    /// The node has no NoExecute taint.
+    NoTaints,
+    /// This taint has no matching toleration.
+    Untolerated(&'a Taint),
+    /// Every taint is tolerated; this toleration (the first match of some
+    /// taint) has the smallest `tolerationSeconds` (the first one `<= 0`
+    /// wins outright, as upstream stops there).
+    Expires {
+        /// The deciding toleration.
+        toleration: &'a Toleration,
+        /// Its `tolerationSeconds`.
+        seconds: i64,
+    },
+    /// Every taint is tolerated by tolerations without `tolerationSeconds`.
+    Forever,
+}
+
+/// Works out the [`Decision`] for a pod with `tolerations` on a node whose
+/// taints are `taints` (`processPodOnNode`, `getMinTolerationTime`). Taints
+/// of other effects are ignored, so callers may pass a node's whole set.
+pub fn decide<'a>(taints: &'a [Taint], tolerations: &'a [Toleration]) -> Decision<'a> {
+    let mut best: Option<(&Toleration, i64)> = None;
+    let mut any = false;
     for taint in taints.iter().filter(|t| t.effect == TaintEffect::NoExecute) {
+        any = true;
         let Some(tol) = tolerations.iter().find(|t| t.tolerates(taint)) else {
-            return TolerationVerdict::Now;
+            return Decision::Untolerated(taint);
         };
-        matched_any = true;
         if let Some(s) = tol.seconds {
             if s <= 0 {
-                return TolerationVerdict::Now;
+                return Decision::Expires { toleration: tol, seconds: s };
             }
-            min = Some(min.map_or(s, |m| m.min(s)));
+            if best.is_none_or(|(_, b)| s < b) {
+                best = Some((tol, s));
+            }
         }
     }
-    match (matched_any, min) {
-        // Upstream: no matched toleration at all means "now"; callers only ask
-        // with at least one NoExecute taint, so this is the empty-set guard.
-        (false, _) => TolerationVerdict::Now,
-        (true, None) => TolerationVerdict::Never,
-        (true, Some(s)) => TolerationVerdict::After(Span::from_secs(s)),
+    match (any, best) {
+        (false, _) => Decision::NoTaints,
+        (true, None) => Decision::Forever,
+        (true, Some((toleration, seconds))) => Decision::Expires { toleration, seconds },
+    }
+}
+
+/// The taint manager's verdict for a pod with `tolerations` on a node whose
+/// taints are `taints`. With no NoExecute taint at all the answer is
+/// [`TolerationVerdict::Now`], as upstream's empty match set gives; callers
+/// only ask about tainted nodes.
+pub fn toleration_verdict(taints: &[Taint], tolerations: &[Toleration]) -> TolerationVerdict {
+    match decide(taints, tolerations) {
+        Decision::NoTaints | Decision::Untolerated(_) => TolerationVerdict::Now,
+        Decision::Expires { seconds, .. } if seconds <= 0 => TolerationVerdict::Now,
+        Decision::Expires { seconds, .. } => TolerationVerdict::After(Span::from_secs(seconds)),
+        Decision::Forever => TolerationVerdict::Never,
     }
 }
 
@@ -280,6 +314,16 @@ mod tests {
     fn other_effects_are_ignored_by_the_verdict() {
         let taints = [taint("x", "", NoSchedule), taint("k", "", NoExecute)];
         assert_eq!(toleration_verdict(&taints, &[tol("k", Exists, "", None, None)]), TolerationVerdict::Never);
+    }
+
+    #[test]
+    fn decision_names_the_deciding_toleration_or_taint() {
+        let two = [taint("a", "", NoExecute), taint("b", "", NoExecute)];
+        let tols = [tol("a", Exists, "", None, Some(50)), tol("b", Exists, "", None, Some(20))];
+        assert_eq!(decide(&two, &tols), Decision::Expires { toleration: &tols[1], seconds: 20 });
+        assert_eq!(decide(&two, &tols[..1]), Decision::Untolerated(&two[1]));
+        assert_eq!(decide(&[], &tols), Decision::NoTaints);
+        assert_eq!(toleration_verdict(&[], &tols), TolerationVerdict::Now);
     }
 
     #[test]

@@ -466,7 +466,7 @@ impl Cluster {
                     p.conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::True);
                 })
             }
-            ActionKind::DeletePod { pod, uid } => self.pod_write(id, "delete-pod", pod, uid, |p| p.deleted = true),
+            ActionKind::DeletePod { pod, uid, .. } => self.pod_write(id, "delete-pod", pod, uid, |p| p.deleted = true),
         }
     }
 
@@ -595,6 +595,22 @@ mod tests {
 
     fn act(id: u64, kind: ActionKind) -> Action {
         Action { id: ActionId(id), kind }
+    }
+
+    fn why() -> Box<nodewarden_engine::Explanation> {
+        Box::new(nodewarden_engine::Explanation {
+            pod: "default/p".into(),
+            node: "n".into(),
+            node_facts: None,
+            taints: vec![],
+            tainting: None,
+            verdict: nodewarden_engine::explain::Verdict::NotTolerated {
+                taint: nodewarden_model::Taint::new("k", nodewarden_model::TaintEffect::NoExecute),
+            },
+            scheduled_at: t(0),
+            due_at: t(0),
+            deleted_at: t(0),
+        })
     }
 
     #[test]
@@ -759,7 +775,10 @@ mod tests {
         assert_eq!(c.pod("default/p").unwrap().reason.as_deref(), Some("NodeLost"));
         c.apply_action(t(3), &act(3, ActionKind::AddPodDisruptionTarget { pod: "default/p".into(), uid: uid.clone() }));
         assert_eq!(c.pod("default/p").unwrap().conditions[POD_DISRUPTION_TARGET], ConditionStatus::True);
-        let r = c.apply_action(t(4), &act(4, ActionKind::DeletePod { pod: "default/p".into(), uid: uid.clone() }));
+        let r = c.apply_action(
+            t(4),
+            &act(4, ActionKind::DeletePod { pod: "default/p".into(), uid: uid.clone(), why: why() }),
+        );
         assert_eq!(r.observations[1], Observation::PodDeleted { key: "default/p".into() });
         let p = c.pod("default/p").unwrap();
         assert!(p.deleted);
@@ -767,7 +786,7 @@ mod tests {
         assert_eq!(c.writes(&ObjectRef::Pod("default/p".into())), 4);
         assert!(c.state().iter().all(|o| !matches!(o, Observation::PodUpserted(_))));
         // Writing to it again breaks the contract.
-        let r = c.apply_action(t(5), &act(5, ActionKind::DeletePod { pod: "default/p".into(), uid }));
+        let r = c.apply_action(t(5), &act(5, ActionKind::DeletePod { pod: "default/p".into(), uid, why: why() }));
         assert!(r.violation.is_some());
         assert!(matches!(r.outcome, Some(WriteOutcome::Failed(_))));
     }
@@ -787,7 +806,10 @@ mod tests {
     #[test]
     fn uid_precondition_and_terminating_pods() {
         let mut c = cluster();
-        let r = c.apply_action(t(1), &act(1, ActionKind::DeletePod { pod: "default/p".into(), uid: "uid-77".into() }));
+        let r = c.apply_action(
+            t(1),
+            &act(1, ActionKind::DeletePod { pod: "default/p".into(), uid: "uid-77".into(), why: why() }),
+        );
         assert!(matches!(r.outcome, Some(WriteOutcome::Failed(_))));
         assert!(r.violation.is_none());
         assert!(matches!(&r.observations[1], Observation::PodUpserted(p) if p.uid == "uid-1"));
@@ -797,7 +819,7 @@ mod tests {
         spec.terminating = true;
         c.add_pod(&spec);
         let uid = c.pod("default/t").unwrap().uid.clone();
-        let r = c.apply_action(t(2), &act(2, ActionKind::DeletePod { pod: "default/t".into(), uid }));
+        let r = c.apply_action(t(2), &act(2, ActionKind::DeletePod { pod: "default/t".into(), uid, why: why() }));
         assert!(r.violation.unwrap().contains("terminating"));
         assert!(!c.pod("default/t").unwrap().deleted);
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_engine::{ActionKind, EventType, ZoneReport, ZoneState};
+use nodewarden_engine::{ActionKind, EventType, Explanation, ZoneReport, ZoneState};
 use nodewarden_model::{ConditionStatus, ConditionType, Taint, Timestamp};
 use serde::Serialize;
 
@@ -88,6 +88,12 @@ pub struct ActionRecord {
     /// Why the API refused the write, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// A deletion's recorded causes, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// A deletion's recorded causes in full (`replay --explain`).
+    #[serde(skip)]
+    pub explanation: Option<Box<Explanation>>,
 }
 
 fn shorts(taints: &[Taint]) -> Vec<String> {
@@ -133,7 +139,13 @@ impl ActionRecord {
             ActionKind::AddPodDisruptionTarget { pod, .. } => {
                 ActionRecord { action: "add-pod-disruption-target", pod: Some(pod.clone()), ..r }
             }
-            ActionKind::DeletePod { pod, .. } => ActionRecord { action: "delete-pod", pod: Some(pod.clone()), ..r },
+            ActionKind::DeletePod { pod, why, .. } => ActionRecord {
+                action: "delete-pod",
+                pod: Some(pod.clone()),
+                why: Some(why.one_line()),
+                explanation: Some(why.clone()),
+                ..r
+            },
             ActionKind::RecordEvent(e) => ActionRecord {
                 action: "event",
                 reason: Some(e.reason),

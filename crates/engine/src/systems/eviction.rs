@@ -7,10 +7,11 @@
 //! are pending.
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, taint::TolerationVerdict, taint::toleration_verdict};
+use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, taint::Decision};
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
+use crate::explain::{Explanation, NodeFacts, Verdict};
 use crate::resources::*;
 
 /// Backoff before retrying a refused deletion: 1 s, doubling, at most 5 min.
@@ -19,7 +20,8 @@ pub fn retry_backoff(failures: u32) -> Span {
     Span::from_secs(secs.min(300))
 }
 
-/// Schedules (or re-schedules) `pod`'s deletion at `at`.
+/// Schedules (or re-schedules) `pod`'s deletion at `at`, keeping the basis
+/// it was decided on (used to retry a refused deletion).
 pub fn schedule(world: &mut World, pod: Entity, at: Timestamp) {
     let now = world.resource::<Now>().0;
     let seq = world.resource_mut::<DeletionTimers>().push(at, pod);
@@ -32,34 +34,77 @@ fn noexecute(taints: &[Taint]) -> Vec<Taint> {
     taints.iter().filter(|t| t.effect == TaintEffect::NoExecute).cloned().collect()
 }
 
-/// What `processPodOnNode` decided.
+/// What `processPodOnNode` decided for one pod.
 enum Plan {
+    /// Call off any pending deletion.
     Cancel,
+    /// Leave the pending deletion as it is (I3).
     Keep,
-    At(Timestamp, Timestamp),
+    /// Schedule: (created, due, verdict).
+    At(Timestamp, Timestamp, Verdict),
 }
 
-/// `processPodOnNode` for one pod: its verdict against the node's NoExecute
+/// `processPodOnNode`: the pod's decision against the node's NoExecute
 /// taints, respecting an already scheduled deletion (I3).
 fn plan(pending: Option<Deadline>, taints: &[Taint], pod: &Pod, now: Timestamp) -> Plan {
-    if taints.is_empty() {
-        return Plan::Cancel;
+    match nodewarden_model::taint::decide(taints, &pod.tolerations) {
+        Decision::NoTaints | Decision::Forever => Plan::Cancel,
+        Decision::Untolerated(taint) => Plan::At(now, now, Verdict::NotTolerated { taint: taint.clone() }),
+        Decision::Expires { toleration, seconds } => {
+            let verdict = Verdict::TolerationExpired { toleration: toleration.clone(), seconds };
+            let due = if seconds <= 0 { now } else { now + Span::from_secs(seconds) };
+            match pending {
+                // A deletion scheduled earlier is never moved, not even by a
+                // toleration now saying 0 s (only "not tolerated" deletes at
+                // once); one scheduled in this same instant is replaced
+                // (upstream compares start times).
+                Some(p) if p.created < now => Plan::Keep,
+                Some(p) => Plan::At(p.created, due, verdict),
+                None => Plan::At(now, due, verdict),
+            }
+        }
     }
-    match toleration_verdict(taints, &pod.tolerations) {
-        TolerationVerdict::Now => Plan::At(now, now),
-        TolerationVerdict::Never => Plan::Cancel,
-        TolerationVerdict::After(wait) => match pending {
-            // A deletion scheduled earlier is never moved; one scheduled in
-            // this same instant is replaced (upstream compares start times).
-            Some(p) if p.created < now => Plan::Keep,
-            Some(p) => Plan::At(p.created, now + wait),
-            None => Plan::At(now, now + wait),
-        },
+}
+
+type PodQuery<'w, 's> =
+    Query<'w, 's, (&'static Pod, &'static mut PodProgress, &'static mut PendingDeletion, &'static mut DeletionBasis)>;
+
+/// Applies [`plan`] to one pod.
+fn process_pod(
+    pod_entity: Entity,
+    taints: &[Taint],
+    now: Timestamp,
+    pods: &mut PodQuery,
+    timers: &mut DeletionTimers,
+    outbox: &mut Outbox,
+) {
+    let Ok((pod, _, mut pending, mut basis)) = pods.get_mut(pod_entity) else { return };
+    match plan(pending.0, taints, pod, now) {
+        Plan::Keep => {}
+        Plan::Cancel => {
+            // The heap entry goes stale with it.
+            basis.0 = None;
+            if pending.0.take().is_some() {
+                tracing::info!(pod = %pod.key, "pod tolerates the node's taints now; deletion cancelled");
+                outbox.event(
+                    ObjectRef::Pod(pod.key.clone()),
+                    EventType::Normal,
+                    "TaintManagerEviction",
+                    format!("Cancelling deletion of Pod {}", pod.key),
+                );
+            }
+        }
+        Plan::At(created, due, verdict) => {
+            let seq = timers.push(due, pod_entity);
+            pending.0 = Some(Deadline { created, fire_at: due, seq });
+            basis.0 = Some(Basis { taints: taints.to_vec(), verdict, scheduled_at: created });
+            tracing::debug!(pod = %pod.key, %due, "pod deletion scheduled");
+        }
     }
 }
 
 /// Processes node and pod changes, then fires due deletions.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn taint_manager(
     now: Res<Now>,
     settings: Res<Settings>,
@@ -68,7 +113,8 @@ pub fn taint_manager(
     pod_index: Res<PodIndex>,
     node_index: Res<NodeIndex>,
     mut nodes: Query<(&NodeName, &NodeTaints, &mut SeenNoExecute)>,
-    mut pods: Query<(Entity, &Pod, &mut PodProgress, &mut PendingDeletion)>,
+    facts: Query<(&Health, &ReadyView, &LeaseView, &TaintRecord)>,
+    mut pods: PodQuery,
     mut outbox: ResMut<Outbox>,
 ) {
     let now = now.0;
@@ -78,32 +124,6 @@ pub fn taint_manager(
         inbox.pods.clear();
         return;
     }
-    let decide = |pod_entity: Entity,
-                  taints: &[Taint],
-                  pods: &mut Query<(Entity, &Pod, &mut PodProgress, &mut PendingDeletion)>,
-                  timers: &mut DeletionTimers,
-                  outbox: &mut Outbox| {
-        let Ok((_, pod, _, mut pending)) = pods.get_mut(pod_entity) else { return };
-        match plan(pending.0, taints, pod, now) {
-            Plan::Keep => {}
-            Plan::Cancel => {
-                // The heap entry goes stale with it.
-                if pending.0.take().is_some() {
-                    outbox.event(
-                        ObjectRef::Pod(pod.key.clone()),
-                        EventType::Normal,
-                        "TaintManagerEviction",
-                        format!("Cancelling deletion of Pod {}", pod.key),
-                    );
-                }
-            }
-            Plan::At(created, at) => {
-                let seq = timers.push(at, pod_entity);
-                pending.0 = Some(Deadline { created, fire_at: at, seq });
-                tracing::debug!(pod = %pod.key, deadline = %at, "pod deletion scheduled");
-            }
-        }
-    };
 
     // Node updates go before pod updates, as upstream orders them.
     let mut node_list = std::mem::take(&mut inbox.nodes);
@@ -115,9 +135,9 @@ pub fn taint_manager(
         if current == seen.0 {
             continue;
         }
-        seen.0 = current.clone();
+        seen.0 = current;
         for &pod in pod_index.on_node(&name.0) {
-            decide(pod, &current, &mut pods, &mut timers, &mut outbox);
+            process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
         }
     }
     node_list.clear();
@@ -127,14 +147,14 @@ pub fn taint_manager(
     pod_list.sort_unstable();
     pod_list.dedup();
     for &pod in &pod_list {
-        let Ok((_, p, _, _)) = pods.get(pod) else { continue };
-        let Some(node) = p.node.as_ref().and_then(|n| node_index.0.get(n)) else { continue };
-        let Ok((_, _, seen)) = nodes.get(*node) else { continue };
-        if seen.0.is_empty() {
-            continue;
+        let Ok((p, ..)) = pods.get(pod) else { continue };
+        let Some(&node) = p.node.as_ref().and_then(|n| node_index.0.get(n)) else { continue };
+        let Ok((_, _, seen)) = nodes.get(node) else { continue };
+        // A node without NoExecute taints: nothing to do (I4 cancelled
+        // everything when they went).
+        if !seen.0.is_empty() {
+            process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
         }
-        let taints = seen.0.clone();
-        decide(pod, &taints, &mut pods, &mut timers, &mut outbox);
     }
     pod_list.clear();
     inbox.pods = pod_list;
@@ -145,24 +165,116 @@ pub fn taint_manager(
             break;
         }
         timers.heap.pop();
-        let Ok((_, p, mut progress, mut pending)) = pods.get_mut(pod) else { continue };
+        let Ok((p, mut progress, mut pending, basis)) = pods.get_mut(pod) else { continue };
         let Some(deadline) = pending.0.filter(|d| d.seq == seq) else { continue };
         pending.0 = None;
         if p.terminating || progress.deletion_requested {
             continue;
         }
+        let Some(basis) = basis.0.clone() else { continue };
+        let node_name = p.node.clone().unwrap_or_default();
+        let node_facts = node_index.0.get(&node_name).and_then(|&n| facts.get(n).ok());
+        let tainting = node_facts
+            .and_then(|(_, _, _, record)| record.0.clone())
+            .filter(|r| basis.taints.iter().any(|t| t.same_as(&r.taint) && t.time_added == r.taint.time_added));
+        let why = Explanation {
+            pod: p.key.clone(),
+            node: node_name,
+            node_facts: node_facts.map(|(h, r, l, _)| NodeFacts::of(h, r, l, &settings.0)),
+            taints: basis.taints,
+            tainting,
+            verdict: basis.verdict,
+            scheduled_at: basis.scheduled_at,
+            due_at: deadline.fire_at,
+            deleted_at: now,
+        };
         progress.deletion_requested = true;
-        let late = now - deadline.fire_at;
-        metrics::histogram!("taint_eviction_controller_pod_deletion_duration_seconds").record(late.as_secs_f64());
+        metrics::histogram!("taint_eviction_controller_pod_deletion_duration_seconds")
+            .record((now - deadline.fire_at).as_secs_f64());
+        metrics::histogram!("nodewarden_taint_to_deletion_seconds").record((now - why.scheduled_at).as_secs_f64());
         metrics::counter!("taint_eviction_controller_pod_deletions_total").increment(1);
-        tracing::info!(pod = %p.key, node = ?p.node, deadline = %deadline.fire_at, "deleting pod: NoExecute taint no longer tolerated");
+        let line = why.one_line();
+        tracing::info!(pod = %p.key, why = %line, "deleting pod: NoExecute taint no longer tolerated");
         outbox.event(
             ObjectRef::Pod(p.key.clone()),
             EventType::Normal,
             "TaintManagerEviction",
-            format!("Marking for deletion Pod {}", p.key),
+            format!("Marking for deletion Pod {}: {line}", p.key),
         );
         outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.clone(), uid: p.uid.clone() });
-        outbox.write(ActionKind::DeletePod { pod: p.key.clone(), uid: p.uid.clone() });
+        outbox.write(ActionKind::DeletePod { pod: p.key.clone(), uid: p.uid.clone(), why: Box::new(why) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewarden_model::{Toleration, TolerationOperator};
+
+    fn pod(tols: Vec<Toleration>) -> Pod {
+        Pod {
+            key: "ns/p".into(),
+            uid: "u".into(),
+            node: Some("n".into()),
+            daemonset: false,
+            ready: Some(true),
+            terminating: false,
+            tolerations: tols,
+        }
+    }
+    fn tol(seconds: Option<i64>) -> Toleration {
+        Toleration {
+            key: String::new(),
+            operator: TolerationOperator::Exists,
+            effect: None,
+            value: String::new(),
+            seconds,
+        }
+    }
+    fn t(s: i64) -> Timestamp {
+        Timestamp::EPOCH + Span::from_secs(s)
+    }
+    fn taints() -> Vec<Taint> {
+        vec![Taint::new("k", TaintEffect::NoExecute)]
+    }
+
+    #[test]
+    fn an_earlier_deadline_is_kept_whatever_the_new_tolerations_say() {
+        let pending = Some(Deadline { created: t(10), fire_at: t(40), seq: 0 });
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(1000))]), t(20)), Plan::Keep));
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(1))]), t(20)), Plan::Keep));
+    }
+
+    #[test]
+    fn forever_or_no_taints_cancels() {
+        let pending = Some(Deadline { created: t(10), fire_at: t(40), seq: 0 });
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(None)]), t(20)), Plan::Cancel));
+        assert!(matches!(plan(pending, &[], &pod(vec![tol(Some(5))]), t(20)), Plan::Cancel));
+    }
+
+    #[test]
+    fn untolerated_means_now_even_when_pending() {
+        let pending = Some(Deadline { created: t(10), fire_at: t(40), seq: 0 });
+        assert!(matches!(plan(pending, &taints(), &pod(vec![]), t(20)), Plan::At(c, d, _) if c == t(20) && d == t(20)));
+        // A 0 s toleration does not move an existing deadline...
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(0))]), t(20)), Plan::Keep));
+        // ...but without one it means now.
+        assert!(matches!(plan(None, &taints(), &pod(vec![tol(Some(-3))]), t(20)), Plan::At(_, d, _) if d == t(20)));
+    }
+
+    #[test]
+    fn same_instant_reschedule_replaces_the_deadline() {
+        let pending = Some(Deadline { created: t(20), fire_at: t(50), seq: 0 });
+        assert!(
+            matches!(plan(pending, &taints(), &pod(vec![tol(Some(5))]), t(20)), Plan::At(c, d, _) if c == t(20) && d == t(25))
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(retry_backoff(1), Span::from_secs(1));
+        assert_eq!(retry_backoff(2), Span::from_secs(2));
+        assert_eq!(retry_backoff(5), Span::from_secs(16));
+        assert_eq!(retry_backoff(40), Span::from_secs(300));
     }
 }

@@ -177,6 +177,8 @@ pub fn decide(
         &mut NodeTaints,
         &mut NodeFlags,
         &InZone,
+        &LeaseView,
+        &mut TaintRecord,
     )>,
     mut zones: Query<&mut Zone>,
     mut pods: Query<(&mut Pod, &mut PodProgress)>,
@@ -187,7 +189,7 @@ pub fn decide(
     work.sort_by_cached_key(|w| nodes.get(w.node).map(|n| n.0.0.clone()).unwrap_or_default());
 
     for w in &work {
-        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone)) =
+        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone, lease, mut record)) =
             nodes.get_mut(w.node)
         else {
             continue;
@@ -250,7 +252,7 @@ pub fn decide(
         }
 
         if cfg.enable_taint_manager {
-            taint_decision(
+            let swapped = taint_decision(
                 &mut outbox,
                 &mut inbox,
                 super::TaintTarget::new(name, w.node, &mut taints, &mut flags),
@@ -258,6 +260,15 @@ pub fn decide(
                 current,
                 now,
             );
+            if let Some(taint) = swapped {
+                record.0 = Some(crate::explain::TaintingFacts {
+                    taint,
+                    queued_at: None,
+                    zone: zone.key.clone(),
+                    zone_rate: zone.queue.qps(),
+                    zone_state: zone.state,
+                });
+            }
         } else {
             let rec = health.0.unwrap_or(HealthRecord {
                 probe: now,
@@ -274,6 +285,7 @@ pub fn decide(
                 pod_index.on_node(name),
                 &mut pods,
                 &mut outbox,
+                crate::explain::NodeFacts::of(&health, &ready, lease, cfg),
             );
         }
     }
@@ -281,7 +293,8 @@ pub fn decide(
     scratch.work = work;
 }
 
-/// `processTaintBaseEviction` for one node.
+/// `processTaintBaseEviction` for one node. Returns the taint swapped in at
+/// once, if that is what happened.
 fn taint_decision(
     outbox: &mut Outbox,
     inbox: &mut TaintManagerInbox,
@@ -289,12 +302,12 @@ fn taint_decision(
     zone: &mut Zone,
     current: ConditionStatus,
     now: Timestamp,
-) {
+) -> Option<nodewarden_model::Taint> {
     use crate::action::WriteSlot::NoExecuteTaints;
     let (wanted, opposite, has_wanted, has_opposite) = match current {
         ConditionStatus::True => {
             super::mark_reachable(outbox, inbox, target, zone, now);
-            return;
+            return None;
         }
         ConditionStatus::False => (
             super::not_ready_taint(),
@@ -312,8 +325,10 @@ fn taint_decision(
     if has_opposite {
         // E2: swap at once, not through the rate-limited queue.
         tracing::info!(node = target.name, taint = %wanted.short(), "swapping NoExecute taint");
-        super::write_taints(outbox, inbox, target, vec![wanted], vec![opposite], NoExecuteTaints, now);
-        return;
+        super::write_taints(outbox, inbox, target, vec![wanted.clone()], vec![opposite], NoExecuteTaints, now);
+        let mut added = wanted;
+        added.time_added = Some(now);
+        return Some(added);
     }
     // E3: a node missing its taint is re-queued (remove before add).
     if !has_wanted && target.flags.queued {
@@ -324,4 +339,5 @@ fn taint_decision(
         target.flags.queued = true;
         tracing::debug!(node = target.name, "queued for NoExecute tainting");
     }
+    None
 }

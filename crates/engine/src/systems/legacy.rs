@@ -8,6 +8,7 @@ use nodewarden_model::{ConditionStatus, Span, Timestamp};
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
+use crate::explain::{Explanation, NodeFacts, Verdict};
 use crate::queue::Attempt;
 use crate::resources::*;
 
@@ -23,6 +24,53 @@ pub struct LegacyNode<'a> {
     pub zone: &'a mut Zone,
 }
 
+/// The facts behind a legacy eviction, shared by the pods of one node.
+#[derive(Debug, Clone)]
+pub struct LegacyWhy {
+    /// What the controller knew of the node.
+    pub facts: Option<NodeFacts>,
+    /// The Ready status that counted.
+    pub status: ConditionStatus,
+    /// Since when it counted.
+    pub since: Timestamp,
+    /// `pod-eviction-timeout`.
+    pub timeout: Span,
+    /// The zone's rate when the eviction was released.
+    pub zone_rate: f64,
+    /// When the node was queued for eviction (or now, for a pod found on an
+    /// already evicted node).
+    pub queued_at: Timestamp,
+    /// Now.
+    pub now: Timestamp,
+}
+
+impl LegacyWhy {
+    fn explain(&self, pod: &str, node: &str) -> Explanation {
+        Explanation {
+            pod: pod.to_string(),
+            node: node.to_string(),
+            node_facts: self.facts.clone(),
+            taints: vec![],
+            tainting: None,
+            verdict: Verdict::EvictionTimeout {
+                status: self.status,
+                since: self.since,
+                timeout: self.timeout,
+                zone_rate: self.zone_rate,
+            },
+            scheduled_at: self.queued_at,
+            due_at: self.since + self.timeout,
+            deleted_at: self.now,
+        }
+    }
+}
+
+/// When the legacy countdown of a node in `status` started: the last
+/// observed heartbeat for Unknown, the observed transition for False.
+pub fn countdown_start(status: ConditionStatus, rec: &HealthRecord) -> Timestamp {
+    if status == ConditionStatus::False { rec.ready_transition } else { rec.probe }
+}
+
 /// `processNoTaintBaseEviction`: decided on the Ready condition *observed*
 /// at the start of the pass (J2). False counts from the observed transition,
 /// Unknown from the last observed heartbeat.
@@ -36,23 +84,30 @@ pub fn eviction_decision(
     node_pods: &[Entity],
     pods: &mut Query<(&mut Pod, &mut PodProgress)>,
     outbox: &mut Outbox,
+    facts: NodeFacts,
 ) {
-    let since = match observed {
-        ConditionStatus::True => {
-            if super::cancel_pod_eviction(node.entity, node.flags, node.zone) {
-                tracing::info!(node = node.name, "node is ready again; pod eviction cancelled");
-            }
-            return;
+    if observed == ConditionStatus::True {
+        if super::cancel_pod_eviction(node.entity, node.flags, node.zone) {
+            tracing::info!(node = node.name, "node is ready again; pod eviction cancelled");
         }
-        ConditionStatus::False => rec.ready_transition,
-        ConditionStatus::Unknown => rec.probe,
-    };
+        return;
+    }
+    let since = countdown_start(observed, &rec);
     if now <= since + timeout {
         return;
     }
     if node.flags.eviction == EvictionStatus::Evicted {
         // J5: pods that turned up after the eviction go at once.
-        delete_pods(node.name, node_pods, pods, outbox, now);
+        let why = LegacyWhy {
+            facts: Some(facts),
+            status: observed,
+            since,
+            timeout,
+            zone_rate: node.zone.queue.qps(),
+            queued_at: now,
+            now,
+        };
+        delete_pods(node.name, node_pods, pods, outbox, &why);
         return;
     }
     node.flags.eviction = EvictionStatus::ToBeEvicted;
@@ -71,7 +126,7 @@ pub fn delete_pods(
     node_pods: &[Entity],
     pods: &mut Query<(&mut Pod, &mut PodProgress)>,
     outbox: &mut Outbox,
-    _now: Timestamp,
+    why: &LegacyWhy,
 ) -> usize {
     let mut deleted = 0;
     for &e in node_pods {
@@ -91,13 +146,14 @@ pub fn delete_pods(
             continue;
         }
         progress.deletion_requested = true;
+        let explanation = why.explain(&pod.key, node);
         outbox.event(
             ObjectRef::Pod(pod.key.clone()),
             EventType::Normal,
             "NodeControllerEviction",
-            format!("Marking for deletion Pod {} from Node {node}", pod.key),
+            format!("Marking for deletion Pod {} from Node {node}: {}", pod.key, explanation.one_line()),
         );
-        outbox.write(ActionKind::DeletePod { pod: pod.key.clone(), uid: pod.uid.clone() });
+        outbox.write(ActionKind::DeletePod { pod: pod.key.clone(), uid: pod.uid.clone(), why: Box::new(explanation) });
         metrics::counter!("nodewarden_legacy_pod_deletions_total").increment(1);
         deleted += 1;
     }
@@ -106,12 +162,14 @@ pub fn delete_pods(
 
 /// `doEvictionPass`, every 100 ms: drains each zone's pod evictor at the
 /// zone's rate.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn eviction_pass(
     now: Res<Now>,
+    settings: Res<Settings>,
     zone_index: Res<ZoneIndex>,
     pod_index: Res<PodIndex>,
     mut zones: Query<&mut Zone>,
-    mut nodes: Query<(&NodeName, &mut NodeFlags)>,
+    mut nodes: Query<(&NodeName, &mut NodeFlags, &Health, &ReadyView, &LeaseView)>,
     mut pods: Query<(&mut Pod, &mut PodProgress)>,
     mut outbox: ResMut<Outbox>,
 ) {
@@ -120,8 +178,9 @@ pub fn eviction_pass(
         let Ok(mut zone) = zones.get_mut(z) else { continue };
         let zone = &mut *zone;
         let label = zone.key.to_string();
-        zone.queue.try_drain(now, |&node, _added| {
-            let Ok((name, mut flags)) = nodes.get_mut(node) else {
+        let zone_rate = zone.queue.qps();
+        zone.queue.try_drain(now, |&node, added| {
+            let Ok((name, mut flags, health, ready, lease)) = nodes.get_mut(node) else {
                 // Deleted since: nothing to evict (upstream would still
                 // delete the pods bound to the name; we leave them to the
                 // pod garbage collector).
@@ -134,7 +193,17 @@ pub fn eviction_pass(
                 "DeletingAllPods",
                 format!("Node {name} event: Deleting all Pods from Node {name}."),
             );
-            delete_pods(&name, pod_index.on_node(&name), &mut pods, &mut outbox, now);
+            let status = ready.status.unwrap_or(ConditionStatus::Unknown);
+            let why = LegacyWhy {
+                facts: Some(NodeFacts::of(health, ready, lease, &settings.0)),
+                status,
+                since: health.0.map_or(added, |rec| countdown_start(status, &rec)),
+                timeout: settings.0.pod_eviction_timeout,
+                zone_rate,
+                queued_at: added,
+                now,
+            };
+            delete_pods(&name, pod_index.on_node(&name), &mut pods, &mut outbox, &why);
             flags.eviction = EvictionStatus::Evicted;
             metrics::counter!("node_collector_evictions_total", "zone" => label.clone()).increment(1);
             Attempt::Done

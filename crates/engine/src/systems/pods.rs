@@ -39,12 +39,14 @@ pub fn mark_pods_not_ready(
 /// `processPod`: a pod newly bound to a node the monitor has already seen
 /// not Ready is marked NotReady at once (H3); in legacy mode a pod found on
 /// a node whose pods were already evicted is deleted at once (J5).
+#[allow(clippy::too_many_arguments)]
 pub fn pod_assignment(
     now: Res<Now>,
     settings: Res<Settings>,
     mut assigned: ResMut<AssignedPods>,
     node_index: Res<NodeIndex>,
-    nodes: Query<(&ReadyView, &Health, &NodeFlags)>,
+    nodes: Query<(&ReadyView, &Health, &NodeFlags, &LeaseView, &InZone)>,
+    zones: Query<&Zone>,
     mut pods: Query<(&mut Pod, &mut PodProgress)>,
     mut outbox: ResMut<Outbox>,
 ) {
@@ -58,7 +60,7 @@ pub fn pod_assignment(
         let Ok((pod, _)) = pods.get(pod_entity) else { continue };
         let Some(node_name) = pod.node.clone() else { continue };
         let Some(&node) = node_index.0.get(&node_name) else { continue };
-        let Ok((ready, health, flags)) = nodes.get(node) else { continue };
+        let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
         // Not yet seen by a monitor pass, or no Ready condition: ignored, as
         // upstream does; the node's own handling covers it later.
         let (Some(rec), Some(status)) = (health.0, ready.status) else { continue };
@@ -67,9 +69,18 @@ pub fn pod_assignment(
         }
         mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
         if !settings.0.enable_taint_manager && flags.eviction == EvictionStatus::Evicted {
-            let since = if status == ConditionStatus::False { rec.ready_transition } else { rec.probe };
+            let since = super::legacy::countdown_start(status, &rec);
             if now.0 > since + settings.0.pod_eviction_timeout {
-                super::legacy::delete_pods(&node_name, &[pod_entity], &mut pods, &mut outbox, now.0);
+                let why = super::legacy::LegacyWhy {
+                    facts: Some(crate::explain::NodeFacts::of(health, ready, lease, &settings.0)),
+                    status,
+                    since,
+                    timeout: settings.0.pod_eviction_timeout,
+                    zone_rate: zones.get(in_zone.zone).map_or(0.0, |z| z.queue.qps()),
+                    queued_at: now.0,
+                    now: now.0,
+                };
+                super::legacy::delete_pods(&node_name, &[pod_entity], &mut pods, &mut outbox, &why);
             }
         }
     }

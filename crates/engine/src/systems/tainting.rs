@@ -20,7 +20,7 @@ pub fn tainting_pass(
     now: Res<Now>,
     zone_index: Res<ZoneIndex>,
     mut zones: Query<&mut Zone>,
-    mut nodes: Query<(&NodeName, &ReadyView, &mut NodeTaints, &mut NodeFlags)>,
+    mut nodes: Query<(&NodeName, &ReadyView, &mut NodeTaints, &mut NodeFlags, &mut TaintRecord)>,
     mut outbox: ResMut<Outbox>,
     mut inbox: ResMut<TaintManagerInbox>,
 ) {
@@ -33,8 +33,9 @@ pub fn tainting_pass(
         let zone = &mut *zone;
         let label = zone.key.to_string();
         let rate = zone.queue.qps();
+        let (key, state) = (zone.key.clone(), zone.state);
         zone.queue.try_drain(now, |&node, added| {
-            let Ok((name, ready, mut taints, mut flags)) = nodes.get_mut(node) else {
+            let Ok((name, ready, mut taints, mut flags, mut record)) = nodes.get_mut(node) else {
                 return Attempt::Done;
             };
             let (wanted, opposite) = match ready.status {
@@ -48,8 +49,18 @@ pub fn tainting_pass(
             };
             let taint = wanted.short();
             let target = super::TaintTarget { name: &name.0, entity: node, taints: &mut taints, flags: &mut flags };
-            if super::write_taints(&mut outbox, &mut inbox, target, vec![wanted], vec![opposite], WriteSlot::NoExecuteTaints, now) {
+            let added_taint = vec![wanted.clone()];
+            if super::write_taints(&mut outbox, &mut inbox, target, added_taint, vec![opposite], WriteSlot::NoExecuteTaints, now) {
                 tracing::info!(node = %name.0, zone = %label, %taint, queued_at = %added, zone_rate = rate, "NoExecute taint added");
+                let mut taint = wanted;
+                taint.time_added = Some(now);
+                record.0 = Some(crate::explain::TaintingFacts {
+                    taint,
+                    queued_at: Some(added),
+                    zone: key.clone(),
+                    zone_rate: rate,
+                    zone_state: state,
+                });
                 metrics::counter!("node_collector_evictions_total", "zone" => label.clone()).increment(1);
             }
             Attempt::Done
