@@ -136,6 +136,8 @@ pub enum ActionKind {
         pod: PodKey,
         /// Precondition: the pod's uid.
         uid: String,
+        /// Plain delete, or the Eviction API (which honours disruption budgets).
+        mode: nodewarden_model::DeletionMode,
         /// Why: the recorded facts and the rule that made it due.
         why: Box<crate::explain::Explanation>,
     },

@@ -169,6 +169,8 @@ pub struct PodProgress {
     pub deletion_requested: bool,
     /// `status.reason = NodeLost` was written (legacy mode).
     pub node_lost: bool,
+    /// The `DisruptionTarget` condition was written (taint-based mode).
+    pub disruption_target: bool,
     /// Refused deletions so far (for backoff).
     pub failed_deletions: u32,
 }

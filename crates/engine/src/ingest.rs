@@ -262,23 +262,38 @@ fn finish_write(world: &mut World, id: crate::ActionId, outcome: WriteOutcome) {
         return;
     };
     let WriteOutcome::Failed(reason) = outcome else { return };
-    warn!(?kind, %reason, "write refused; will converge on the next observation");
     metrics::counter!("nodewarden_write_failures_total").increment(1);
+    if let Some((object, slot)) = kind.slot()
+        && !matches!(kind, ActionKind::DeletePod { .. })
+    {
+        warn!(%object, ?slot, %reason, "write refused; converging on the object's next observed state");
+    }
     match kind {
         ActionKind::DeletePod { pod, .. } => {
             let Some(&e) = world.resource::<PodIndex>().by_key.get(&pod) else { return };
             let now = world.resource::<Now>().0;
+            let taint_mode = world.resource::<Settings>().0.enable_taint_manager;
             let Some(mut progress) = world.get_mut::<PodProgress>(e) else { return };
             progress.deletion_requested = false;
             progress.failed_deletions += 1;
-            let backoff = crate::systems::eviction::retry_backoff(progress.failed_deletions);
+            let failures = progress.failed_deletions;
+            // Taint-based deletions retry on their own timer, with backoff;
+            // legacy ones at the next monitor pass, while the node is still
+            // evicted and past the timeout (J5), as upstream's queue retry.
+            let retry = if taint_mode {
+                let backoff = crate::systems::eviction::retry_backoff(failures);
+                crate::systems::eviction::schedule(world, e, now + backoff);
+                format!("retrying in {backoff}")
+            } else {
+                "retrying at the next monitor pass while the node stays down".to_string()
+            };
+            warn!(pod = %pod, failures, %reason, "pod deletion refused; {retry}");
             world.resource_mut::<Outbox>().event(
                 ObjectRef::Pod(pod.clone()),
                 EventType::Warning,
                 "FailedEviction",
-                format!("Deleting Pod {pod} was refused ({reason}); retrying in {backoff}"),
+                format!("Deleting Pod {pod} was refused ({reason}); {retry} (refusal {failures})"),
             );
-            crate::systems::eviction::schedule(world, e, now + backoff);
         }
         ActionKind::UpdateNodeConditions { node, .. }
         | ActionKind::PatchNodeTaints { node, .. }

@@ -31,6 +31,24 @@ pub struct ControllerConfig {
     pub unhealthy_zone_threshold: f64,
     /// Taint-based eviction (true) or legacy direct deletion (false).
     pub enable_taint_manager: bool,
+    /// How pods are removed (nodewarden's own flag): `delete` as upstream,
+    /// or `evict` through the Eviction API, which honours
+    /// PodDisruptionBudgets (a refused eviction is retried with backoff).
+    pub pod_deletion_mode: DeletionMode,
+}
+
+/// How the controller removes a pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeletionMode {
+    /// `DELETE` on the pod, as upstream does: fast, ignores
+    /// PodDisruptionBudgets.
+    #[default]
+    Delete,
+    /// A `pods/eviction` subresource call: the API server refuses it while
+    /// a PodDisruptionBudget forbids the disruption, so a dead node's pods
+    /// may stay (not running) until the budget allows it.
+    Evict,
 }
 
 impl Default for ControllerConfig {
@@ -45,6 +63,7 @@ impl Default for ControllerConfig {
             large_cluster_size_threshold: 50,
             unhealthy_zone_threshold: 0.55,
             enable_taint_manager: true,
+            pod_deletion_mode: DeletionMode::Delete,
         }
     }
 }

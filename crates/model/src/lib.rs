@@ -14,7 +14,7 @@ pub mod time;
 pub mod zone;
 
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};
-pub use config::{ConfigError, ControllerConfig};
+pub use config::{ConfigError, ControllerConfig, DeletionMode};
 pub use taint::{Taint, TaintEffect, Toleration, TolerationOperator, TolerationVerdict};
 pub use time::{Clock, ManualClock, Span, SpanParseError, Timestamp};
 pub use zone::ZoneKey;

@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use nodewarden_engine::{
     Action, ActionId, ActionKind, Event, NodeSnapshot, ObjectRef, Observation, PodSnapshot, WriteOutcome,
 };
-use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition, Taint, Timestamp, Toleration, ZoneKey, keys};
+use nodewarden_model::{
+    ConditionStatus, ConditionType, DeletionMode, NodeCondition, Taint, Timestamp, Toleration, ZoneKey, keys,
+};
 use tracing::warn;
 
 use crate::admission::AdmissionDefaults;
@@ -39,6 +41,8 @@ pub struct SimPod {
     pub reason: Option<String>,
     /// Gone from the API; the last state is kept so it stays checkable.
     pub deleted: bool,
+    /// Deletion attempts the API server will still refuse.
+    pub refuse_deletions: u32,
 }
 
 /// The pod condition type that [`SimPod::ready`] reads.
@@ -364,6 +368,7 @@ impl Cluster {
             conditions,
             reason: None,
             deleted: false,
+            refuse_deletions: spec.refuse_deletions,
         };
         let snapshot = pod.snapshot();
         self.pods.insert(spec.name.clone(), pod);
@@ -457,16 +462,32 @@ impl Cluster {
                 if let Some(s) = p.conditions.get_mut(POD_READY) {
                     *s = ConditionStatus::False;
                 }
+                Ok(())
             }),
             ActionKind::SetPodNodeLost { pod, uid, .. } => self.pod_write(id, "set-pod-node-lost", pod, uid, |p| {
                 p.reason = Some(POD_REASON_NODE_LOST.to_string());
+                Ok(())
             }),
             ActionKind::AddPodDisruptionTarget { pod, uid } => {
                 self.pod_write(id, "add-pod-disruption-target", pod, uid, |p| {
                     p.conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::True);
+                    Ok(())
                 })
             }
-            ActionKind::DeletePod { pod, uid, .. } => self.pod_write(id, "delete-pod", pod, uid, |p| p.deleted = true),
+            ActionKind::DeletePod { pod, uid, mode, .. } => {
+                let refusal = match mode {
+                    DeletionMode::Delete => "admission webhook denied the request",
+                    DeletionMode::Evict => "Cannot evict pod as it would violate the pod's disruption budget.",
+                };
+                self.pod_write(id, "delete-pod", pod, uid, |p| {
+                    if p.refuse_deletions > 0 {
+                        p.refuse_deletions -= 1;
+                        return Err(refusal.to_string());
+                    }
+                    p.deleted = true;
+                    Ok(())
+                })
+            }
         }
     }
 
@@ -497,7 +518,14 @@ impl Cluster {
         }
     }
 
-    fn pod_write(&mut self, id: ActionId, what: &str, key: &str, uid: &str, f: impl FnOnce(&mut SimPod)) -> Applied {
+    fn pod_write(
+        &mut self,
+        id: ActionId,
+        what: &str,
+        key: &str,
+        uid: &str,
+        f: impl FnOnce(&mut SimPod) -> Result<(), String>,
+    ) -> Applied {
         self.count_write(ObjectRef::Pod(key.to_string()));
         let current = self.pods.get(key).filter(|p| !p.deleted);
         let current_state = match current {
@@ -531,7 +559,17 @@ impl Cluster {
                 Some(format!("{what} on pod {key}, which is terminating")),
             );
         }
-        f(pod);
+        if let Err(reason) = f(pod) {
+            let current = Observation::PodUpserted(pod.snapshot());
+            return Applied {
+                observations: vec![
+                    Observation::WriteFinished { id, outcome: WriteOutcome::Failed(reason.clone()) },
+                    current,
+                ],
+                outcome: Some(WriteOutcome::Failed(reason)),
+                violation: None,
+            };
+        }
         let observation = if pod.deleted {
             self.deleted_uids.insert(pod.uid.clone());
             Observation::PodDeleted { key: key.to_string() }
@@ -583,6 +621,7 @@ mod tests {
             ready: Some(true),
             terminating: false,
             tolerations: vec![],
+            refuse_deletions: 0,
         }
     }
 
@@ -777,7 +816,15 @@ mod tests {
         assert_eq!(c.pod("default/p").unwrap().conditions[POD_DISRUPTION_TARGET], ConditionStatus::True);
         let r = c.apply_action(
             t(4),
-            &act(4, ActionKind::DeletePod { pod: "default/p".into(), uid: uid.clone(), why: why() }),
+            &act(
+                4,
+                ActionKind::DeletePod {
+                    pod: "default/p".into(),
+                    uid: uid.clone(),
+                    mode: DeletionMode::Delete,
+                    why: why(),
+                },
+            ),
         );
         assert_eq!(r.observations[1], Observation::PodDeleted { key: "default/p".into() });
         let p = c.pod("default/p").unwrap();
@@ -786,7 +833,10 @@ mod tests {
         assert_eq!(c.writes(&ObjectRef::Pod("default/p".into())), 4);
         assert!(c.state().iter().all(|o| !matches!(o, Observation::PodUpserted(_))));
         // Writing to it again breaks the contract.
-        let r = c.apply_action(t(5), &act(5, ActionKind::DeletePod { pod: "default/p".into(), uid, why: why() }));
+        let r = c.apply_action(
+            t(5),
+            &act(5, ActionKind::DeletePod { pod: "default/p".into(), uid, mode: DeletionMode::Delete, why: why() }),
+        );
         assert!(r.violation.is_some());
         assert!(matches!(r.outcome, Some(WriteOutcome::Failed(_))));
     }
@@ -808,7 +858,15 @@ mod tests {
         let mut c = cluster();
         let r = c.apply_action(
             t(1),
-            &act(1, ActionKind::DeletePod { pod: "default/p".into(), uid: "uid-77".into(), why: why() }),
+            &act(
+                1,
+                ActionKind::DeletePod {
+                    pod: "default/p".into(),
+                    uid: "uid-77".into(),
+                    mode: DeletionMode::Delete,
+                    why: why(),
+                },
+            ),
         );
         assert!(matches!(r.outcome, Some(WriteOutcome::Failed(_))));
         assert!(r.violation.is_none());
@@ -819,7 +877,10 @@ mod tests {
         spec.terminating = true;
         c.add_pod(&spec);
         let uid = c.pod("default/t").unwrap().uid.clone();
-        let r = c.apply_action(t(2), &act(2, ActionKind::DeletePod { pod: "default/t".into(), uid, why: why() }));
+        let r = c.apply_action(
+            t(2),
+            &act(2, ActionKind::DeletePod { pod: "default/t".into(), uid, mode: DeletionMode::Delete, why: why() }),
+        );
         assert!(r.violation.unwrap().contains("terminating"));
         assert!(!c.pod("default/t").unwrap().deleted);
     }
@@ -847,6 +908,36 @@ mod tests {
         let p = c.pod("default/p").unwrap();
         assert_eq!(p.uid, "uid-2");
         assert!(!p.deleted);
+    }
+
+    #[test]
+    fn refused_deletions_fail_then_succeed() {
+        let mut c = Cluster::new(AdmissionDefaults::default());
+        c.add_node(&node_spec("a"), t(0));
+        c.add_pod(&PodSpec { refuse_deletions: 1, ..pod_spec("default/p", "a") });
+        let uid = c.pod("default/p").map(|p| p.uid.clone()).unwrap_or_default();
+        let delete = |id| {
+            act(
+                id,
+                ActionKind::DeletePod {
+                    pod: "default/p".into(),
+                    uid: uid.clone(),
+                    mode: DeletionMode::Evict,
+                    why: why(),
+                },
+            )
+        };
+        let first = c.apply_action(t(1), &delete(1));
+        assert!(
+            matches!(&first.outcome, Some(WriteOutcome::Failed(r)) if r.contains("disruption budget")),
+            "{first:?}"
+        );
+        assert!(first.violation.is_none());
+        assert!(!c.pod("default/p").is_some_and(|p| p.deleted));
+        let second = c.apply_action(t(2), &delete(2));
+        assert!(second.outcome.is_none() || second.outcome == Some(WriteOutcome::Done), "{second:?}");
+        assert!(c.pod("default/p").is_some_and(|p| p.deleted));
+        assert_eq!(c.writes(&ObjectRef::Pod("default/p".into())), 2);
     }
 
     #[test]

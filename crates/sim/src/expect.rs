@@ -288,6 +288,7 @@ mod tests {
             ready: Some(true),
             terminating: false,
             tolerations: vec![],
+            refuse_deletions: 0,
         });
         let taint = |node: &str, id: u64| Action {
             id: ActionId(id),

@@ -88,6 +88,9 @@ pub struct ActionRecord {
     /// Why the API refused the write, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// A deletion's mode: `delete` or `evict` (Eviction API).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
     /// A deletion's recorded causes, in one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -139,9 +142,13 @@ impl ActionRecord {
             ActionKind::AddPodDisruptionTarget { pod, .. } => {
                 ActionRecord { action: "add-pod-disruption-target", pod: Some(pod.clone()), ..r }
             }
-            ActionKind::DeletePod { pod, why, .. } => ActionRecord {
+            ActionKind::DeletePod { pod, why, mode, .. } => ActionRecord {
                 action: "delete-pod",
                 pod: Some(pod.clone()),
+                mode: Some(match mode {
+                    nodewarden_model::DeletionMode::Delete => "delete",
+                    nodewarden_model::DeletionMode::Evict => "evict",
+                }),
                 why: Some(why.one_line()),
                 explanation: Some(why.clone()),
                 ..r

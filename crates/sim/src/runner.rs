@@ -16,7 +16,9 @@
 //! 4. `engine.tick(t)`;
 //! 5. each action the engine emitted is applied to the cluster and printed,
 //!    and its feedback (`WriteFinished`, then the object) is sent to the
-//!    engine, which ingests it at its next tick;
+//!    engine, which ingests it at its next tick; when a write was refused
+//!    the engine ticks again at `t` right away, so it learns of the refusal
+//!    in the same instant (its periodic loops do not run twice);
 //! 6. zone state and rate changes (from `engine.zones()`) are printed;
 //! 7. expectations due at `t` are checked, in file order.
 
@@ -86,6 +88,10 @@ pub enum ReplayError {
     #[error("cannot write the output: {0}")]
     Output(#[source] io::Error),
 }
+
+/// How many times the engine ticks again within one instant to see its
+/// refused writes.
+const MAX_REFUSAL_ROUNDS: usize = 8;
 
 /// More steps than any sensible scenario needs (a week at 100 ms ticks is
 /// about 6 million).
@@ -341,21 +347,32 @@ impl<'a> Runner<'a> {
     }
 
     fn tick(&mut self, t: Timestamp) {
-        let Some(controller) = &mut self.controller else { return };
-        controller.engine.tick(t);
-        let actions: Vec<Action> = controller.actions.try_iter().collect();
-        for action in actions {
-            let applied = self.cluster.apply_action(t, &action);
-            let mut record = ActionRecord::new(t, &action.kind);
-            if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
-                record.failed = Some(why.clone());
+        // A refused write is reported back within the same instant (a real
+        // API answers in milliseconds), so the engine ticks again at `t` to
+        // see it; the loops that ran at `t` do not run twice, only the
+        // event-driven handlers. Bounded, in case every retry is refused.
+        for _ in 0..MAX_REFUSAL_ROUNDS {
+            let Some(controller) = &mut self.controller else { return };
+            controller.engine.tick(t);
+            let actions: Vec<Action> = controller.actions.try_iter().collect();
+            let mut refused = false;
+            for action in actions {
+                let applied = self.cluster.apply_action(t, &action);
+                let mut record = ActionRecord::new(t, &action.kind);
+                if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
+                    record.failed = Some(why.clone());
+                    refused = true;
+                }
+                self.emit(Record::Action(record));
+                if let Some(violation) = applied.violation {
+                    self.violations += 1;
+                    self.emit(Record::Violation(ViolationRecord { t, violation }));
+                }
+                self.send(applied.observations);
             }
-            self.emit(Record::Action(record));
-            if let Some(violation) = applied.violation {
-                self.violations += 1;
-                self.emit(Record::Violation(ViolationRecord { t, violation }));
+            if !refused {
+                break;
             }
-            self.send(applied.observations);
         }
         let zones = match &self.controller {
             Some(c) => c.engine.zones(),

@@ -247,6 +247,11 @@ pub struct PodSpec {
     /// `spec.tolerations` before admission adds its defaults.
     #[serde(default, deserialize_with = "null_as_default")]
     pub tolerations: Vec<Toleration>,
+    /// The API server refuses this many deletion attempts of the pod before
+    /// accepting one, as an admission webhook or (with
+    /// `pod-deletion-mode: evict`) a PodDisruptionBudget would.
+    #[serde(default)]
+    pub refuse_deletions: u32,
 }
 
 fn default_pod_ready() -> Option<bool> {

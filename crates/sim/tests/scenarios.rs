@@ -112,3 +112,28 @@ fn invalid_scenarios_are_refused_with_their_message() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The engine is deterministic: replaying a scenario twice gives the same
+/// output, line for line (what replay, fuzzing and load tests rely on).
+#[test]
+fn replays_are_deterministic() {
+    let dir = repo_root().join("tests/scenarios");
+    for path in files(&dir, is_yaml) {
+        let scenario = load_scenario(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let run = || {
+            replay(&scenario, &ReplayOptions { quiet: false })
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .records
+                .iter()
+                .map(|r| r.to_json())
+                .collect::<Vec<_>>()
+        };
+        let (first, second) = (run(), run());
+        assert!(
+            first == second,
+            "{}: two replays differ at line {}",
+            path.display(),
+            first.iter().zip(&second).position(|(a, b)| a != b).unwrap_or(first.len().min(second.len()))
+        );
+    }
+}

@@ -201,8 +201,16 @@ pub fn taint_manager(
             "TaintManagerEviction",
             format!("Marking for deletion Pod {}: {line}", p.key),
         );
-        outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.clone(), uid: p.uid.clone() });
-        outbox.write(ActionKind::DeletePod { pod: p.key.clone(), uid: p.uid.clone(), why: Box::new(why) });
+        if !progress.disruption_target {
+            progress.disruption_target = true;
+            outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.clone(), uid: p.uid.clone() });
+        }
+        outbox.write(ActionKind::DeletePod {
+            pod: p.key.clone(),
+            uid: p.uid.clone(),
+            mode: settings.0.pod_deletion_mode,
+            why: Box::new(why),
+        });
     }
 }
 

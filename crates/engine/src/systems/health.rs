@@ -286,6 +286,7 @@ pub fn decide(
                 &mut pods,
                 &mut outbox,
                 crate::explain::NodeFacts::of(&health, &ready, lease, cfg),
+                cfg.pod_deletion_mode,
             );
         }
     }

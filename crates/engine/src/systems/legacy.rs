@@ -40,6 +40,8 @@ pub struct LegacyWhy {
     /// When the node was queued for eviction (or now, for a pod found on an
     /// already evicted node).
     pub queued_at: Timestamp,
+    /// Plain delete or Eviction API.
+    pub mode: nodewarden_model::DeletionMode,
     /// Now.
     pub now: Timestamp,
 }
@@ -85,6 +87,7 @@ pub fn eviction_decision(
     pods: &mut Query<(&mut Pod, &mut PodProgress)>,
     outbox: &mut Outbox,
     facts: NodeFacts,
+    mode: nodewarden_model::DeletionMode,
 ) {
     if observed == ConditionStatus::True {
         if super::cancel_pod_eviction(node.entity, node.flags, node.zone) {
@@ -105,6 +108,7 @@ pub fn eviction_decision(
             timeout,
             zone_rate: node.zone.queue.qps(),
             queued_at: now,
+            mode,
             now,
         };
         delete_pods(node.name, node_pods, pods, outbox, &why);
@@ -153,7 +157,12 @@ pub fn delete_pods(
             "NodeControllerEviction",
             format!("Marking for deletion Pod {} from Node {node}: {}", pod.key, explanation.one_line()),
         );
-        outbox.write(ActionKind::DeletePod { pod: pod.key.clone(), uid: pod.uid.clone(), why: Box::new(explanation) });
+        outbox.write(ActionKind::DeletePod {
+            pod: pod.key.clone(),
+            uid: pod.uid.clone(),
+            mode: why.mode,
+            why: Box::new(explanation),
+        });
         metrics::counter!("nodewarden_legacy_pod_deletions_total").increment(1);
         deleted += 1;
     }
@@ -201,6 +210,7 @@ pub fn eviction_pass(
                 timeout: settings.0.pod_eviction_timeout,
                 zone_rate,
                 queued_at: added,
+                mode: settings.0.pod_deletion_mode,
                 now,
             };
             delete_pods(&name, pod_index.on_node(&name), &mut pods, &mut outbox, &why);

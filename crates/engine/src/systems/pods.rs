@@ -78,6 +78,7 @@ pub fn pod_assignment(
                     timeout: settings.0.pod_eviction_timeout,
                     zone_rate: zones.get(in_zone.zone).map_or(0.0, |z| z.queue.qps()),
                     queued_at: now.0,
+                    mode: settings.0.pod_deletion_mode,
                     now: now.0,
                 };
                 super::legacy::delete_pods(&node_name, &[pod_entity], &mut pods, &mut outbox, &why);
