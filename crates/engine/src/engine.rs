@@ -1,7 +1,7 @@
 //! The engine facade: owns the World, the Schedule and the two channels.
 
 use bevy_ecs::prelude::*;
-use bevy_ecs::schedule::Schedule;
+use bevy_ecs::schedule::{IntoScheduleConfigs, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey};
 
@@ -54,11 +54,21 @@ pub struct ZoneReport {
     pub queued: usize,
 }
 
-fn tainting_pass_due(t: Res<LoopTimers>, s: Res<Settings>) -> bool {
-    t.tainting_now && s.0.enable_taint_manager
+/// One phase of a tick: a schedule and when it is due.
+struct Phase {
+    name: &'static str,
+    due: fn(&LoopTimers, &ControllerConfig) -> bool,
+    schedule: Schedule,
 }
-fn eviction_pass_due(t: Res<LoopTimers>, s: Res<Settings>) -> bool {
-    t.tainting_now && !s.0.enable_taint_manager
+
+/// How long one phase of a tick took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhaseTiming {
+    /// The phase: `pod_assignment`, `health_monitor`, `node_handlers`,
+    /// `tainting_pass`, `legacy_eviction_pass` or `taint_manager`.
+    pub phase: &'static str,
+    /// Wall time it took.
+    pub took: std::time::Duration,
 }
 
 /// The node lifecycle controller's core. Single-threaded and
@@ -67,14 +77,12 @@ fn eviction_pass_due(t: Res<LoopTimers>, s: Res<Settings>) -> bool {
 /// its actions.
 pub struct Engine {
     world: World,
-    /// Event handlers that see events before the periodic loops.
-    before_monitor: Schedule,
-    /// The health monitor and disruption handling.
-    monitor: Schedule,
-    /// Event handlers after the monitor, the tainting pass, the taint manager.
-    after_monitor: Schedule,
+    /// The tick's phases, in order, each its own schedule so it can be timed.
+    phases: Vec<Phase>,
     /// Reads a clock for duration metrics only; decisions never see it.
     stopwatch: Option<fn() -> std::time::Instant>,
+    /// How long each phase took in the last tick (when a clock was lent).
+    timings: Vec<PhaseTiming>,
     observations: Receiver<Observation>,
     actions: Sender<Action>,
     last_tick: Option<Timestamp>,
@@ -113,30 +121,34 @@ impl Engine {
         world.init_resource::<DisruptionMode>();
         world.init_resource::<Outbox>();
 
-        let mut before_monitor = Schedule::default();
-        before_monitor.add_systems(pods::pod_assignment);
-        let mut monitor = Schedule::default();
-        monitor.add_systems((health::update_node_health, health::decide, disruption::handle_disruption).chain());
-        let mut after_monitor = Schedule::default();
-        after_monitor.add_systems(
-            (
-                node_handlers::noschedule_and_labels,
-                tainting::tainting_pass.run_if(tainting_pass_due),
-                legacy::eviction_pass.run_if(eviction_pass_due),
-                eviction::taint_manager,
-            )
-                .chain(),
-        );
-        Ok(Engine {
-            world,
-            before_monitor,
-            monitor,
-            after_monitor,
-            stopwatch: None,
-            observations,
-            actions,
-            last_tick: None,
-        })
+        let phase = |name, due: fn(&LoopTimers, &ControllerConfig) -> bool, schedule| Phase { name, due, schedule };
+        let single = |system: bevy_ecs::schedule::ScheduleConfigs<bevy_ecs::system::ScheduleSystem>| {
+            let mut s = Schedule::default();
+            s.add_systems(system);
+            s
+        };
+        let always = |_: &LoopTimers, _: &ControllerConfig| true;
+        let phases = vec![
+            phase("pod_assignment", always, single(pods::pod_assignment.into_configs())),
+            phase(
+                "health_monitor",
+                |t, _| t.monitor_now,
+                single((health::update_node_health, health::decide, disruption::handle_disruption).chain()),
+            ),
+            phase("node_handlers", always, single(node_handlers::noschedule_and_labels.into_configs())),
+            phase(
+                "tainting_pass",
+                |t, c| t.tainting_now && c.enable_taint_manager,
+                single(tainting::tainting_pass.into_configs()),
+            ),
+            phase(
+                "legacy_eviction_pass",
+                |t, c| t.tainting_now && !c.enable_taint_manager,
+                single(legacy::eviction_pass.into_configs()),
+            ),
+            phase("taint_manager", |_, c| c.enable_taint_manager, single(eviction::taint_manager.into_configs())),
+        ];
+        Ok(Engine { world, phases, stopwatch: None, timings: Vec::new(), observations, actions, last_tick: None })
     }
 
     /// A new engine with its own channels: send observations on the first,
@@ -176,16 +188,24 @@ impl Engine {
             t.monitor_now = now >= t.next_monitor;
             t.tainting_now = now >= t.next_tainting;
         }
-        self.before_monitor.run(&mut self.world);
-        if self.world.resource::<LoopTimers>().monitor_now {
+        self.timings.clear();
+        let timers = *self.world.resource::<LoopTimers>();
+        let config = self.world.resource::<Settings>().0.clone();
+        for phase in &mut self.phases {
+            if !(phase.due)(&timers, &config) {
+                continue;
+            }
             let started = self.stopwatch.map(|now| now());
-            self.monitor.run(&mut self.world);
+            phase.schedule.run(&mut self.world);
             if let (Some(clock), Some(started)) = (self.stopwatch, started) {
-                metrics::histogram!("node_collector_update_all_nodes_health_duration_seconds")
-                    .record(clock().duration_since(started).as_secs_f64());
+                let took = clock().duration_since(started);
+                if phase.name == "health_monitor" {
+                    metrics::histogram!("node_collector_update_all_nodes_health_duration_seconds")
+                        .record(took.as_secs_f64());
+                }
+                self.timings.push(PhaseTiming { phase: phase.name, took });
             }
         }
-        self.after_monitor.run(&mut self.world);
         {
             let mut t = self.world.resource_mut::<LoopTimers>();
             let start = t.start;
@@ -210,12 +230,29 @@ impl Engine {
         }
     }
 
-    /// Lets the engine time its health-monitor passes with `clock` and
-    /// record `node_collector_update_all_nodes_health_duration_seconds`.
-    /// The clock is read for that metric only, never for a decision, so
-    /// replay stays deterministic with or without it.
+    /// Lets the engine time its phases with `clock`: it records
+    /// `node_collector_update_all_nodes_health_duration_seconds` and keeps
+    /// each phase's duration for [`Engine::last_tick_timings`]. The clock is
+    /// read for those figures only, never for a decision, so replay stays
+    /// deterministic with or without it.
     pub fn measure_with(&mut self, clock: fn() -> std::time::Instant) {
         self.stopwatch = Some(clock);
+    }
+
+    /// How long each phase that ran in the last tick took, in order (empty
+    /// unless [`Engine::measure_with`] lent a clock).
+    pub fn last_tick_timings(&self) -> &[PhaseTiming] {
+        &self.timings
+    }
+
+    /// The phase names, in the order a tick runs them.
+    pub fn phase_names(&self) -> Vec<&'static str> {
+        self.phases.iter().map(|p| p.name).collect()
+    }
+
+    /// Entities in the World: nodes, pods and zones (for load reports).
+    pub fn entities(&self) -> usize {
+        self.world.entities().len() as usize
     }
 
     /// The earliest time at which some loop has work: the next monitor

@@ -19,6 +19,6 @@ pub mod resources;
 pub mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
-pub use engine::{Engine, ZoneReport, ZoneState};
+pub use engine::{Engine, PhaseTiming, ZoneReport, ZoneState};
 pub use explain::Explanation;
 pub use observation::{NodeSnapshot, Observation, PodKey, PodSnapshot, WriteOutcome};
