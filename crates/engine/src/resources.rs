@@ -248,3 +248,53 @@ impl Outbox {
         self.in_flight.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::WriteSlot;
+    use nodewarden_model::{Taint, TaintEffect};
+
+    fn patch(node: &str) -> ActionKind {
+        ActionKind::PatchNodeTaints {
+            node: node.into(),
+            add: vec![Taint::new("k", TaintEffect::NoExecute)],
+            remove: vec![],
+            slot: WriteSlot::NoExecuteTaints,
+        }
+    }
+
+    #[test]
+    fn an_identical_write_is_not_reissued_while_in_flight() {
+        let mut out = Outbox::default();
+        assert!(out.write(patch("a")));
+        assert!(!out.write(patch("a")), "same write while the first is in flight");
+        assert!(out.write(patch("b")), "another object is independent");
+        assert_eq!(out.in_flight(), 2);
+        let first = out.ready[0].id;
+        assert_eq!(out.finish(first), Some(patch("a")));
+        assert_eq!(out.finish(first), None, "finishing twice is harmless");
+        assert!(out.write(patch("a")), "after it finished it may be issued again");
+    }
+
+    #[test]
+    fn events_are_never_deduplicated_nor_tracked() {
+        let mut out = Outbox::default();
+        out.event(ObjectRef::Node("a".into()), EventType::Normal, "R", "m".into());
+        out.event(ObjectRef::Node("a".into()), EventType::Normal, "R", "m".into());
+        assert_eq!(out.ready.len(), 2);
+        assert_eq!(out.in_flight(), 0);
+    }
+
+    #[test]
+    fn grid_points() {
+        let start = Timestamp::EPOCH;
+        let p = Span::from_millis(100);
+        assert_eq!(LoopTimers::grid_at_or_after(start, p, start - Span::from_secs(1)), start);
+        assert_eq!(LoopTimers::grid_at_or_after(start, p, start + Span::from_millis(100)), start + p);
+        assert_eq!(
+            LoopTimers::grid_at_or_after(start, p, start + Span::from_millis(101)),
+            start + Span::from_millis(200)
+        );
+    }
+}

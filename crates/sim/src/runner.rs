@@ -34,6 +34,7 @@ use crate::admission::AdmissionDefaults;
 use crate::cluster::Cluster;
 use crate::error::ScenarioError;
 use crate::expect::evaluate;
+use crate::invariants::InvariantChecker;
 use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
 use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
@@ -175,6 +176,8 @@ struct Runner<'a> {
     cluster: Cluster,
     kubelets: Kubelets,
     controller: Option<Controller>,
+    /// Judges every action against the safety invariants.
+    checker: InvariantChecker,
     zones: Vec<ZoneReport>,
     reported: BTreeMap<ZoneKey, (Option<ZoneState>, f64)>,
     passed: usize,
@@ -201,6 +204,7 @@ impl<'a> Runner<'a> {
             cluster,
             kubelets,
             controller: None,
+            checker: InvariantChecker::new(&scenario.config),
             zones: Vec::new(),
             reported: BTreeMap::new(),
             passed: 0,
@@ -213,10 +217,23 @@ impl<'a> Runner<'a> {
         (self.sink)(&record);
     }
 
-    fn send(&self, observations: Vec<Observation>) {
+    fn send(&mut self, t: Timestamp, observations: Vec<Observation>) {
         if let Some(c) = &self.controller {
+            for o in &observations {
+                self.checker.observe(t, o);
+            }
             c.send(observations);
         }
+    }
+
+    /// Starts a fresh engine at `t` that is sent the whole cluster.
+    fn start_controller(&mut self, t: Timestamp) -> Result<(), ReplayError> {
+        let state = self.cluster.state();
+        for o in &state {
+            self.checker.observe(t, o);
+        }
+        self.controller = Some(Controller::start(&self.scenario.config, t, state)?);
+        Ok(())
     }
 
     fn run(mut self) -> Result<Summary, ReplayError> {
@@ -243,14 +260,14 @@ impl<'a> Runner<'a> {
             }
             if self.controller.is_none() && t >= Timestamp::EPOCH {
                 debug!(%t, "controller starts");
-                self.controller = Some(Controller::start(&s.config, t, self.cluster.state())?);
+                self.start_controller(t)?;
             }
             while let Some((_, e)) = events.get(next_event).filter(|(_, e)| at(e.at) == t) {
                 self.apply_event(t, &e.action)?;
                 next_event += 1;
             }
             let observations = self.kubelets.run_due(t, &mut self.cluster);
-            self.send(observations);
+            self.send(t, observations);
             self.tick(t);
             while let Some((i, x)) = expects.get(next_expect).filter(|(_, x)| at(x.at) == t) {
                 self.check(*i, t, x);
@@ -338,11 +355,11 @@ impl<'a> Runner<'a> {
                 debug!(%t, "controller restarts");
                 // Drop the old engine first: a restarted process keeps nothing.
                 self.controller = None;
-                self.controller = Some(Controller::start(&self.scenario.config, t, self.cluster.state())?);
+                self.start_controller(t)?;
                 Vec::new()
             }
         };
-        self.send(observations);
+        self.send(t, observations);
         Ok(())
     }
 
@@ -355,8 +372,14 @@ impl<'a> Runner<'a> {
             let Some(controller) = &mut self.controller else { return };
             controller.engine.tick(t);
             let actions: Vec<Action> = controller.actions.try_iter().collect();
+            let zones = controller.engine.zones();
+            let all_down = controller.engine.all_zones_down();
             let mut refused = false;
             for action in actions {
+                for v in self.checker.check_action(t, &action, &zones, all_down) {
+                    self.violations += 1;
+                    self.emit(Record::Violation(ViolationRecord { t, violation: v.to_string() }));
+                }
                 let applied = self.cluster.apply_action(t, &action);
                 let mut record = ActionRecord::new(t, &action.kind);
                 if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
@@ -368,8 +391,9 @@ impl<'a> Runner<'a> {
                     self.violations += 1;
                     self.emit(Record::Violation(ViolationRecord { t, violation }));
                 }
-                self.send(applied.observations);
+                self.send(t, applied.observations);
             }
+            self.checker.end_step(all_down);
             if !refused {
                 break;
             }

@@ -168,6 +168,7 @@ pub fn decide(
     mut inbox: ResMut<TaintManagerInbox>,
     mut changed: ResMut<ChangedNodes>,
     pod_index: Res<PodIndex>,
+    mode: Res<DisruptionMode>,
     mut nodes: Query<(
         &NodeName,
         &NodeMeta,
@@ -258,6 +259,7 @@ pub fn decide(
                 super::TaintTarget::new(name, w.node, &mut taints, &mut flags),
                 &mut zone,
                 current,
+                mode.all_zones_down,
                 now,
             );
             if let Some(taint) = swapped {
@@ -295,13 +297,17 @@ pub fn decide(
 }
 
 /// `processTaintBaseEviction` for one node. Returns the taint swapped in at
-/// once, if that is what happened.
+/// once, if that is what happened. While every zone is down (`paused`) no
+/// NoExecute taint is added, not even by a swap: upstream would swap a
+/// taint someone added by hand; nodewarden adds nothing until the
+/// disruption ends.
 fn taint_decision(
     outbox: &mut Outbox,
     inbox: &mut TaintManagerInbox,
     target: super::TaintTarget<'_>,
     zone: &mut Zone,
     current: ConditionStatus,
+    paused: bool,
     now: Timestamp,
 ) -> Option<nodewarden_model::Taint> {
     use crate::action::WriteSlot::NoExecuteTaints;
@@ -323,7 +329,7 @@ fn taint_decision(
             target.flags.not_ready_taint,
         ),
     };
-    if has_opposite {
+    if has_opposite && !paused {
         // E2: swap at once, not through the rate-limited queue.
         tracing::info!(node = target.name, taint = %wanted.short(), "swapping NoExecute taint");
         super::write_taints(outbox, inbox, target, vec![wanted.clone()], vec![opposite], NoExecuteTaints, now);

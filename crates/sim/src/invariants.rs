@@ -1,0 +1,671 @@
+//! Safety invariants, checked from outside the engine.
+//!
+//! The checker sees only what crosses the engine's boundary: every
+//! [`Observation`] sent in and every [`Action`] sent out, in order, and the
+//! zone reports. It keeps its own small mirror of the cluster and never
+//! looks inside the engine, so it can judge any implementation and costs
+//! O(changes) per step: replay, the fuzzer, the property tests and the load
+//! test all run it.
+//!
+//! Driving it: call [`InvariantChecker::observe`] for every observation the
+//! engine is sent (initial state, cluster changes, the echo of each applied
+//! action), [`InvariantChecker::check_action`] for every action *before* it
+//! is applied, and [`InvariantChecker::end_step`] after each tick's actions
+//! are applied.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use nodewarden_engine::{Action, ActionKind, Observation, PodSnapshot, ZoneReport};
+use nodewarden_model::taint::Decision;
+use nodewarden_model::{
+    ConditionStatus, ConditionType, ControllerConfig, Span, Taint, TaintEffect, Timestamp, Toleration, ZoneKey, keys,
+};
+
+/// One rule the controller must never break.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    /// A controller write never leaves a node with both the `not-ready` and
+    /// the `unreachable` NoExecute taint.
+    NeverBothNoExecuteTaints,
+    /// No NoExecute taint is added while every zone is fully disrupted (a
+    /// whole tick spent in master disruption mode).
+    NoTaintWhileAllZonesDown,
+    /// A zone's new NoExecute taints are at least one interval of its rate
+    /// apart (token bucket, burst 1), and none at rate 0.
+    ZoneRateRespected,
+    /// No pod is deleted before the deadline its tolerations give it, and
+    /// never when every matching toleration tolerates forever; in legacy
+    /// mode, never before its node was not Ready for `pod-eviction-timeout`.
+    NoEvictionBeforeDeadline,
+    /// Legacy eviction never deletes a DaemonSet pod.
+    NoDaemonSetPodDeletedInLegacyMode,
+    /// The same write is not issued twice while the first is in flight.
+    NoDuplicateInFlightWrite,
+}
+
+impl Invariant {
+    /// Every invariant, in report order.
+    pub const ALL: [Invariant; 6] = [
+        Invariant::NeverBothNoExecuteTaints,
+        Invariant::NoTaintWhileAllZonesDown,
+        Invariant::ZoneRateRespected,
+        Invariant::NoEvictionBeforeDeadline,
+        Invariant::NoDaemonSetPodDeletedInLegacyMode,
+        Invariant::NoDuplicateInFlightWrite,
+    ];
+
+    /// A stable snake_case name, for reports and scripts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::NeverBothNoExecuteTaints => "never_both_noexecute_taints",
+            Invariant::NoTaintWhileAllZonesDown => "no_taint_while_all_zones_down",
+            Invariant::ZoneRateRespected => "zone_rate_respected",
+            Invariant::NoEvictionBeforeDeadline => "no_eviction_before_toleration_ends",
+            Invariant::NoDaemonSetPodDeletedInLegacyMode => "no_daemonset_pod_deleted_in_legacy_mode",
+            Invariant::NoDuplicateInFlightWrite => "no_duplicate_in_flight_write",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A broken invariant, with what broke it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    /// Which rule.
+    pub invariant: Invariant,
+    /// When.
+    pub at: Timestamp,
+    /// What happened, for a person.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at {}: {}", self.invariant, self.at, self.detail)
+    }
+}
+
+/// What the checker remembers of a node.
+#[derive(Clone, Debug, Default)]
+struct NodeMirror {
+    zone: ZoneKey,
+    taints: Vec<Taint>,
+    ready: Option<ConditionStatus>,
+    ready_heartbeat: Option<Timestamp>,
+    ready_transition: Option<Timestamp>,
+    lease: Option<Timestamp>,
+    /// When the checker last saw a new heartbeat (status or Lease): never
+    /// later than the controller's own probe time.
+    last_beat: Timestamp,
+    /// When the checker last saw Ready's transition time change.
+    last_transition: Timestamp,
+    /// Since when the node has carried NoExecute taints without a break.
+    tainted_since: Option<Timestamp>,
+}
+
+impl NodeMirror {
+    fn noexecute(&self) -> impl Iterator<Item = &Taint> {
+        self.taints.iter().filter(|t| t.effect == TaintEffect::NoExecute)
+    }
+}
+
+/// What the checker remembers of a pod, and of the verdicts its
+/// tolerations got during the current tainted episode of its node.
+#[derive(Clone, Debug)]
+struct PodMirror {
+    node: Option<String>,
+    daemonset: bool,
+    tolerations: Vec<Toleration>,
+    /// The countdown start: when the pod was first seen on its node during
+    /// the node's current tainted episode.
+    since: Option<Timestamp>,
+    /// Smallest `tolerationSeconds` that decided the pod during the episode.
+    min_seconds: Option<i64>,
+    /// Some taint was untolerated at some point of the episode.
+    untolerated: bool,
+}
+
+/// Checks the [`Invariant`]s over a run. See the module docs for how to
+/// drive it.
+#[derive(Debug)]
+pub struct InvariantChecker {
+    config: ControllerConfig,
+    nodes: HashMap<String, NodeMirror>,
+    pods: HashMap<String, PodMirror>,
+    pods_by_node: HashMap<String, BTreeSet<String>>,
+    /// Per zone: the last new NoExecute taint's time and the rate then.
+    zone_taints: HashMap<ZoneKey, (Timestamp, f64)>,
+    /// Writes issued in the current step (the driver applies writes before
+    /// the next tick, so "in flight" is "issued in this step").
+    step_writes: Vec<ActionKind>,
+    /// Every zone was down at the end of the previous step.
+    all_down_before: bool,
+    violations: BTreeMap<Invariant, usize>,
+}
+
+impl InvariantChecker {
+    /// A checker for a controller running with `config`.
+    pub fn new(config: &ControllerConfig) -> InvariantChecker {
+        InvariantChecker {
+            config: config.clone(),
+            nodes: HashMap::new(),
+            pods: HashMap::new(),
+            pods_by_node: HashMap::new(),
+            zone_taints: HashMap::new(),
+            step_writes: Vec::new(),
+            all_down_before: false,
+            violations: BTreeMap::new(),
+        }
+    }
+
+    /// How many times each invariant was broken so far (absent = never).
+    pub fn broken(&self) -> &BTreeMap<Invariant, usize> {
+        &self.violations
+    }
+
+    /// Every invariant with whether it held so far, in report order.
+    pub fn verdicts(&self) -> Vec<(Invariant, bool)> {
+        Invariant::ALL.iter().map(|&i| (i, !self.violations.contains_key(&i))).collect()
+    }
+
+    /// Takes in an observation the engine is sent.
+    pub fn observe(&mut self, now: Timestamp, obs: &Observation) {
+        match obs {
+            Observation::NodeUpserted(n) => {
+                let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
+                let entry = self.nodes.entry(n.name.clone()).or_insert_with(|| NodeMirror {
+                    // A node that never posted status counts from its
+                    // creation, as the controller's startup grace does.
+                    last_beat: if ready.is_some() { now } else { n.created.min(now) },
+                    last_transition: if ready.is_some() { now } else { n.created.min(now) },
+                    ready_heartbeat: ready.map(|c| c.last_heartbeat),
+                    ready_transition: ready.map(|c| c.last_transition),
+                    ..NodeMirror::default()
+                });
+                if let Some(c) = ready {
+                    if entry.ready_heartbeat != Some(c.last_heartbeat) {
+                        entry.last_beat = now;
+                    }
+                    if entry.ready_transition != Some(c.last_transition) {
+                        entry.last_transition = now;
+                    }
+                }
+                entry.ready = ready.map(|c| c.status);
+                entry.ready_heartbeat = ready.map(|c| c.last_heartbeat);
+                entry.ready_transition = ready.map(|c| c.last_transition);
+                entry.zone = ZoneKey::from_labels(&n.labels);
+                entry.taints = n.taints.clone();
+                let name = n.name.clone();
+                self.node_taints_changed(now, &name);
+            }
+            Observation::NodeDeleted { name } => {
+                // Pending deletions survive a node's deletion (upstream I5):
+                // its pods keep their histories.
+                self.nodes.remove(name);
+            }
+            Observation::LeaseUpserted { node, renew } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    if renew.is_some() && (n.lease.is_none() || *renew > n.lease) {
+                        n.last_beat = now;
+                    }
+                    n.lease = *renew;
+                }
+            }
+            Observation::LeaseDeleted { node } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.lease = None;
+                }
+            }
+            Observation::PodUpserted(p) => self.upsert_pod(now, p),
+            Observation::PodDeleted { key } => {
+                if let Some(p) = self.pods.remove(key)
+                    && let Some(node) = p.node
+                    && let Some(set) = self.pods_by_node.get_mut(&node)
+                {
+                    set.remove(key);
+                }
+            }
+            Observation::WriteFinished { .. } => {}
+        }
+    }
+
+    fn upsert_pod(&mut self, now: Timestamp, p: &PodSnapshot) {
+        let old_node = self.pods.get(&p.key).and_then(|m| m.node.clone());
+        if old_node != p.node {
+            if let Some(old) = &old_node
+                && let Some(set) = self.pods_by_node.get_mut(old)
+            {
+                set.remove(&p.key);
+            }
+            if let Some(new) = &p.node {
+                self.pods_by_node.entry(new.clone()).or_default().insert(p.key.clone());
+            }
+        }
+        let entry = self.pods.entry(p.key.clone()).or_insert_with(|| PodMirror {
+            node: None,
+            daemonset: false,
+            tolerations: vec![],
+            since: None,
+            min_seconds: None,
+            untolerated: false,
+        });
+        if entry.node != p.node {
+            entry.since = None;
+            entry.min_seconds = None;
+            entry.untolerated = false;
+        }
+        entry.node = p.node.clone();
+        entry.daemonset = p.daemonset;
+        entry.tolerations = p.tolerations.clone();
+        let key = p.key.clone();
+        self.sample_pod(now, &key);
+    }
+
+    /// A node's taints may have changed: start or end its tainted episode
+    /// and sample the verdicts of its pods.
+    fn node_taints_changed(&mut self, now: Timestamp, name: &str) {
+        let Some(node) = self.nodes.get_mut(name) else { return };
+        let tainted = node.noexecute().next().is_some();
+        match (tainted, node.tainted_since) {
+            (true, None) => node.tainted_since = Some(now),
+            (false, Some(_)) => node.tainted_since = None,
+            _ => {}
+        }
+        let pods: Vec<String> = self.pods_by_node.get(name).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+        for key in pods {
+            self.sample_pod(now, &key);
+        }
+    }
+
+    /// Records the verdict a pod's tolerations get now, if its node is
+    /// tainted; resets its history when the node is not.
+    fn sample_pod(&mut self, now: Timestamp, key: &str) {
+        let Some(pod) = self.pods.get_mut(key) else { return };
+        let node = pod.node.as_ref().and_then(|n| self.nodes.get(n));
+        let Some(node) = node.filter(|n| n.tainted_since.is_some()) else {
+            if node.is_some() {
+                // Taints gone (I4): the countdown is over.
+                pod.since = None;
+                pod.min_seconds = None;
+                pod.untolerated = false;
+            }
+            return;
+        };
+        pod.since.get_or_insert(now);
+        let taints: Vec<Taint> = node.noexecute().cloned().collect();
+        match nodewarden_model::taint::decide(&taints, &pod.tolerations) {
+            Decision::Untolerated(_) => pod.untolerated = true,
+            Decision::Expires { seconds, .. } => {
+                pod.min_seconds = Some(pod.min_seconds.map_or(seconds, |m| m.min(seconds)));
+            }
+            Decision::Forever | Decision::NoTaints => {}
+        }
+    }
+
+    fn violate(&mut self, out: &mut Vec<Violation>, invariant: Invariant, at: Timestamp, detail: String) {
+        *self.violations.entry(invariant).or_default() += 1;
+        out.push(Violation { invariant, at, detail });
+    }
+
+    /// Checks one action before it is applied. `zones` are the engine's zone
+    /// reports after the tick that issued it; `all_zones_down` is the
+    /// engine's master-disruption flag after that tick.
+    pub fn check_action(
+        &mut self,
+        now: Timestamp,
+        action: &Action,
+        zones: &[ZoneReport],
+        all_zones_down: bool,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let kind = &action.kind;
+        if kind.slot().is_some() {
+            if self.step_writes.contains(kind) {
+                self.violate(
+                    &mut out,
+                    Invariant::NoDuplicateInFlightWrite,
+                    now,
+                    format!("{kind:?} issued twice in one step"),
+                );
+            }
+            self.step_writes.push(kind.clone());
+        }
+        match kind {
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                self.check_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out)
+            }
+            ActionKind::DeletePod { pod, .. } => self.check_deletion(now, pod, &mut out),
+            _ => {}
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_taint_patch(
+        &mut self,
+        now: Timestamp,
+        node: &str,
+        add: &[Taint],
+        remove: &[Taint],
+        zones: &[ZoneReport],
+        all_zones_down: bool,
+        out: &mut Vec<Violation>,
+    ) {
+        let controller_key = |t: &Taint| {
+            t.effect == TaintEffect::NoExecute && (t.key == keys::TAINT_NOT_READY || t.key == keys::TAINT_UNREACHABLE)
+        };
+        let Some(mirror) = self.nodes.get(node) else { return };
+        let mut after: Vec<Taint> = mirror.taints.clone();
+        after.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+        after.extend(add.iter().cloned());
+        if after.iter().any(|t| t.is(keys::TAINT_NOT_READY, TaintEffect::NoExecute))
+            && after.iter().any(|t| t.is(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute))
+        {
+            self.violate(out, Invariant::NeverBothNoExecuteTaints, now, format!("node {node} would carry both"));
+        }
+        let Some(added) = add.iter().find(|t| controller_key(t)) else { return };
+        if self.all_down_before && all_zones_down {
+            self.violate(
+                out,
+                Invariant::NoTaintWhileAllZonesDown,
+                now,
+                format!("{} added to node {node} while every zone is fully disrupted", added.short()),
+            );
+        }
+        // A swap replaces the opposite taint at once; only a node getting its
+        // first controller taint goes through the zone's rate limiter.
+        let Some(mirror) = self.nodes.get(node) else { return };
+        if mirror.taints.iter().any(controller_key) {
+            return;
+        }
+        let zone = mirror.zone.clone();
+        let rate = zones.iter().find(|z| z.key == zone).map_or(self.config.node_eviction_rate, |z| z.rate);
+        if rate <= 0.0 {
+            self.violate(
+                out,
+                Invariant::ZoneRateRespected,
+                now,
+                format!("{} added to node {node} in zone {zone:?} whose rate is 0", added.short()),
+            );
+        } else if let Some(&(last, last_rate)) = self.zone_taints.get(&zone) {
+            let interval = Span::from_secs_f64(1.0 / rate.max(last_rate)).unwrap_or(Span::ZERO);
+            if now - last < interval {
+                self.violate(
+                    out,
+                    Invariant::ZoneRateRespected,
+                    now,
+                    format!(
+                        "node {node} tainted {} after the previous taint in zone {zone:?} (rate {rate}/s allows one per {interval})",
+                        now - last
+                    ),
+                );
+            }
+        }
+        self.zone_taints.insert(zone, (now, rate));
+    }
+
+    fn check_deletion(&mut self, now: Timestamp, key: &str, out: &mut Vec<Violation>) {
+        let Some(pod) = self.pods.get(key).cloned() else { return };
+        if !self.config.enable_taint_manager {
+            if pod.daemonset {
+                self.violate(
+                    out,
+                    Invariant::NoDaemonSetPodDeletedInLegacyMode,
+                    now,
+                    format!("DaemonSet pod {key} deleted"),
+                );
+            }
+            let node = pod.node.as_ref().and_then(|n| self.nodes.get(n));
+            let allowed_from = node.and_then(|n| match n.ready {
+                Some(ConditionStatus::True) | None => None,
+                Some(ConditionStatus::False) => Some(n.last_transition + self.config.pod_eviction_timeout),
+                Some(ConditionStatus::Unknown) => Some(n.last_beat + self.config.pod_eviction_timeout),
+            });
+            match allowed_from {
+                Some(from) if now > from => {}
+                _ => self.violate(
+                    out,
+                    Invariant::NoEvictionBeforeDeadline,
+                    now,
+                    format!(
+                        "pod {key} deleted in legacy mode but its node {:?} was not unready for pod-eviction-timeout (allowed after {allowed_from:?})",
+                        pod.node
+                    ),
+                ),
+            }
+            return;
+        }
+        if pod.untolerated {
+            return;
+        }
+        match (pod.since, pod.min_seconds) {
+            (Some(since), Some(s)) if now >= since + Span::from_secs(s.max(0)) => {}
+            (since, seconds) => self.violate(
+                out,
+                Invariant::NoEvictionBeforeDeadline,
+                now,
+                format!(
+                    "pod {key} deleted before its tolerations allow (tainted since {since:?}, smallest tolerationSeconds {seconds:?}, tolerations {:?})",
+                    pod.tolerations
+                ),
+            ),
+        }
+    }
+
+    /// Ends a step: the writes issued in it are no longer in flight (the
+    /// driver has applied them and reported their outcome), and the
+    /// master-disruption flag is remembered.
+    pub fn end_step(&mut self, all_zones_down: bool) {
+        self.step_writes.clear();
+        self.all_down_before = all_zones_down;
+    }
+
+    /// Observes the whole cluster at once, for drivers that do not forward
+    /// individual observations (costs O(cluster size)).
+    pub fn observe_cluster(&mut self, now: Timestamp, cluster: &crate::Cluster) {
+        for obs in cluster.state() {
+            self.observe(now, &obs);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use nodewarden_engine::{ActionId, NodeSnapshot, WriteSlot, ZoneState};
+    use nodewarden_model::{NodeCondition, TolerationOperator};
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::EPOCH + Span::from_secs(s)
+    }
+
+    fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Observation {
+        let mut labels = BTreeMap::new();
+        labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string());
+        Observation::NodeUpserted(NodeSnapshot {
+            name: name.into(),
+            created: t(-3600),
+            labels,
+            conditions: vec![NodeCondition {
+                kind: ConditionType::Ready,
+                status: ready,
+                reason: String::new(),
+                message: String::new(),
+                last_heartbeat: t(0),
+                last_transition: t(0),
+            }],
+            taints,
+            unschedulable: false,
+        })
+    }
+
+    fn pod(key: &str, node: &str, seconds: Option<i64>, daemonset: bool) -> Observation {
+        Observation::PodUpserted(PodSnapshot {
+            key: key.into(),
+            uid: "u".into(),
+            node: Some(node.into()),
+            daemonset,
+            ready: Some(true),
+            terminating: false,
+            tolerations: vec![Toleration {
+                key: keys::TAINT_UNREACHABLE.into(),
+                operator: TolerationOperator::Exists,
+                value: String::new(),
+                effect: Some(TaintEffect::NoExecute),
+                seconds,
+            }],
+        })
+    }
+
+    fn unreachable() -> Taint {
+        Taint::new(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute)
+    }
+
+    fn delete(key: &str) -> Action {
+        let why = nodewarden_engine::Explanation {
+            pod: key.into(),
+            node: "n".into(),
+            node_facts: None,
+            taints: vec![],
+            tainting: None,
+            verdict: nodewarden_engine::explain::Verdict::NotTolerated { taint: unreachable() },
+            scheduled_at: t(0),
+            due_at: t(0),
+            deleted_at: t(0),
+        };
+        Action {
+            id: ActionId(9),
+            kind: ActionKind::DeletePod {
+                pod: key.into(),
+                uid: "u".into(),
+                mode: nodewarden_model::DeletionMode::Delete,
+                why: Box::new(why),
+            },
+        }
+    }
+
+    fn taint_patch(node: &str, add: Vec<Taint>, remove: Vec<Taint>) -> Action {
+        Action {
+            id: ActionId(1),
+            kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::NoExecuteTaints },
+        }
+    }
+
+    fn zone(rate: f64) -> Vec<ZoneReport> {
+        vec![ZoneReport {
+            key: ZoneKey::new("", "z"),
+            state: Some(ZoneState::Normal),
+            rate,
+            size: 3,
+            not_ready: 1,
+            queued: 0,
+        }]
+    }
+
+    #[test]
+    fn deletion_before_the_toleration_ends_is_caught() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        c.observe(t(0), &node("n", ConditionStatus::Unknown, vec![]));
+        c.observe(t(0), &pod("ns/p", "n", Some(300), false));
+        c.observe(t(10), &node("n", ConditionStatus::Unknown, vec![unreachable()]));
+        assert_eq!(c.check_action(t(309), &delete("ns/p"), &zone(0.1), false).len(), 1);
+        c.end_step(false);
+        assert!(c.check_action(t(310), &delete("ns/p"), &zone(0.1), false).is_empty());
+        assert_eq!(c.broken().get(&Invariant::NoEvictionBeforeDeadline), Some(&1));
+    }
+
+    #[test]
+    fn forever_tolerations_forbid_deletion_and_untolerated_allows_it() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        c.observe(t(0), &node("n", ConditionStatus::Unknown, vec![unreachable()]));
+        c.observe(t(0), &pod("ns/forever", "n", None, false));
+        assert_eq!(c.check_action(t(9999), &delete("ns/forever"), &zone(0.1), false).len(), 1);
+        c.end_step(false);
+        let other = Taint::new("example.com/x", TaintEffect::NoExecute);
+        c.observe(t(1), &node("n", ConditionStatus::Unknown, vec![unreachable(), other]));
+        assert!(c.check_action(t(1), &delete("ns/forever"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn removing_the_taint_restarts_the_countdown() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        c.observe(t(0), &node("n", ConditionStatus::Unknown, vec![unreachable()]));
+        c.observe(t(0), &pod("ns/p", "n", Some(100), false));
+        c.observe(t(50), &node("n", ConditionStatus::True, vec![]));
+        c.observe(t(60), &node("n", ConditionStatus::Unknown, vec![unreachable()]));
+        assert_eq!(c.check_action(t(100), &delete("ns/p"), &zone(0.1), false).len(), 1);
+        c.end_step(false);
+        assert!(c.check_action(t(160), &delete("ns/p"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn zone_rate_and_master_mode() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        for n in ["a", "b", "c"] {
+            c.observe(t(0), &node(n, ConditionStatus::Unknown, vec![]));
+        }
+        assert!(c.check_action(t(45), &taint_patch("a", vec![unreachable()], vec![]), &zone(0.1), false).is_empty());
+        c.observe(t(45), &node("a", ConditionStatus::Unknown, vec![unreachable()]));
+        c.end_step(false);
+        let v = c.check_action(t(50), &taint_patch("b", vec![unreachable()], vec![]), &zone(0.1), false);
+        assert_eq!(v.first().map(|v| v.invariant), Some(Invariant::ZoneRateRespected), "{v:?}");
+        c.end_step(false);
+        assert!(c.check_action(t(60), &taint_patch("c", vec![unreachable()], vec![]), &zone(0.1), false).is_empty());
+        c.end_step(true);
+        let v = c.check_action(t(70), &taint_patch("b", vec![unreachable()], vec![]), &zone(0.1), true);
+        assert!(v.iter().any(|v| v.invariant == Invariant::NoTaintWhileAllZonesDown), "{v:?}");
+    }
+
+    #[test]
+    fn swaps_are_not_rate_limited_but_both_taints_are_caught() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        let not_ready = Taint::new(keys::TAINT_NOT_READY, TaintEffect::NoExecute);
+        c.observe(t(0), &node("a", ConditionStatus::Unknown, vec![not_ready.clone()]));
+        c.observe(t(0), &node("b", ConditionStatus::Unknown, vec![]));
+        assert!(c.check_action(t(1), &taint_patch("b", vec![unreachable()], vec![]), &zone(0.1), false).is_empty());
+        c.end_step(false);
+        let swap = taint_patch("a", vec![unreachable()], vec![not_ready]);
+        assert!(c.check_action(t(2), &swap, &zone(0.1), false).is_empty());
+        c.end_step(false);
+        let both = taint_patch("a", vec![unreachable()], vec![]);
+        let v = c.check_action(t(3), &both, &zone(0.1), false);
+        assert!(v.iter().any(|v| v.invariant == Invariant::NeverBothNoExecuteTaints), "{v:?}");
+    }
+
+    #[test]
+    fn legacy_mode_spares_daemonsets_and_waits_for_the_timeout() {
+        let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
+        let mut c = InvariantChecker::new(&config);
+        c.observe(t(0), &node("n", ConditionStatus::Unknown, vec![]));
+        c.observe(t(0), &pod("ns/ds", "n", None, true));
+        c.observe(t(0), &pod("ns/web", "n", None, false));
+        let v = c.check_action(t(400), &delete("ns/ds"), &zone(0.1), false);
+        assert!(v.iter().any(|v| v.invariant == Invariant::NoDaemonSetPodDeletedInLegacyMode), "{v:?}");
+        c.end_step(false);
+        assert_eq!(c.check_action(t(300), &delete("ns/web"), &zone(0.1), false).len(), 1);
+        c.end_step(false);
+        assert!(c.check_action(t(301), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn duplicate_writes_in_one_step_are_caught() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        c.observe(t(0), &node("n", ConditionStatus::Unknown, vec![]));
+        let a = taint_patch("n", vec![], vec![unreachable()]);
+        assert!(c.check_action(t(1), &a, &zone(0.1), false).is_empty());
+        let v = c.check_action(t(1), &a, &zone(0.1), false);
+        assert!(v.iter().any(|v| v.invariant == Invariant::NoDuplicateInFlightWrite), "{v:?}");
+        c.end_step(false);
+        assert!(c.check_action(t(2), &a, &zone(0.1), false).is_empty());
+        assert_eq!(c.verdicts().iter().filter(|(_, ok)| !ok).count(), 1);
+    }
+}
