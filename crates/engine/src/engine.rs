@@ -64,8 +64,9 @@ struct Phase {
 /// How long one phase of a tick took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseTiming {
-    /// The phase: `pod_assignment`, `health_monitor`, `node_handlers`,
-    /// `tainting_pass`, `legacy_eviction_pass` or `taint_manager`.
+    /// The phase: `ingest`, `pod_assignment`, `health_monitor`,
+    /// `node_handlers`, `tainting_pass`, `legacy_eviction_pass` or
+    /// `taint_manager`.
     pub phase: &'static str,
     /// Wall time it took.
     pub took: std::time::Duration,
@@ -179,8 +180,13 @@ impl Engine {
         };
         self.last_tick = Some(now);
         self.world.resource_mut::<Now>().0 = now;
+        self.timings.clear();
+        let started = self.stopwatch.map(|now| now());
         while let Ok(obs) = self.observations.try_recv() {
             ingest::apply(&mut self.world, obs);
+        }
+        if let (Some(clock), Some(started)) = (self.stopwatch, started) {
+            self.timings.push(PhaseTiming { phase: "ingest", took: clock().duration_since(started) });
         }
         let period = self.world.resource::<Settings>().0.node_monitor_period;
         {
@@ -188,7 +194,6 @@ impl Engine {
             t.monitor_now = now >= t.next_monitor;
             t.tainting_now = now >= t.next_tainting;
         }
-        self.timings.clear();
         let timers = *self.world.resource::<LoopTimers>();
         let config = self.world.resource::<Settings>().0.clone();
         for phase in &mut self.phases {
@@ -247,7 +252,7 @@ impl Engine {
 
     /// The phase names, in the order a tick runs them.
     pub fn phase_names(&self) -> Vec<&'static str> {
-        self.phases.iter().map(|p| p.name).collect()
+        std::iter::once("ingest").chain(self.phases.iter().map(|p| p.name)).collect()
     }
 
     /// Entities in the World: nodes, pods and zones (for load reports).
