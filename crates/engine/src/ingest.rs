@@ -99,6 +99,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             e
         }
         None => {
+            let untainted = noexecute(&snap.taints).next().is_none();
             let mut flags = NodeFlags::default();
             flags.refresh_taints(&snap.taints);
             let lease = world
@@ -124,7 +125,14 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             }
             let e = node.id();
             world.resource_mut::<NodeIndex>().0.insert(snap.name, e);
-            world.resource_mut::<TaintManagerInbox>().nodes.push(e);
+            let mut inbox = world.resource_mut::<TaintManagerInbox>();
+            inbox.nodes.push(e);
+            if untainted {
+                // A node added without NoExecute taints cancels the pending
+                // deletions of pods bound to its name (upstream handles the
+                // add as a node update with no taints).
+                inbox.cleared.push(e);
+            }
             e
         }
     };
@@ -172,9 +180,13 @@ fn upsert_pod(world: &mut World, snap: PodSnapshot) {
     match existing {
         Some(e) => {
             let Some(old) = world.get::<Pod>(e).cloned() else { return };
-            let node_changed = old.node != snap.node;
+            // A new uid is a new pod under the same name (its deletion and
+            // re-creation merged into one update): bound and evaluated
+            // afresh, like any new pod (found by the fuzzer).
+            let new_pod = old.uid != snap.uid;
+            let node_changed = old.node != snap.node || new_pod;
             let tolerations_changed = old.tolerations != snap.tolerations;
-            if old.uid != snap.uid {
+            if new_pod {
                 // A new pod under the same name: forget what we did to the old one.
                 world.entity_mut(e).insert((
                     PodProgress::default(),

@@ -148,6 +148,13 @@ pub struct TaintManagerInbox {
     pub nodes: Vec<Entity>,
     /// Pods to evaluate.
     pub pods: Vec<Entity>,
+    /// Nodes seen without NoExecute taints at some moment since the taint
+    /// manager last ran, even if one came back within the tick: added
+    /// without any, or left without any by one of the controller's own
+    /// writes. Upstream's taint manager sees each write (and each add) as
+    /// an event and cancels the node's pending deletions at that moment
+    /// (I4).
+    pub cleared: Vec<Entity>,
 }
 
 /// Pods newly bound to a node (upstream `processPod`).

@@ -154,8 +154,8 @@ pub enum Decision<'a> {
     /// This taint has no matching toleration.
     Untolerated(&'a Taint),
     /// Every taint is tolerated; this toleration (the first match of some
-    /// taint) has the smallest `tolerationSeconds` (the first one `<= 0`
-    /// wins outright, as upstream stops there).
+    /// taint) has the smallest `tolerationSeconds` (any value `<= 0` means
+    /// at once, as upstream's `getMinTolerationTime` treats it).
     Expires {
         /// The deciding toleration.
         toleration: &'a Toleration,
@@ -177,13 +177,14 @@ pub fn decide<'a>(taints: &'a [Taint], tolerations: &'a [Toleration]) -> Decisio
         let Some(tol) = tolerations.iter().find(|t| t.tolerates(taint)) else {
             return Decision::Untolerated(taint);
         };
-        if let Some(s) = tol.seconds {
-            if s <= 0 {
-                return Decision::Expires { toleration: tol, seconds: s };
-            }
-            if best.is_none_or(|(_, b)| s < b) {
-                best = Some((tol, s));
-            }
+        // Every taint is looked at before any verdict: a toleration of 0 s
+        // on one taint must not hide a later untolerated taint, which
+        // deletes at once even when a deletion is already scheduled (I2,
+        // I3; found by the fuzzer).
+        if let Some(s) = tol.seconds
+            && best.is_none_or(|(_, b)| s < b)
+        {
+            best = Some((tol, s));
         }
     }
     match (any, best) {
@@ -289,6 +290,15 @@ mod tests {
         let two = [taint("a", "", NoExecute), taint("b", "", NoExecute)];
         let tols2 = [tol("a", Exists, "", None, Some(50)), tol("b", Exists, "", None, Some(20))];
         assert_eq!(toleration_verdict(&two, &tols2), TolerationVerdict::After(Span::from_secs(20)));
+    }
+
+    #[test]
+    fn an_untolerated_taint_wins_over_an_earlier_zero_second_toleration() {
+        let taints = [taint("a", "", NoExecute), taint("b", "", NoExecute)];
+        let tols = [tol("a", Exists, "", None, Some(0))];
+        assert!(matches!(decide(&taints, &tols), Decision::Untolerated(t) if t.key == "b"));
+        let both = [tol("a", Exists, "", None, Some(0)), tol("b", Exists, "", None, Some(-5))];
+        assert!(matches!(decide(&taints, &both), Decision::Expires { seconds: -5, .. }));
     }
 
     #[test]

@@ -122,8 +122,28 @@ pub fn taint_manager(
         // Legacy mode has no taint manager: NoExecute taints evict nothing (J1).
         inbox.nodes.clear();
         inbox.pods.clear();
+        inbox.cleared.clear();
         return;
     }
+
+    // Nodes without NoExecute taints at some moment since the last run (a
+    // write of ours removed the last one, or the node was just added
+    // without any): their pending deletions were cancelled then (I4, I6),
+    // whatever taints came back since. Found by the fuzzer: a restart's
+    // registration removes a taint that the same pass adds back, and a
+    // node re-created healthy under the name of a deleted tainted one.
+    let mut cleared = std::mem::take(&mut inbox.cleared);
+    cleared.sort_unstable();
+    cleared.dedup();
+    for &node in &cleared {
+        let Ok((name, _, mut seen)) = nodes.get_mut(node) else { continue };
+        seen.0.clear();
+        for &pod in pod_index.on_node(&name.0) {
+            process_pod(pod, &[], now, &mut pods, &mut timers, &mut outbox);
+        }
+    }
+    cleared.clear();
+    inbox.cleared = cleared;
 
     // Node updates go before pod updates, as upstream orders them.
     let mut node_list = std::mem::take(&mut inbox.nodes);

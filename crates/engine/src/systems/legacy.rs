@@ -73,6 +73,23 @@ pub fn countdown_start(status: ConditionStatus, rec: &HealthRecord) -> Timestamp
     if status == ConditionStatus::False { rec.ready_transition } else { rec.probe }
 }
 
+/// Whether the node sent a heartbeat (a new Ready heartbeat, a Ready
+/// condition that appeared, a newer Lease) that the last monitor pass has
+/// not taken in: the controller's probe time is stale until the next pass.
+pub fn heartbeat_since_last_pass(rec: &HealthRecord, ready: &ReadyView, lease: &LeaseView) -> bool {
+    let status_beat = match (rec.saved_ready, ready.status) {
+        (Some((heartbeat, _)), Some(_)) => heartbeat != ready.heartbeat,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
+    let lease_beat = lease.present
+        && match rec.saved_lease {
+            None => true,
+            Some(saved) => matches!((saved, lease.renew), (Some(s), Some(o)) if s < o),
+        };
+    status_beat || lease_beat
+}
+
 /// `processNoTaintBaseEviction`: decided on the Ready condition *observed*
 /// at the start of the pass (J2). False counts from the observed transition,
 /// Unknown from the last observed heartbeat.
@@ -181,8 +198,14 @@ pub fn eviction_pass(
     mut nodes: Query<(&NodeName, &mut NodeFlags, &Health, &ReadyView, &LeaseView)>,
     mut pods: Query<(&mut Pod, &mut PodProgress)>,
     mut outbox: ResMut<Outbox>,
+    mode: Res<DisruptionMode>,
 ) {
     let now = now.0;
+    if mode.all_zones_down {
+        // Every queue is paused while every zone is down, including those
+        // of zones made only of excluded nodes (found by the fuzzer).
+        return;
+    }
     for &z in &zone_index.by_slot {
         let Ok(mut zone) = zones.get_mut(z) else { continue };
         let zone = &mut *zone;
@@ -196,13 +219,26 @@ pub fn eviction_pass(
                 return Attempt::Done;
             };
             let name = name.0.clone();
+            let status = ready.status.unwrap_or(ConditionStatus::Unknown);
+            // Upstream evicts whatever was queued. nodewarden looks again:
+            // a node that is Ready, has sent a heartbeat the monitor has not
+            // looked at yet, or is no longer past the timeout waits for the
+            // next monitor pass to decide (which cancels it if it is back).
+            let still_due = health.0.is_some_and(|rec| {
+                status != ConditionStatus::True
+                    && !heartbeat_since_last_pass(&rec, ready, lease)
+                    && now > countdown_start(status, &rec) + settings.0.pod_eviction_timeout
+            });
+            if !still_due {
+                tracing::info!(node = %name, "queued node shows signs of life; eviction deferred to the next monitor pass");
+                return Attempt::RetryAfter(settings.0.node_monitor_period);
+            }
             outbox.event(
                 ObjectRef::Node(name.clone()),
                 EventType::Normal,
                 "DeletingAllPods",
                 format!("Node {name} event: Deleting all Pods from Node {name}."),
             );
-            let status = ready.status.unwrap_or(ConditionStatus::Unknown);
             let why = LegacyWhy {
                 facts: Some(NodeFacts::of(health, ready, lease, &settings.0)),
                 status,

@@ -75,8 +75,12 @@ pub fn write_taints(
     if add.is_empty() && remove.is_empty() {
         return false;
     }
+    let had_noexecute = current.iter().any(|t| t.effect == TaintEffect::NoExecute);
     current.retain(|c| !remove.iter().chain(add.iter()).any(|r| r.same_as(c)));
     current.extend(add.iter().cloned());
+    if had_noexecute && !current.iter().any(|t| t.effect == TaintEffect::NoExecute) {
+        inbox.cleared.push(target.entity);
+    }
     target.flags.refresh_taints(current);
     if add.iter().chain(remove.iter()).any(|t| t.effect == TaintEffect::NoExecute) {
         inbox.nodes.push(target.entity);

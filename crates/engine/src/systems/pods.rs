@@ -68,7 +68,12 @@ pub fn pod_assignment(
             continue;
         }
         mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
-        if !settings.0.enable_taint_manager && flags.eviction == EvictionStatus::Evicted {
+        // Beyond upstream: not on a node that has sent a heartbeat since the
+        // last monitor pass (its health record is stale until the next one).
+        if !settings.0.enable_taint_manager
+            && flags.eviction == EvictionStatus::Evicted
+            && !super::legacy::heartbeat_since_last_pass(&rec, ready, lease)
+        {
             let since = super::legacy::countdown_start(status, &rec);
             if now.0 > since + settings.0.pod_eviction_timeout {
                 let why = super::legacy::LegacyWhy {
