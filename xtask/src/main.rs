@@ -7,10 +7,18 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod fuzz;
+mod load;
+
 const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
-  ci      what CI runs: cargo fmt --check, clippy (-D warnings), the test suite";
+  ci      what CI runs: cargo fmt --check, clippy (-D warnings), the test suite
+  load    the controller on a large simulated cluster; prints one JSON report
+          [--nodes 10000] [--zones 3] [--pods-per-node 30] [--scenario zone-outage]
+          [--hours 1] [--seed 1] [--legacy]
+  fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
+          [--time 60s] [--target NAME] [--cmin]";
 
 /// One step of a task: a command line, shown before it runs.
 fn run(program: &str, args: &[&str]) -> Result<()> {
@@ -34,6 +42,8 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("ci") => ci(),
+        Some("load") => load::load(args),
+        Some("fuzz") => fuzz::fuzz(args),
         Some("-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(())

@@ -7,7 +7,7 @@
 //! per object, and writes the controller must never make (to a pod that is
 //! terminating or already deleted) are reported as contract violations.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use nodewarden_engine::{
     Action, ActionId, ActionKind, Event, NodeSnapshot, ObjectRef, Observation, PodSnapshot, WriteOutcome,
@@ -99,7 +99,9 @@ pub struct Cluster {
     admission: AdmissionDefaults,
     nodes: BTreeMap<String, NodeSnapshot>,
     ever_nodes: BTreeSet<String>,
-    leases: BTreeMap<String, Timestamp>,
+    /// Hashed: renewed thousands of times per simulated second at scale;
+    /// [`Cluster::state`] sorts them.
+    leases: HashMap<String, Timestamp>,
     pods: BTreeMap<String, SimPod>,
     deleted_uids: BTreeSet<String>,
     writes: BTreeMap<ObjectRef, u64>,
@@ -243,9 +245,11 @@ impl Cluster {
     /// nodes, then Leases, then pods (deleted pods are not listed).
     pub fn state(&self) -> Vec<Observation> {
         let mut out: Vec<Observation> = self.nodes.values().cloned().map(Observation::NodeUpserted).collect();
+        let mut leases: Vec<(&String, &Timestamp)> = self.leases.iter().collect();
+        leases.sort_unstable();
         out.extend(
-            self.leases
-                .iter()
+            leases
+                .into_iter()
                 .map(|(node, renew)| Observation::LeaseUpserted { node: node.clone(), renew: Some(*renew) }),
         );
         out.extend(self.pods.values().filter(|p| !p.deleted).map(|p| Observation::PodUpserted(p.snapshot())));
@@ -288,8 +292,12 @@ impl Cluster {
 
     /// Sets (creating if needed) the node's Lease renew time.
     pub fn set_lease(&mut self, node: &str, renew: Timestamp) -> Vec<Observation> {
-        if self.leases.insert(node.to_string(), renew) == Some(renew) {
-            return Vec::new();
+        match self.leases.get_mut(node) {
+            Some(r) if *r == renew => return Vec::new(),
+            Some(r) => *r = renew,
+            None => {
+                self.leases.insert(node.to_string(), renew);
+            }
         }
         vec![Observation::LeaseUpserted { node: node.to_string(), renew: Some(renew) }]
     }

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
-use nodewarden_engine::{Action, ActionKind, Observation, PodSnapshot, ZoneReport};
+use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, PodSnapshot, WriteSlot, ZoneReport};
 use nodewarden_model::taint::Decision;
 use nodewarden_model::{
     ConditionStatus, ConditionType, ControllerConfig, Span, Taint, TaintEffect, Timestamp, Toleration, ZoneKey, keys,
@@ -143,7 +143,9 @@ pub struct InvariantChecker {
     zone_taints: HashMap<ZoneKey, (Timestamp, f64)>,
     /// Writes issued in the current step (the driver applies writes before
     /// the next tick, so "in flight" is "issued in this step").
-    step_writes: Vec<ActionKind>,
+    /// Keyed by object and slot, so the check costs O(1) per write even
+    /// when one tick issues hundreds of thousands.
+    step_writes: HashMap<(ObjectRef, WriteSlot), Vec<ActionKind>>,
     /// Every zone was down at the end of the previous step.
     all_down_before: bool,
     violations: BTreeMap<Invariant, usize>,
@@ -158,7 +160,7 @@ impl InvariantChecker {
             pods: HashMap::new(),
             pods_by_node: HashMap::new(),
             zone_taints: HashMap::new(),
-            step_writes: Vec::new(),
+            step_writes: HashMap::new(),
             all_down_before: false,
             violations: BTreeMap::new(),
         }
@@ -179,6 +181,7 @@ impl InvariantChecker {
         match obs {
             Observation::NodeUpserted(n) => {
                 let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
+                let known = self.nodes.contains_key(&n.name);
                 let entry = self.nodes.entry(n.name.clone()).or_insert_with(|| NodeMirror {
                     // A node that never posted status counts from its
                     // creation, as the controller's startup grace does.
@@ -200,9 +203,14 @@ impl InvariantChecker {
                 entry.ready_heartbeat = ready.map(|c| c.last_heartbeat);
                 entry.ready_transition = ready.map(|c| c.last_transition);
                 entry.zone = ZoneKey::from_labels(&n.labels);
-                entry.taints = n.taints.clone();
-                let name = n.name.clone();
-                self.node_taints_changed(now, &name);
+                // Pods are sampled again only when the taints change (a
+                // status post every few minutes per node would otherwise
+                // cost a pass over the node's pods).
+                if entry.taints != n.taints || !known {
+                    entry.taints = n.taints.clone();
+                    let name = n.name.clone();
+                    self.node_taints_changed(now, &name);
+                }
             }
             Observation::NodeDeleted { name } => {
                 // Pending deletions survive a node's deletion (upstream I5):
@@ -325,8 +333,11 @@ impl InvariantChecker {
     ) -> Vec<Violation> {
         let mut out = Vec::new();
         let kind = &action.kind;
-        if kind.slot().is_some() {
-            if self.step_writes.contains(kind) {
+        if let Some(slot) = kind.slot() {
+            let issued = self.step_writes.entry(slot).or_default();
+            let twice = issued.contains(kind);
+            issued.push(kind.clone());
+            if twice {
                 self.violate(
                     &mut out,
                     Invariant::NoDuplicateInFlightWrite,
@@ -334,16 +345,28 @@ impl InvariantChecker {
                     format!("{kind:?} issued twice in one step"),
                 );
             }
-            self.step_writes.push(kind.clone());
         }
         match kind {
             ActionKind::PatchNodeTaints { node, add, remove, .. } => {
                 self.check_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out)
             }
             ActionKind::DeletePod { pod, .. } => self.check_deletion(now, pod, &mut out),
+            ActionKind::UpdateNodeConditions { node, conditions } => self.own_condition_write(node, conditions),
             _ => {}
         }
         out
+    }
+
+    /// The controller's own condition write is no heartbeat: the mirror
+    /// takes its Ready fields now, so their echo does not count as one
+    /// (the controller does not refresh its probe time on its own write).
+    fn own_condition_write(&mut self, node: &str, conditions: &[nodewarden_model::NodeCondition]) {
+        let Some(mirror) = self.nodes.get_mut(node) else { return };
+        if let Some(ready) = conditions.iter().find(|c| c.kind == ConditionType::Ready) {
+            mirror.ready = Some(ready.status);
+            mirror.ready_heartbeat = Some(ready.last_heartbeat);
+            mirror.ready_transition = Some(ready.last_transition);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -360,13 +383,17 @@ impl InvariantChecker {
         let controller_key = |t: &Taint| {
             t.effect == TaintEffect::NoExecute && (t.key == keys::TAINT_NOT_READY || t.key == keys::TAINT_UNREACHABLE)
         };
+        let both = |taints: &[Taint]| {
+            taints.iter().any(|t| t.is(keys::TAINT_NOT_READY, TaintEffect::NoExecute))
+                && taints.iter().any(|t| t.is(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute))
+        };
         let Some(mirror) = self.nodes.get(node) else { return };
         let mut after: Vec<Taint> = mirror.taints.clone();
         after.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
         after.extend(add.iter().cloned());
-        if after.iter().any(|t| t.is(keys::TAINT_NOT_READY, TaintEffect::NoExecute))
-            && after.iter().any(|t| t.is(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute))
-        {
+        // Only a write that brings the two together counts: a node someone
+        // else gave both taints is not the controller's doing.
+        if both(&after) && !both(&mirror.taints) {
             self.violate(out, Invariant::NeverBothNoExecuteTaints, now, format!("node {node} would carry both"));
         }
         let Some(added) = add.iter().find(|t| controller_key(t)) else { return };
@@ -464,6 +491,15 @@ impl InvariantChecker {
     pub fn end_step(&mut self, all_zones_down: bool) {
         self.step_writes.clear();
         self.all_down_before = all_zones_down;
+    }
+
+    /// A fresh controller took over (a restart): its rate limiters start
+    /// full, as upstream's do, so the zone rate is judged from its first
+    /// taint on, and nothing it issues is in flight yet. Everything the
+    /// checker knows of the cluster stays.
+    pub fn controller_restarted(&mut self) {
+        self.zone_taints.clear();
+        self.step_writes.clear();
     }
 
     /// Observes the whole cluster at once, for drivers that do not forward
@@ -654,6 +690,48 @@ mod tests {
         assert_eq!(c.check_action(t(300), &delete("ns/web"), &zone(0.1), false).len(), 1);
         c.end_step(false);
         assert!(c.check_action(t(301), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn both_taints_set_by_someone_else_are_not_the_controllers_doing() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        let not_ready = Taint::new(keys::TAINT_NOT_READY, TaintEffect::NoExecute);
+        c.observe(t(0), &node("a", ConditionStatus::Unknown, vec![not_ready, unreachable()]));
+        let noschedule = Taint::new(keys::TAINT_UNREACHABLE, TaintEffect::NoSchedule);
+        let v = c.check_action(t(1), &taint_patch("a", vec![noschedule], vec![]), &zone(0.1), false);
+        assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn the_controllers_own_unknown_write_is_no_heartbeat() {
+        let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
+        let mut c = InvariantChecker::new(&config);
+        // A node that never posted status, created long ago.
+        let mut never = match node("n", ConditionStatus::Unknown, vec![]) {
+            Observation::NodeUpserted(n) => n,
+            _ => unreachable!(),
+        };
+        never.conditions.clear();
+        c.observe(t(0), &Observation::NodeUpserted(never.clone()));
+        c.observe(t(0), &pod("ns/web", "n", None, false));
+        let written = vec![NodeCondition {
+            kind: ConditionType::Ready,
+            status: ConditionStatus::Unknown,
+            reason: "NodeStatusNeverUpdated".into(),
+            message: String::new(),
+            last_heartbeat: t(-3600),
+            last_transition: t(0),
+        }];
+        let write = Action {
+            id: ActionId(3),
+            kind: ActionKind::UpdateNodeConditions { node: "n".into(), conditions: written.clone() },
+        };
+        assert!(c.check_action(t(0), &write, &zone(0.1), false).is_empty());
+        never.conditions = written;
+        c.observe(t(0), &Observation::NodeUpserted(never));
+        c.end_step(false);
+        // Counted from creation (-3600 s), the 300 s timeout is long past.
+        assert!(c.check_action(t(5), &delete("ns/web"), &zone(0.1), false).is_empty());
     }
 
     #[test]

@@ -30,12 +30,12 @@ use nodewarden_engine::{Action, Engine, Observation, WriteOutcome, ZoneReport, Z
 use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey};
 use tracing::{debug, warn};
 
-use crate::admission::AdmissionDefaults;
 use crate::cluster::Cluster;
 use crate::error::ScenarioError;
 use crate::expect::evaluate;
+use crate::faults::apply_event;
 use crate::invariants::InvariantChecker;
-use crate::kubelet::{KubeletTiming, Kubelets};
+use crate::kubelet::Kubelets;
 use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
 use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
 use crate::validate::validate;
@@ -187,17 +187,7 @@ struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     fn new(scenario: &'a Scenario, sink: &'a mut dyn FnMut(&Record)) -> Runner<'a> {
-        let mut cluster = Cluster::new(AdmissionDefaults::from(&scenario.cluster));
-        let mut kubelets = Kubelets::new(KubeletTiming::from(&scenario.cluster.kubelet));
-        for n in &scenario.nodes {
-            cluster.add_node(n, Timestamp::EPOCH);
-            if n.kubelet {
-                kubelets.schedule(&n.name, Timestamp::EPOCH);
-            }
-        }
-        for p in &scenario.pods {
-            cluster.add_pod(p);
-        }
+        let (cluster, kubelets) = scenario.initial_cluster();
         Runner {
             scenario,
             sink,
@@ -310,55 +300,14 @@ impl<'a> Runner<'a> {
     }
 
     fn apply_event(&mut self, t: Timestamp, action: &EventAction) -> Result<(), ReplayError> {
-        let c = &mut self.cluster;
-        let observations = match action {
-            EventAction::RenewLease(nodes) => nodes.iter().flat_map(|n| c.set_lease(n, t)).collect(),
-            EventAction::SetReady(a) => c.set_ready(&a.node, a.status, t),
-            EventAction::SetCondition(a) => c.set_condition(&a.node, &a.kind, a.status, t),
-            EventAction::KubeletStop(nodes) => {
-                for n in nodes {
-                    self.kubelets.stop(n);
-                }
-                Vec::new()
-            }
-            EventAction::KubeletStart(nodes) => {
-                let mut out = Vec::new();
-                for n in nodes {
-                    if c.node(n).is_none() {
-                        warn!(node = %n, "kubelet-start: no such node now");
-                    }
-                    out.extend(self.kubelets.start(n, t, c));
-                }
-                out
-            }
-            EventAction::AddNode(spec) => {
-                let mut out = c.add_node(spec, t);
-                if spec.kubelet {
-                    out.extend(self.kubelets.start(&spec.name, t, c));
-                }
-                out
-            }
-            EventAction::DeleteNode(n) => {
-                self.kubelets.stop(n);
-                c.delete_node(n)
-            }
-            EventAction::AddPod(spec) => c.add_pod(spec),
-            EventAction::DeletePod(k) => c.delete_pod(k),
-            EventAction::SetTaints(a) => c.set_taints(&a.node, &a.taints),
-            EventAction::SetUnschedulable(a) => c.set_unschedulable(&a.node, a.value),
-            EventAction::SetLease(a) => c.set_lease(&a.node, a.renew.resolve(t)),
-            EventAction::RemoveCondition(a) => c.remove_condition(&a.node, &a.kind),
-            EventAction::SetTolerations(a) => c.set_tolerations(&a.pod, &a.tolerations),
-            EventAction::BindPod(a) => c.bind_pod(&a.pod, &a.node),
-            EventAction::SetLabels(a) => c.set_labels(&a.node, &a.labels),
-            EventAction::RestartController => {
-                debug!(%t, "controller restarts");
-                // Drop the old engine first: a restarted process keeps nothing.
-                self.controller = None;
-                self.start_controller(t)?;
-                Vec::new()
-            }
-        };
+        if let EventAction::RestartController = action {
+            debug!(%t, "controller restarts");
+            // Drop the old engine first: a restarted process keeps nothing.
+            self.controller = None;
+            self.checker.controller_restarted();
+            return self.start_controller(t);
+        }
+        let observations = apply_event(&mut self.cluster, &mut self.kubelets, t, action);
         self.send(t, observations);
         Ok(())
     }

@@ -1,0 +1,261 @@
+//! `nodewarden sim`: the controller on a simulated cluster, with progress,
+//! a summary, and optionally JSON, an HTML report and Prometheus metrics.
+
+use std::io::{self, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_sim::fleet::FleetSpec;
+use nodewarden_sim::report::{self, RunInfo, human, human_span};
+use nodewarden_sim::simulation::parse_config;
+use nodewarden_sim::{Builtin, SimOptions, Simulation, Source, load_scenario};
+
+/// Arguments of `nodewarden sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Zones the nodes are spread over.
+    #[arg(long, default_value_t = 3)]
+    zones: usize,
+    /// Pods on each node (two of them DaemonSet pods).
+    #[arg(long, default_value_t = 30)]
+    pods_per_node: usize,
+    /// A built-in scenario (node-crash, zone-outage, partial-zone, flapping,
+    /// control-plane-outage, controller-restart, rolling-failure) or a
+    /// scenario file (its own nodes, pods, config and events).
+    #[arg(long, default_value = "zone-outage")]
+    scenario: String,
+    /// Run at this many times real time (60 = one simulated minute per
+    /// second); as fast as possible when not given.
+    #[arg(long)]
+    speed: Option<f64>,
+    /// Simulated time (e.g. 30m, 2h); the scenario's own when not given.
+    #[arg(long, conflicts_with = "hours")]
+    duration: Option<Span>,
+    /// Simulated time in hours (e.g. 1, 0.5).
+    #[arg(long)]
+    hours: Option<f64>,
+    /// Seed for kubelet phases, pod tolerations and which nodes fail.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Controller flags as a YAML mapping with kube-controller-manager's
+    /// names (`node-monitor-grace-period: 50s`, ...).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Legacy eviction mode (`enable-taint-manager: false`).
+    #[arg(long)]
+    legacy: bool,
+    /// Print the figures as JSON on stdout instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML page with a timeline chart.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
+    /// Serve the controller's Prometheus metrics here while it runs
+    /// (e.g. 127.0.0.1:9090).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<SocketAddr>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
+    if args.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    if args.zones == 0 {
+        bail!("--zones must be at least 1");
+    }
+    if args.zones > args.nodes {
+        bail!("--zones ({}) cannot exceed --nodes ({})", args.zones, args.nodes);
+    }
+    if let Some(speed) = args.speed
+        && !(speed.is_finite() && speed > 0.0)
+    {
+        bail!("--speed must be a positive number (times real time), got {speed}");
+    }
+    let duration = match (args.duration, args.hours) {
+        (Some(d), _) if d <= Span::ZERO => bail!("--duration must be positive, got {d}"),
+        (Some(d), _) => Some(d),
+        (None, Some(h)) => match Span::from_secs_f64(h * 3600.0).filter(|s| *s > Span::ZERO) {
+            Some(s) => Some(s),
+            None => bail!("--hours must be a positive number, got {h}"),
+        },
+        (None, None) => None,
+    };
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            parse_config(&text).with_context(|| format!("invalid controller config {}", path.display()))?
+        }
+        None => ControllerConfig::default(),
+    };
+    if args.legacy {
+        config.enable_taint_manager = false;
+    }
+    let source = match args.scenario.parse::<Builtin>() {
+        Ok(b) => Source::Builtin(
+            b,
+            FleetSpec { nodes: args.nodes, zones: args.zones, pods_per_node: args.pods_per_node, seed: args.seed },
+        ),
+        Err(unknown) => {
+            let path = Path::new(&args.scenario);
+            if !path.is_file() {
+                bail!(unknown);
+            }
+            let mut scenario = load_scenario(path).with_context(|| format!("invalid scenario {}", path.display()))?;
+            if args.legacy {
+                scenario.config.enable_taint_manager = false;
+            }
+            Source::File(Box::new(scenario))
+        }
+    };
+    Ok(SimOptions { source, config, duration, seed: args.seed, measure: true })
+}
+
+/// Progress on stderr: a live line on a terminal, a plain line every 10%
+/// otherwise.
+struct ProgressLine {
+    live: bool,
+    quiet: bool,
+    last_draw: Option<Instant>,
+    next_tenth: u32,
+}
+
+impl ProgressLine {
+    fn show(&mut self, sim: &Simulation, wall: Duration, force: bool) {
+        if self.quiet {
+            return;
+        }
+        let p = sim.progress();
+        let total = (p.end - nodewarden_model::Timestamp::EPOCH).as_secs_f64().max(1e-9);
+        let done = (p.now - nodewarden_model::Timestamp::EPOCH).as_secs_f64() / total;
+        let line = format!(
+            "{:>3.0}%  t={} of {}  not ready {}  tainted {}  pods evicted {}{}  ({:.1}s)",
+            done * 100.0,
+            human(p.now),
+            human(p.end),
+            p.not_ready,
+            p.tainted,
+            p.evicted,
+            if p.violations > 0 { format!("  SAFETY VIOLATIONS {}", p.violations) } else { String::new() },
+            wall.as_secs_f64()
+        );
+        if self.live {
+            let due = force || self.last_draw.is_none_or(|at| at.elapsed() >= Duration::from_millis(100));
+            if due {
+                let width = 20;
+                let filled = ((done * f64::from(width)) as u32).min(width);
+                let bar: String = (0..width).map(|i| if i < filled { '#' } else { '.' }).collect();
+                eprint!("\r[{bar}] {line}\x1b[K");
+                let _ = io::stderr().flush();
+                self.last_draw = Some(Instant::now());
+            }
+        } else {
+            let tenth = (done * 10.0).floor() as u32;
+            if tenth >= self.next_tenth {
+                eprintln!("sim: {line}");
+                self.next_tenth = tenth + 1;
+            }
+        }
+    }
+
+    fn done(&self) {
+        if self.live && !self.quiet {
+            eprintln!();
+        }
+    }
+}
+
+/// Publishes the simulation's own gauges next to the engine's metrics.
+fn publish(sim: &Simulation) {
+    let p = sim.progress();
+    metrics::gauge!("nodewarden_sim_virtual_seconds").set((p.now - nodewarden_model::Timestamp::EPOCH).as_secs_f64());
+    metrics::gauge!("nodewarden_sim_nodes_not_ready").set(p.not_ready as f64);
+    metrics::gauge!("nodewarden_sim_nodes_tainted").set(p.tainted as f64);
+    metrics::gauge!("nodewarden_sim_pods_evicted").set(p.evicted as f64);
+}
+
+/// Runs `nodewarden sim`; `Ok(true)` when every safety check held.
+pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
+    let opts = options(args)?;
+    if let Some(addr) = args.metrics_addr {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        if !args.quiet {
+            eprintln!("sim: Prometheus metrics on http://{addr}/metrics");
+        }
+    }
+    let seed = opts.seed;
+    let mut sim = Simulation::new(opts)?;
+    let (_, rss_before, _) = report::process_usage();
+    let (nodes, pods) = sim.size();
+    if !args.quiet {
+        eprintln!(
+            "sim: {} on {nodes} nodes, {pods} pods; simulating {}{}",
+            sim.name(),
+            human_span(sim.end() - nodewarden_model::Timestamp::EPOCH),
+            args.speed.map_or(" as fast as possible".to_string(), |s| format!(" at {s}x real time"))
+        );
+    }
+    let mut progress =
+        ProgressLine { live: io::stderr().is_terminal(), quiet: args.quiet, last_draw: None, next_tenth: 1 };
+    let started = Instant::now();
+    let mut last_publish = Instant::now();
+    while sim.step()? {
+        if let Some(speed) = args.speed {
+            let virtual_secs = (sim.now() - nodewarden_model::Timestamp::EPOCH).as_secs_f64();
+            let due = Duration::from_secs_f64((virtual_secs / speed).max(0.0));
+            if let Some(ahead) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(ahead);
+            }
+        }
+        progress.show(&sim, started.elapsed(), false);
+        if args.metrics_addr.is_some() && last_publish.elapsed() >= Duration::from_millis(200) {
+            publish(&sim);
+            last_publish = Instant::now();
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    progress.show(&sim, started.elapsed(), true);
+    progress.done();
+    let outcome = sim.finish();
+    let (peak, _, cpu) = report::process_usage();
+    let run = RunInfo {
+        wall_seconds: wall,
+        seed,
+        peak_rss_bytes: peak,
+        rss_before_controller_bytes: rss_before,
+        cpu_seconds: cpu,
+    };
+    if let Some(path) = &args.report {
+        std::fs::write(path, report::render_html(&outcome, &run))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !args.quiet {
+            eprintln!("sim: report written to {}", path.display());
+        }
+    }
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&report::to_json(&outcome, &run, false))?;
+        s.push('\n');
+        s
+    } else {
+        report::render_text(&outcome, &run)
+    };
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    Ok(outcome.safe())
+}

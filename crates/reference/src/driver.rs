@@ -1,0 +1,790 @@
+//! The deterministic harness shared by the `engine_steps` fuzz target and
+//! the property tests.
+//!
+//! A [`Plan`] is a controller [`Setup`] and a list of [`Step`]s (both
+//! `Arbitrary`, so a fuzzer's bytes or proptest's become one). The
+//! [`Harness`] keeps two copies of a simulated cluster that receive the
+//! same external steps: one is driven by the real engine (its actions
+//! applied back, their echoes fed in, each checked by the shared
+//! [`InvariantChecker`] before it is applied), the other by the
+//! [`ReferenceModel`]. After every instant the two clusters are compared
+//! ([`crate::compare`]). The harness ticks after every external step, and
+//! at every instant either side has something due in between, so both see
+//! each change on its own.
+
+use std::collections::BTreeMap;
+
+use arbitrary::Arbitrary;
+use crossbeam_channel::{Receiver, Sender};
+use nodewarden_engine::{Action, ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
+use nodewarden_model::{
+    ConditionStatus, ConditionType, ControllerConfig, DeletionMode, NodeCondition, Span, Taint, TaintEffect, Timestamp,
+    Toleration, TolerationOperator, keys,
+};
+use nodewarden_sim::invariants::{InvariantChecker, Violation};
+use nodewarden_sim::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets, PodSpec};
+
+use crate::compare::{Difference, compare};
+use crate::model::ReferenceModel;
+
+/// How many nodes, pods and zones the steps pick from (small, so that steps
+/// collide on the same objects).
+pub const NODES: u8 = 7;
+/// See [`NODES`].
+pub const PODS: u8 = 6;
+/// See [`NODES`].
+pub const ZONES: u8 = 3;
+/// Instants one plan may run, so a plan cannot take unbounded time.
+pub const MAX_INSTANTS: u64 = 20_000;
+
+/// A condition status.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// True.
+    True,
+    /// False.
+    False,
+    /// Unknown.
+    Unknown,
+}
+
+impl From<Status> for ConditionStatus {
+    fn from(s: Status) -> Self {
+        match s {
+            Status::True => ConditionStatus::True,
+            Status::False => ConditionStatus::False,
+            Status::Unknown => ConditionStatus::Unknown,
+        }
+    }
+}
+
+/// A node condition other than Ready.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherCondition {
+    /// MemoryPressure.
+    Memory,
+    /// DiskPressure.
+    Disk,
+    /// PIDPressure.
+    Pid,
+    /// NetworkUnavailable.
+    Network,
+}
+
+/// A taint, from a small vocabulary.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaintPick {
+    /// 0 not-ready, 1 unreachable, 2 a foreign key, 3 memory-pressure.
+    pub key: u8,
+    /// Effect: 0 NoExecute, 1 NoSchedule, 2 PreferNoSchedule.
+    pub effect: u8,
+    /// A non-empty value.
+    pub valued: bool,
+}
+
+const TAINT_KEYS: [&str; 4] =
+    [keys::TAINT_NOT_READY, keys::TAINT_UNREACHABLE, "example.com/maintenance", keys::TAINT_MEMORY_PRESSURE];
+
+impl TaintPick {
+    /// The taint.
+    pub fn taint(self, now: Timestamp) -> Taint {
+        let effect = [TaintEffect::NoExecute, TaintEffect::NoSchedule, TaintEffect::PreferNoSchedule]
+            [usize::from(self.effect % 3)];
+        Taint {
+            key: TAINT_KEYS[usize::from(self.key % 4)].to_string(),
+            value: if self.valued { "v".into() } else { String::new() },
+            effect,
+            time_added: (effect == TaintEffect::NoExecute).then_some(now),
+        }
+    }
+}
+
+/// A toleration, from a small vocabulary.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TolerationPick {
+    /// 0 any key, 1 not-ready, 2 unreachable, 3 the foreign key.
+    pub key: u8,
+    /// Exists (else Equal).
+    pub exists: bool,
+    /// Compare against value "v" (else "").
+    pub valued: bool,
+    /// 0 any effect, 1 NoExecute, 2 NoSchedule.
+    pub effect: u8,
+    /// `tolerationSeconds`: `None`, or a value from -1 to 254 (255 = a huge one).
+    pub seconds: Option<u8>,
+}
+
+impl TolerationPick {
+    /// The toleration.
+    pub fn toleration(self) -> Toleration {
+        Toleration {
+            key: ["", keys::TAINT_NOT_READY, keys::TAINT_UNREACHABLE, TAINT_KEYS[2]][usize::from(self.key % 4)]
+                .to_string(),
+            operator: if self.exists { TolerationOperator::Exists } else { TolerationOperator::Equal },
+            value: if self.valued { "v".into() } else { String::new() },
+            effect: [None, Some(TaintEffect::NoExecute), Some(TaintEffect::NoSchedule)][usize::from(self.effect % 3)],
+            seconds: self.seconds.map(|s| if s == 255 { i64::MAX } else { i64::from(s) - 1 }),
+        }
+    }
+}
+
+/// One thing that happens to the cluster (or the clock, or the controller).
+#[derive(Arbitrary, Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Creates (or replaces) a node.
+    AddNode {
+        /// Which node.
+        node: u8,
+        /// Its zone.
+        zone: u8,
+        /// Its Ready condition, with a heartbeat of now.
+        ready: Option<Status>,
+        /// How long ago it was created, in seconds.
+        created_ago: u8,
+        /// It has a Lease renewed now.
+        lease: bool,
+        /// Its kubelet runs.
+        kubelet: bool,
+        /// It carries the exclude-disruption label.
+        excluded: bool,
+        /// Its taints.
+        taints: Vec<TaintPick>,
+    },
+    /// Deletes a node (and its Lease).
+    DeleteNode {
+        /// Which node.
+        node: u8,
+    },
+    /// Posts a Ready status with a fresh heartbeat.
+    SetReady {
+        /// Which node.
+        node: u8,
+        /// The status.
+        status: Status,
+    },
+    /// Removes the Ready condition.
+    RemoveReady {
+        /// Which node.
+        node: u8,
+    },
+    /// Posts another condition.
+    SetCondition {
+        /// Which node.
+        node: u8,
+        /// Which condition.
+        kind: OtherCondition,
+        /// The status.
+        status: Status,
+    },
+    /// Renews the node's Lease now.
+    RenewLease {
+        /// Which node.
+        node: u8,
+    },
+    /// Replaces the node's taints.
+    SetTaints {
+        /// Which node.
+        node: u8,
+        /// The taints (at most 3 are used).
+        taints: Vec<TaintPick>,
+    },
+    /// Sets `spec.unschedulable`.
+    SetUnschedulable {
+        /// Which node.
+        node: u8,
+        /// The value.
+        value: bool,
+    },
+    /// Changes labels: zone, exclusion, OS.
+    SetLabels {
+        /// Moves the node to this zone.
+        zone: Option<u8>,
+        /// Which node.
+        node: u8,
+        /// Adds or removes the exclude-disruption label.
+        excluded: Option<bool>,
+        /// Sets (or removes) `kubernetes.io/os`.
+        os: Option<bool>,
+    },
+    /// Creates (or replaces, with a new uid) a pod.
+    AddPod {
+        /// Which pod.
+        pod: u8,
+        /// Its node.
+        node: Option<u8>,
+        /// Owned by a DaemonSet.
+        daemonset: bool,
+        /// Its Ready condition.
+        ready: Option<bool>,
+        /// Already terminating.
+        terminating: bool,
+        /// Its tolerations (at most 3 are used), before admission defaults.
+        tolerations: Vec<TolerationPick>,
+    },
+    /// Deletes a pod.
+    DeletePod {
+        /// Which pod.
+        pod: u8,
+    },
+    /// Binds an unbound pod to a node.
+    BindPod {
+        /// Which pod.
+        pod: u8,
+        /// Which node.
+        node: u8,
+    },
+    /// Replaces a pod's tolerations.
+    SetTolerations {
+        /// Which pod.
+        pod: u8,
+        /// The tolerations (at most 3 are used).
+        tolerations: Vec<TolerationPick>,
+    },
+    /// Stops a node's kubelet.
+    KubeletStop {
+        /// Which node.
+        node: u8,
+    },
+    /// Starts a node's kubelet.
+    KubeletStart {
+        /// Which node.
+        node: u8,
+    },
+    /// Moves the clock on by up to a minute.
+    Advance {
+        /// Milliseconds.
+        ms: u16,
+    },
+    /// Moves the clock on by up to four minutes.
+    AdvanceSecs {
+        /// Seconds.
+        secs: u8,
+    },
+    /// Replaces the controller with a fresh one.
+    RestartController,
+}
+
+/// The controller's configuration, from a few interesting values each.
+#[derive(Arbitrary, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// Legacy eviction instead of taints.
+    pub legacy: bool,
+    /// `node-eviction-rate`: 0.1, 1, 0.5, 0, 0.05.
+    pub rate: u8,
+    /// `secondary-node-eviction-rate`: 0.01, 0.1, 0.
+    pub secondary: u8,
+    /// `large-cluster-size-threshold`: 50, 2, 0, 4.
+    pub large: u8,
+    /// `unhealthy-zone-threshold`: 0.55, 0.3, 1.0, 0.7.
+    pub threshold: u8,
+    /// `pod-eviction-timeout`: 5m, 30s, 0, 90s.
+    pub timeout: u8,
+    /// Grace periods (monitor, startup): (40s, 60s), (10s, 20s), (5s, 5s).
+    pub grace: u8,
+    /// Admission defaults (not-ready, unreachable): 300/300, 30/10, none, 0/5.
+    pub admission: u8,
+    /// Eviction API instead of plain deletes.
+    pub evict: bool,
+}
+
+fn pick<T: Copy>(table: &[T], i: u8) -> T {
+    table[usize::from(i) % table.len()]
+}
+
+impl Setup {
+    /// The controller configuration.
+    pub fn config(&self) -> ControllerConfig {
+        let (grace, startup) = pick(&[(40, 60), (10, 20), (5, 5)], self.grace);
+        ControllerConfig {
+            node_monitor_period: Span::from_secs(5),
+            node_monitor_grace_period: Span::from_secs(grace),
+            node_startup_grace_period: Span::from_secs(startup),
+            pod_eviction_timeout: Span::from_secs(pick(&[300, 30, 0, 90], self.timeout)),
+            node_eviction_rate: pick(&[0.1, 1.0, 0.5, 0.0, 0.05], self.rate),
+            secondary_node_eviction_rate: pick(&[0.01, 0.1, 0.0], self.secondary),
+            large_cluster_size_threshold: pick(&[50, 2, 0, 4], self.large),
+            unhealthy_zone_threshold: pick(&[0.55, 0.3, 1.0, 0.7], self.threshold),
+            enable_taint_manager: !self.legacy,
+            pod_deletion_mode: if self.evict { DeletionMode::Evict } else { DeletionMode::Delete },
+        }
+    }
+
+    /// The admission defaults.
+    pub fn admission(&self) -> AdmissionDefaults {
+        let (not_ready_seconds, unreachable_seconds) =
+            pick(&[(Some(300), Some(300)), (Some(30), Some(10)), (None, None), (Some(0), Some(5))], self.admission);
+        AdmissionDefaults { not_ready_seconds, unreachable_seconds }
+    }
+}
+
+/// A whole fuzz input.
+#[derive(Arbitrary, Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// The configuration.
+    pub setup: Setup,
+    /// What happens, in order.
+    pub steps: Vec<Step>,
+}
+
+/// Steps one plan may hold.
+pub const MAX_STEPS: usize = 96;
+
+impl Plan {
+    /// A plan from raw bytes (a fuzzer's or proptest's): the setup, then
+    /// steps until the bytes run out (at most [`MAX_STEPS`]). Every byte
+    /// string is a valid plan.
+    pub fn from_bytes(bytes: &[u8]) -> Plan {
+        let mut u = arbitrary::Unstructured::new(bytes);
+        let setup = Setup::arbitrary(&mut u).unwrap_or_default();
+        let mut steps = Vec::new();
+        while !u.is_empty() && steps.len() < MAX_STEPS {
+            match Step::arbitrary(&mut u) {
+                Ok(step) => steps.push(step),
+                Err(_) => break,
+            }
+        }
+        Plan { setup, steps }
+    }
+}
+
+/// Why a plan failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Failure {
+    /// An invariant broke.
+    #[error("invariant broken after step {step}: {violation}")]
+    Invariant {
+        /// Index of the step being run.
+        step: usize,
+        /// What broke.
+        violation: Violation,
+    },
+    /// The simulated API server saw a write the controller must never make.
+    #[error("contract violation at {at} after step {step}: {what}")]
+    Contract {
+        /// Index of the step being run.
+        step: usize,
+        /// When.
+        at: Timestamp,
+        /// What.
+        what: String,
+    },
+    /// The engine and the reference model disagree.
+    #[error("engine and reference model disagree at {at} after step {step}: {difference}")]
+    Divergence {
+        /// Index of the step being run.
+        step: usize,
+        /// When.
+        at: Timestamp,
+        /// The first difference.
+        difference: Difference,
+    },
+}
+
+/// What a run did, for statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Steps run.
+    pub steps: usize,
+    /// Instants ticked.
+    pub instants: u64,
+    /// Engine actions applied.
+    pub actions: u64,
+}
+
+/// What to check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checks {
+    /// Run the invariant checker.
+    pub invariants: bool,
+    /// Run the reference model and compare.
+    pub reference: bool,
+}
+
+impl Default for Checks {
+    fn default() -> Self {
+        Checks { invariants: true, reference: true }
+    }
+}
+
+/// A cluster and its kubelets.
+struct World {
+    cluster: Cluster,
+    kubelets: Kubelets,
+}
+
+/// The engine's side.
+struct EngineSide {
+    engine: Engine,
+    observations: Sender<Observation>,
+    actions: Receiver<Action>,
+}
+
+/// Runs plans.
+pub struct Harness {
+    config: ControllerConfig,
+    checks: Checks,
+    now: Timestamp,
+    step: usize,
+    stats: Stats,
+    engine: EngineSide,
+    engine_world: World,
+    checker: InvariantChecker,
+    model: ReferenceModel,
+    model_world: World,
+    trace: Option<Vec<String>>,
+}
+
+fn node_name(i: u8) -> String {
+    format!("n{}", i % NODES)
+}
+
+fn pod_name(i: u8) -> String {
+    format!("ns/p{}", i % PODS)
+}
+
+fn zone_labels(zone: u8) -> [(String, String); 2] {
+    [
+        (keys::LABEL_TOPOLOGY_REGION.to_string(), "r".to_string()),
+        // Most nodes share zone 0, so that zones fill up enough for partial
+        // disruption (more than 2 not ready) to happen.
+        (keys::LABEL_TOPOLOGY_ZONE.to_string(), format!("z{}", if zone < 160 { 0 } else { zone % ZONES })),
+    ]
+}
+
+fn ready_reason(status: ConditionStatus) -> &'static str {
+    match status {
+        ConditionStatus::True => "KubeletReady",
+        ConditionStatus::False => "KubeletNotReady",
+        ConditionStatus::Unknown => "NodeStatusUnknown",
+    }
+}
+
+/// The taints a step sets: at most 3, possibly both `not-ready` and
+/// `unreachable` NoExecute (the invariant only forbids the controller from
+/// bringing them together).
+fn user_taints(picks: &[TaintPick], now: Timestamp) -> Vec<Taint> {
+    picks.iter().take(3).map(|p| p.taint(now)).collect()
+}
+
+/// Applies one external step to a cluster; returns what a watch delivers.
+fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation> {
+    let c = &mut world.cluster;
+    match step {
+        Step::AddNode { node, zone, ready, created_ago, lease, kubelet, excluded, taints } => {
+            let name = node_name(*node);
+            let created = now - Span::from_secs(i64::from(*created_ago));
+            let mut labels: BTreeMap<String, String> = zone_labels(*zone).into_iter().collect();
+            if *excluded {
+                labels.insert(keys::LABEL_EXCLUDE_DISRUPTION.to_string(), String::new());
+            }
+            let conditions = ready
+                .map(|s| {
+                    let status = ConditionStatus::from(s);
+                    NodeCondition {
+                        kind: ConditionType::Ready,
+                        status,
+                        reason: ready_reason(status).to_string(),
+                        message: String::new(),
+                        last_heartbeat: now,
+                        last_transition: created,
+                    }
+                })
+                .into_iter()
+                .collect();
+            let taints = user_taints(taints, now);
+            let snapshot =
+                NodeSnapshot { name: name.clone(), created, labels, conditions, taints, unschedulable: false };
+            world.kubelets.stop(&name);
+            let mut out = c.put_node(snapshot);
+            if *lease {
+                out.extend(c.set_lease(&name, now));
+            }
+            if *kubelet {
+                out.extend(world.kubelets.start(&name, now, c));
+            }
+            out
+        }
+        Step::DeleteNode { node } => {
+            let name = node_name(*node);
+            world.kubelets.stop(&name);
+            if c.node(&name).is_none() {
+                return Vec::new();
+            }
+            c.delete_node(&name)
+        }
+        Step::SetReady { node, status } => c.set_ready(&node_name(*node), (*status).into(), now),
+        Step::RemoveReady { node } => c.remove_condition(&node_name(*node), &ConditionType::Ready),
+        Step::SetCondition { node, kind, status } => {
+            let kind = match kind {
+                OtherCondition::Memory => ConditionType::MemoryPressure,
+                OtherCondition::Disk => ConditionType::DiskPressure,
+                OtherCondition::Pid => ConditionType::PidPressure,
+                OtherCondition::Network => ConditionType::NetworkUnavailable,
+            };
+            c.set_condition(&node_name(*node), &kind, (*status).into(), now)
+        }
+        Step::RenewLease { node } => {
+            let name = node_name(*node);
+            if c.node(&name).is_none() {
+                return Vec::new();
+            }
+            c.set_lease(&name, now)
+        }
+        Step::SetTaints { node, taints } => {
+            let taints = user_taints(taints, now);
+            c.set_taints(&node_name(*node), &taints)
+        }
+        Step::SetUnschedulable { node, value } => c.set_unschedulable(&node_name(*node), *value),
+        Step::SetLabels { node, zone, excluded, os } => {
+            let mut labels: BTreeMap<String, Option<String>> = BTreeMap::new();
+            if let Some(z) = zone {
+                labels.extend(zone_labels(*z).into_iter().map(|(k, v)| (k, Some(v))));
+            }
+            if let Some(x) = excluded {
+                labels.insert(keys::LABEL_EXCLUDE_DISRUPTION.to_string(), x.then(String::new));
+            }
+            if let Some(o) = os {
+                labels.insert(keys::LABEL_OS.to_string(), o.then(|| "linux".to_string()));
+            }
+            c.set_labels(&node_name(*node), &labels)
+        }
+        Step::AddPod { pod, node, daemonset, ready, terminating, tolerations } => c.add_pod(&PodSpec {
+            name: pod_name(*pod),
+            node: node.map(node_name),
+            daemonset: *daemonset,
+            ready: *ready,
+            terminating: *terminating,
+            tolerations: tolerations.iter().take(3).map(|t| t.toleration()).collect(),
+            refuse_deletions: 0,
+        }),
+        Step::DeletePod { pod } => {
+            let key = pod_name(*pod);
+            if c.pod(&key).is_none_or(|p| p.deleted) {
+                return Vec::new();
+            }
+            c.delete_pod(&key)
+        }
+        Step::BindPod { pod, node } => {
+            // The API server refuses to change a pod's node once set.
+            let key = pod_name(*pod);
+            if c.pod(&key).is_none_or(|p| p.node.is_some()) {
+                return Vec::new();
+            }
+            c.bind_pod(&key, &node_name(*node))
+        }
+        Step::SetTolerations { pod, tolerations } => {
+            let tolerations: Vec<Toleration> = tolerations.iter().take(3).map(|t| t.toleration()).collect();
+            c.set_tolerations(&pod_name(*pod), &tolerations)
+        }
+        Step::KubeletStop { node } => {
+            world.kubelets.stop(&node_name(*node));
+            Vec::new()
+        }
+        Step::KubeletStart { node } => {
+            let name = node_name(*node);
+            if c.node(&name).is_none() {
+                return Vec::new();
+            }
+            world.kubelets.start(&name, now, c)
+        }
+        Step::Advance { .. } | Step::AdvanceSecs { .. } | Step::RestartController => Vec::new(),
+    }
+}
+
+/// An action without its explanation, for traces.
+fn short(kind: &ActionKind) -> String {
+    match kind {
+        ActionKind::DeletePod { pod, uid, .. } => format!("DeletePod {pod} {uid}"),
+        ActionKind::RecordEvent(e) => format!("Event {} {}: {}", e.object, e.reason, e.message),
+        other => format!("{other:?}"),
+    }
+}
+
+impl EngineSide {
+    fn start(config: &ControllerConfig, at: Timestamp) -> EngineSide {
+        let (engine, observations, actions) =
+            Engine::with_channels(config.clone(), at).expect("every Setup gives a valid configuration");
+        EngineSide { engine, observations, actions }
+    }
+}
+
+impl Harness {
+    /// A harness at time 0 with an empty cluster, for `setup`.
+    pub fn new(setup: &Setup, checks: Checks) -> Harness {
+        let config = setup.config();
+        let world =
+            || World { cluster: Cluster::new(setup.admission()), kubelets: Kubelets::new(KubeletTiming::default()) };
+        Harness {
+            checker: InvariantChecker::new(&config),
+            engine: EngineSide::start(&config, Timestamp::EPOCH),
+            model: ReferenceModel::new(config.clone(), Timestamp::EPOCH),
+            config,
+            checks,
+            now: Timestamp::EPOCH,
+            step: 0,
+            stats: Stats::default(),
+            engine_world: world(),
+            model_world: world(),
+            trace: None,
+        }
+    }
+
+    /// Runs a whole plan, step by step, stopping at the first failure.
+    pub fn run(plan: &Plan, checks: Checks) -> Result<Stats, Failure> {
+        let mut h = Harness::new(&plan.setup, checks);
+        for step in &plan.steps {
+            h.step(step)?;
+        }
+        Ok(h.stats)
+    }
+
+    /// Records, from now on, every step and every write of both sides
+    /// (for reading a failure); [`Harness::trace`] returns it.
+    pub fn record_trace(&mut self) {
+        self.trace = Some(Vec::new());
+    }
+
+    /// What was recorded since [`Harness::record_trace`].
+    pub fn trace(&self) -> &[String] {
+        self.trace.as_deref().unwrap_or_default()
+    }
+
+    fn note(&mut self, line: impl FnOnce() -> String) {
+        if let Some(t) = &mut self.trace {
+            t.push(line());
+        }
+    }
+
+    /// What has run so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The engine's cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.engine_world.cluster
+    }
+
+    fn send(&mut self, observations: Vec<Observation>) {
+        for o in observations {
+            if self.checks.invariants {
+                self.checker.observe(self.now, &o);
+            }
+            // The engine holds the receiver for as long as it lives.
+            let _ = self.engine.observations.send(o);
+        }
+    }
+
+    /// Runs one step.
+    pub fn step(&mut self, step: &Step) -> Result<(), Failure> {
+        self.stats.steps += 1;
+        let now = self.now;
+        self.note(|| format!("{now} step {step:?}"));
+        match step {
+            Step::Advance { ms } => self.advance(Span::from_millis(i64::from(*ms))),
+            Step::AdvanceSecs { secs } => self.advance(Span::from_secs(i64::from(*secs))),
+            Step::RestartController => {
+                self.engine = EngineSide::start(&self.config, self.now);
+                // A new controller keeps nothing (its token buckets start
+                // full, C2), so the invariants start over from the cluster.
+                self.checker = InvariantChecker::new(&self.config);
+                let state = self.engine_world.cluster.state();
+                self.send(state);
+                self.model = ReferenceModel::new(self.config.clone(), self.now);
+                self.instant()
+            }
+            other => {
+                let observations = apply_step(&mut self.engine_world, other, self.now);
+                if self.checks.reference {
+                    apply_step(&mut self.model_world, other, self.now);
+                }
+                self.send(observations);
+                self.instant()
+            }
+        }
+        .inspect(|_| self.step += 1)
+    }
+
+    /// Moves the clock on by `by`, stopping at every instant either side
+    /// or a kubelet has something due.
+    fn advance(&mut self, by: Span) -> Result<(), Failure> {
+        let target = self.now + by;
+        loop {
+            if self.stats.instants >= MAX_INSTANTS {
+                return Ok(());
+            }
+            let now = self.now;
+            let mut candidates = vec![self.engine.engine.next_due()];
+            if self.checks.reference {
+                candidates.push(self.model.next_due());
+            }
+            candidates.extend(self.engine_world.kubelets.next_due());
+            let Some(next) = candidates.into_iter().filter(|&t| t > now).min().filter(|&t| t < target) else {
+                break;
+            };
+            self.now = next;
+            self.instant()?;
+        }
+        self.now = target;
+        self.instant()
+    }
+
+    /// One instant: kubelets, then the engine (and its actions), then the
+    /// model, then the comparison.
+    fn instant(&mut self) -> Result<(), Failure> {
+        self.stats.instants += 1;
+        let now = self.now;
+        let observations = self.engine_world.kubelets.run_due(now, &mut self.engine_world.cluster);
+        self.send(observations);
+        if self.checks.reference {
+            self.model_world.kubelets.run_due(now, &mut self.model_world.cluster);
+        }
+        // A refused write is learnt of in the same instant (bounded).
+        for _ in 0..4 {
+            self.engine.engine.tick(now);
+            let actions: Vec<Action> = self.engine.actions.try_iter().collect();
+            let zones = self.engine.engine.zones();
+            let all_down = self.engine.engine.all_zones_down();
+            let mut refused = false;
+            for action in actions {
+                self.stats.actions += 1;
+                self.note(|| format!("{now}   engine: {:?}", short(&action.kind)));
+                if self.checks.invariants
+                    && let Some(violation) =
+                        self.checker.check_action(now, &action, &zones, all_down).into_iter().next()
+                {
+                    return Err(Failure::Invariant { step: self.step, violation });
+                }
+                let applied = self.engine_world.cluster.apply_action(now, &action);
+                if let Some(what) = applied.violation {
+                    return Err(Failure::Contract { step: self.step, at: now, what });
+                }
+                refused |= matches!(applied.outcome, Some(WriteOutcome::Failed(_)));
+                self.send(applied.observations);
+            }
+            if self.checks.invariants {
+                self.checker.end_step(all_down);
+            }
+            if !refused {
+                break;
+            }
+        }
+        if self.checks.reference {
+            let writes = self.model.tick(now, &mut self.model_world.cluster);
+            for w in writes {
+                self.note(|| format!("{now}   model:  {:?}", short(&w)));
+            }
+            let flags = (self.engine.engine.all_zones_down(), self.model.all_zones_down());
+            if let Some(difference) = compare(
+                &self.engine_world.cluster,
+                &self.model_world.cluster,
+                &self.engine.engine.zones(),
+                &self.model.zones(),
+                flags,
+            ) {
+                return Err(Failure::Divergence { step: self.step, at: now, difference });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,178 @@
+//! The engine bugs the fuzzer found, each as the minimal plan that showed
+//! it. Each test fails on the engine before its fix: the reference model
+//! disagrees, or an invariant breaks.
+
+use nodewarden_reference::driver::{Status, TaintPick, TolerationPick};
+use nodewarden_reference::{Checks, Harness, Setup, Step};
+
+fn run(setup: Setup, steps: Vec<Step>) {
+    let mut h = Harness::new(&setup, Checks::default());
+    if std::env::var_os("TRACE").is_some() {
+        h.record_trace();
+    }
+    let result = steps.iter().try_for_each(|s| h.step(s));
+    for line in h.trace() {
+        println!("{line}");
+    }
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
+
+fn node(node: u8, zone: u8, ready: Option<Status>, excluded: bool, taints: Vec<TaintPick>) -> Step {
+    Step::AddNode { node, zone, ready, created_ago: 60, lease: false, kubelet: false, excluded, taints }
+}
+
+/// A healthy node in zone 2, so that not every zone is down.
+fn healthy() -> Step {
+    Step::AddNode {
+        node: 3,
+        zone: 2,
+        ready: Some(Status::True),
+        created_ago: 60,
+        lease: true,
+        kubelet: true,
+        excluded: false,
+        taints: vec![],
+    }
+}
+
+fn pod(pod: u8, node: u8, tolerations: Vec<TolerationPick>) -> Step {
+    Step::AddPod { pod, node: Some(node), daemonset: false, ready: Some(true), terminating: false, tolerations }
+}
+
+const NOT_READY: u8 = 0;
+const MAINTENANCE: u8 = 2;
+const NO_EXECUTE: u8 = 0;
+
+fn taint(key: u8, valued: bool) -> TaintPick {
+    TaintPick { key, effect: NO_EXECUTE, valued }
+}
+
+/// Master disruption mode paused only the zones with a state: a zone made
+/// only of excluded nodes kept tainting (and, in legacy mode, evicting).
+#[test]
+fn no_taint_in_a_zone_of_excluded_nodes_while_every_zone_is_down() {
+    for legacy in [false, true] {
+        // Grace 5 s; pod-eviction-timeout 0.
+        let setup = Setup { legacy, grace: 2, timeout: 2, ..Setup::default() };
+        run(
+            setup,
+            vec![
+                node(2, 2, Some(Status::True), true, vec![]),
+                pod(0, 2, vec![]),
+                node(4, 1, None, false, vec![]),
+                Step::AdvanceSecs { secs: 120 },
+            ],
+        );
+    }
+}
+
+/// A pod replaced under the same name (a new uid in one update) on the same
+/// node was neither marked NotReady by pod assignment nor evaluated by the
+/// taint manager.
+#[test]
+fn a_pod_recreated_under_the_same_name_is_handled_as_new() {
+    run(
+        Setup::default(),
+        vec![
+            node(0, 0, Some(Status::Unknown), false, vec![taint(MAINTENANCE, false)]),
+            Step::AdvanceSecs { secs: 6 },
+            pod(0, 0, vec![TolerationPick { key: 3, exists: true, valued: false, effect: 1, seconds: Some(31) }]),
+            Step::Advance { ms: 1000 },
+            pod(0, 0, vec![TolerationPick { key: 3, exists: true, valued: false, effect: 1, seconds: Some(31) }]),
+            Step::AdvanceSecs { secs: 60 },
+        ],
+    );
+}
+
+/// A restart's registration removes a node's NoExecute taint and the same
+/// pass adds one back: the taint manager saw only the end state and kept a
+/// deadline that the removal had cancelled, deleting the pod early.
+#[test]
+fn a_taint_removed_and_readded_in_one_instant_restarts_the_countdown() {
+    // Grace 5 s; admission defaults 30 s (not-ready) and 10 s (unreachable).
+    let setup = Setup { grace: 2, admission: 1, ..Setup::default() };
+    run(
+        setup,
+        vec![
+            // The first instant's monitor pass runs before the node exists.
+            healthy(),
+            node(0, 1, None, false, vec![taint(NOT_READY, false)]),
+            pod(1, 0, vec![TolerationPick { key: 2, exists: true, valued: false, effect: 1, seconds: Some(142) }]),
+            Step::AdvanceSecs { secs: 200 },
+        ],
+    );
+}
+
+/// A node deleted while its pods counted down, then re-created healthy
+/// under the same name: the re-creation (a node add without NoExecute
+/// taints) must cancel the countdowns.
+#[test]
+fn a_node_recreated_healthy_cancels_pending_deletions() {
+    // Grace 5 s, so the node is tainted at 10 s; pods are due at 310 s.
+    let setup = Setup { grace: 2, ..Setup::default() };
+    run(
+        setup,
+        vec![
+            healthy(),
+            Step::AddNode {
+                node: 1,
+                zone: 1,
+                ready: None,
+                created_ago: 100,
+                lease: true,
+                kubelet: false,
+                excluded: false,
+                taints: vec![],
+            },
+            pod(1, 1, vec![]),
+            Step::AdvanceSecs { secs: 100 },
+            Step::DeleteNode { node: 1 },
+            Step::AdvanceSecs { secs: 100 },
+            Step::AddNode {
+                node: 1,
+                zone: 1,
+                ready: None,
+                created_ago: 0,
+                lease: false,
+                kubelet: true,
+                excluded: false,
+                taints: vec![],
+            },
+            Step::AdvanceSecs { secs: 200 },
+        ],
+    );
+}
+
+/// `decide` stopped at the first toleration of 0 s, so a later untolerated
+/// taint went unnoticed and an already scheduled deletion was kept instead
+/// of happening at once.
+#[test]
+fn an_untolerated_taint_is_not_hidden_by_an_earlier_zero_second_toleration() {
+    // No admission defaults.
+    let setup = Setup { admission: 2, ..Setup::default() };
+    let tolerations = vec![
+        TolerationPick { key: 3, exists: false, valued: false, effect: 1, seconds: Some(1) },
+        TolerationPick { key: 3, exists: false, valued: true, effect: 1, seconds: Some(101) },
+    ];
+    run(
+        setup,
+        vec![
+            Step::AddNode {
+                node: 0,
+                zone: 0,
+                ready: Some(Status::True),
+                created_ago: 60,
+                lease: true,
+                kubelet: true,
+                excluded: false,
+                taints: vec![taint(MAINTENANCE, true)],
+            },
+            pod(0, 0, tolerations),
+            Step::AdvanceSecs { secs: 7 },
+            Step::SetTaints { node: 0, taints: vec![taint(MAINTENANCE, false), taint(NOT_READY, false)] },
+            Step::AdvanceSecs { secs: 120 },
+        ],
+    );
+}

@@ -1,0 +1,170 @@
+//! `cargo xtask load`: the controller on a large simulated cluster, with the
+//! figures that show whether it is fast and safe enough.
+//!
+//! Builds the release binary, runs `nodewarden sim --json` with the given
+//! shape (its progress goes to stderr), and prints one JSON report: wall and
+//! simulated time, tick time p50/p99/max (whole tick and per phase), peak
+//! RSS, CPU seconds per simulated hour, observations and actions per
+//! second, detection/tainting/eviction latencies, and the safety checks.
+//! Exits non-zero when a safety check failed.
+//!
+//! Peak RSS and CPU time are read by the simulation process itself from
+//! `/proc/self/status` (`VmHWM`) and `/proc/self/stat`: Linux only (they are
+//! `null` elsewhere). They cover the whole process: the simulated cluster
+//! and the invariant checker as well as the controller;
+//! `rss_before_controller_bytes` is what the process held before the
+//! controller started.
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::USAGE;
+
+struct LoadArgs {
+    nodes: u64,
+    zones: u64,
+    pods_per_node: u64,
+    scenario: String,
+    hours: f64,
+    seed: u64,
+    legacy: bool,
+}
+
+fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
+    let mut a = LoadArgs {
+        nodes: 10_000,
+        zones: 3,
+        pods_per_node: 30,
+        scenario: "zone-outage".into(),
+        hours: 1.0,
+        seed: 1,
+        legacy: false,
+    };
+    while let Some(flag) = args.next() {
+        if flag == "--legacy" {
+            a.legacy = true;
+            continue;
+        }
+        let Some(value) = args.next() else { bail!("{flag} needs a value\n\n{USAGE}") };
+        let number = |what: &str| -> Result<u64> {
+            value.parse().with_context(|| format!("{what} must be a whole number, got {value:?}"))
+        };
+        match flag.as_str() {
+            "--nodes" => a.nodes = number("--nodes")?,
+            "--zones" => a.zones = number("--zones")?,
+            "--pods-per-node" => a.pods_per_node = number("--pods-per-node")?,
+            "--seed" => a.seed = number("--seed")?,
+            "--scenario" => a.scenario = value,
+            "--hours" => {
+                a.hours = value.parse().with_context(|| format!("--hours must be a number, got {value:?}"))?;
+                if !(a.hours.is_finite() && a.hours > 0.0) {
+                    bail!("--hours must be positive, got {value}");
+                }
+            }
+            other => bail!("unknown flag {other:?}\n\n{USAGE}"),
+        }
+    }
+    Ok(a)
+}
+
+/// Runs the load test and prints its report.
+pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
+    let a = parse(args)?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
+    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), std::path::PathBuf::from);
+    let binary = target.join("release").join("nodewarden");
+    let mut sim_args: Vec<String> = vec![
+        "sim".into(),
+        "--json".into(),
+        "--nodes".into(),
+        a.nodes.to_string(),
+        "--zones".into(),
+        a.zones.to_string(),
+        "--pods-per-node".into(),
+        a.pods_per_node.to_string(),
+        "--scenario".into(),
+        a.scenario.clone(),
+        "--hours".into(),
+        a.hours.to_string(),
+        "--seed".into(),
+        a.seed.to_string(),
+    ];
+    if a.legacy {
+        sim_args.push("--legacy".into());
+    }
+    let command = format!("{} {}", binary.display(), sim_args.join(" "));
+    eprintln!("$ {command}");
+    let started = Instant::now();
+    let output = Command::new(&binary)
+        .args(&sim_args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not start {}", binary.display()))?;
+    let process_wall = started.elapsed().as_secs_f64();
+    let mut report: Value = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!("nodewarden sim did not print a JSON report ({}); see its messages above", output.status)
+    })?;
+    let Some(obj) = report.as_object_mut() else { bail!("nodewarden sim printed JSON that is not an object") };
+    let loop_wall = obj.get("wall_seconds").and_then(Value::as_f64).unwrap_or(0.0);
+    let simulated = obj.get("simulated_seconds").and_then(Value::as_f64).unwrap_or(0.0);
+    let tick_p99 = obj.get("tick_ms").and_then(|t| t.get("p99")).and_then(Value::as_f64);
+    let rss = obj.get("peak_rss_bytes").and_then(Value::as_u64);
+    // Wall time is the whole process (building the cluster included); the
+    // simulation loop alone is kept beside it.
+    obj.insert("simulation_wall_seconds".into(), json!(loop_wall));
+    obj.insert("wall_seconds".into(), json!((process_wall * 1000.0).round() / 1000.0));
+    obj.insert("hours".into(), json!(a.hours));
+    obj.insert("command".into(), json!(command));
+    let per_hour = process_wall * 3600.0 / simulated.max(1e-9);
+    obj.insert(
+        "targets".into(),
+        json!({
+            "wall_seconds_per_simulated_hour": (per_hour * 1000.0).round() / 1000.0,
+            "wall_seconds_per_simulated_hour_at_most_60": per_hour <= 60.0,
+            "tick_p99_under_10ms": tick_p99.map(|p| p < 10.0),
+            "peak_rss_under_1gib": rss.map(|r| r < 1 << 30),
+        }),
+    );
+    // The per-zone state history is for the HTML report, not for scripts.
+    if let Some(zones) = obj.get_mut("zones").and_then(Value::as_array_mut) {
+        for z in zones {
+            if let Some(z) = z.as_object_mut() {
+                z.remove("states");
+            }
+        }
+    }
+    let safe = obj.get("safety").and_then(Value::as_object).is_some_and(|s| s.values().all(|v| v == &json!(true)));
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    if !safe {
+        bail!("a safety check failed (see \"safety\" and \"violations\" above)");
+    }
+    if !output.status.success() {
+        bail!("nodewarden sim failed ({})", output.status);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> impl Iterator<Item = String> {
+        s.split_whitespace().map(String::from).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn parses_flags_and_refuses_bad_ones() {
+        let a = parse(args("--nodes 100 --hours 0.5 --scenario flapping --legacy")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((a.nodes, a.hours, a.scenario.as_str(), a.legacy), (100, 0.5, "flapping", true));
+        assert!(parse(args("--nodes ten")).is_err());
+        assert!(parse(args("--hours -1")).is_err());
+        assert!(parse(args("--nodes")).is_err());
+        assert!(parse(args("--bogus 1")).is_err());
+    }
+}
