@@ -150,6 +150,7 @@ impl<K: Clone + Eq + Hash> RateLimitedTimedQueue<K> {
             Some(Membership::Queued(seq)) => {
                 // The heap entry becomes stale and is skipped when reached.
                 self.entries.remove(&seq);
+                self.compact_if_stale();
                 true
             }
             Some(Membership::Done) => true,
@@ -192,6 +193,17 @@ impl<K: Clone + Eq + Hash> RateLimitedTimedQueue<K> {
     /// Changes the rate (`SwapLimiter`).
     pub fn swap_rate(&mut self, qps: f64, now: Timestamp) {
         self.limiter.swap_rate(qps, now);
+    }
+
+    /// Rebuilds the heap from the live entries once stale ones (left by
+    /// removals) outnumber them. Upstream's remove-before-add re-queues
+    /// every still-untainted node on every monitor pass, so without this a
+    /// long outage would grow the heap by the number of waiting nodes each
+    /// pass. Amortised O(1) per removal.
+    fn compact_if_stale(&mut self) {
+        if self.heap.len() > 2 * self.entries.len() + 64 {
+            self.heap = self.entries.values().map(|e| Reverse((e.process_at, e.seq))).collect();
+        }
     }
 
     fn drop_stale_head(&mut self) {
@@ -402,6 +414,29 @@ mod tests {
         assert!(q.is_queued(&"x"));
         assert_eq!(drain_all(&mut q, ms(50)), Vec::<&str>::new());
         assert_eq!(drain_all(&mut q, ms(51)), ["x"]);
+    }
+
+    #[test]
+    fn re_queueing_the_same_keys_does_not_grow_the_heap() {
+        let mut q = RateLimitedTimedQueue::new(0.0, t(0));
+        for pass in 0..1000 {
+            for key in 0..100u32 {
+                q.remove(&key);
+                q.add(key, t(pass));
+            }
+        }
+        assert_eq!(q.len(), 100);
+        assert!(q.heap.len() <= 3 * 100 + 64, "heap holds {} entries", q.heap.len());
+        // Order is still by time added, then insertion order.
+        q.swap_rate(1e6, t(2000));
+        let mut out = vec![];
+        for i in 0..200 {
+            q.try_drain(t(3000 + i), |k, _| {
+                out.push(*k);
+                Attempt::Done
+            });
+        }
+        assert_eq!(out, (0..100u32).collect::<Vec<_>>());
     }
 
     #[test]

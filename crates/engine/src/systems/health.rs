@@ -26,10 +26,12 @@ pub fn update_node_health(
     mut scratch: ResMut<PassScratch>,
     mut nodes: Query<(Entity, &ReadyView, &LeaseView, &mut Health, &NodeFlags, &InZone, Has<ExcludedFromDisruption>)>,
     created: Query<&NodeMeta>,
+    zone_queues: Query<&Zone>,
 ) {
     let now = now.0;
     let cfg = &settings.0;
     let scratch = &mut *scratch;
+    let taint_mode = cfg.enable_taint_manager;
     scratch.work.clear();
     scratch.tally.clear();
     scratch.tally.resize(zones.by_slot.len(), ZoneTally::default());
@@ -109,9 +111,22 @@ pub fn update_node_health(
             || match current {
                 None => false,
                 Some(ConditionStatus::True) => !flags.is_clean(),
-                // Unhealthy nodes are re-examined every pass (E3: a taint
-                // removed by hand is queued again; J2: the legacy timeout).
-                Some(_) => true,
+                // Legacy decisions depend on time (J2): every pass.
+                Some(_) if !taint_mode => true,
+                // Taint mode: a node that carries its taint, or waits in its
+                // zone's queue for it, has nothing to decide; only a swap, a
+                // node not queued yet, or one whose taint went missing after
+                // it was processed (E3) has.
+                Some(status) => {
+                    let (has_wanted, has_opposite) = if status == ConditionStatus::False {
+                        (flags.not_ready_taint, flags.unreachable_taint)
+                    } else {
+                        (flags.unreachable_taint, flags.not_ready_taint)
+                    };
+                    has_opposite
+                        || !flags.queued
+                        || (!has_wanted && zone_queues.get(in_zone.zone).is_ok_and(|z| !z.queue.is_queued(&entity)))
+                }
             };
         if needs_work {
             scratch.work.push(NodeWork {
@@ -337,8 +352,11 @@ fn taint_decision(
         added.time_added = Some(now);
         return Some(added);
     }
-    // E3: a node missing its taint is re-queued (remove before add).
-    if !has_wanted && target.flags.queued {
+    // E3: a node processed earlier whose taint is gone (removed by hand) is
+    // queued again. Upstream removes and re-adds every untainted node on
+    // every pass, which also sends the ones still waiting to the back of the
+    // queue; here they keep their place (first queued, first tainted).
+    if !has_wanted && target.flags.queued && !zone.queue.is_queued(&target.entity) {
         zone.queue.remove(&target.entity);
         target.flags.queued = false;
     }

@@ -127,7 +127,10 @@ impl ReferenceModel {
         }
         let zone = zone_of(&node.labels);
         if let Some(q) = self.queues.get_mut(&zone) {
-            if !has_wanted {
+            // E3: a node processed earlier whose taint is gone (removed by
+            // hand) is queued again; one still waiting keeps its place
+            // (ours: upstream re-queues it too, moving it to the back).
+            if !has_wanted && q.done.contains(name) {
                 q.remove(&name.to_string());
             }
             q.add(name.to_string(), now);
