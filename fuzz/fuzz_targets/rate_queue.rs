@@ -8,7 +8,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use nodewarden_engine::queue::{Attempt, RateLimitedTimedQueue};
+use nodewarden_engine::internals::{Attempt, RateLimitedTimedQueue};
 use nodewarden_model::{Span, Timestamp};
 use nodewarden_reference::model::queue::{RefAttempt, RefQueue};
 

@@ -13,7 +13,11 @@
 //! `null` elsewhere). They cover the whole process: the simulated cluster
 //! and the invariant checker as well as the controller;
 //! `rss_before_controller_bytes` is what the process held before the
-//! controller started.
+//! controller started. `engine_only` is the engine's own figure, apart from
+//! the simulator: the `engine-memory` binary (`xtask/src/bin/`) feeds an
+//! engine the same fleet's observations and counts its live bytes with a
+//! counting allocator (total, per node, per pod), its first tick and its
+//! monitor passes.
 
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -139,6 +143,10 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
             }
         }
     }
+    // The engine alone on the same fleet, memory counted by allocator: the
+    // controller's own figure, apart from the simulated cluster above.
+    let engine_only = engine_only(&cargo, &target, &a)?;
+    obj.insert("engine_only".into(), engine_only);
     let safe = obj.get("safety").and_then(Value::as_object).is_some_and(|s| s.values().all(|v| v == &json!(true)));
     println!("{}", serde_json::to_string_pretty(&report)?);
     if !safe {
@@ -148,6 +156,36 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
         bail!("nodewarden sim failed ({})", output.status);
     }
     Ok(())
+}
+
+/// Runs `engine-memory` (this crate's measuring binary) on the load test's
+/// fleet and returns its JSON report: the engine's live bytes (total, per
+/// node, per pod), its first tick and its monitor passes, without the
+/// simulated cluster.
+fn engine_only(cargo: &str, target: &std::path::Path, a: &LoadArgs) -> Result<Value> {
+    crate::run(cargo, &["build", "--release", "-p", "xtask", "--bin", "engine-memory"])?;
+    let binary = target.join("release").join("engine-memory");
+    let args = [
+        "--nodes".to_string(),
+        a.nodes.to_string(),
+        "--zones".into(),
+        a.zones.to_string(),
+        "--pods-per-node".into(),
+        a.pods_per_node.to_string(),
+        "--seed".into(),
+        a.seed.to_string(),
+    ];
+    eprintln!("$ {} {}", binary.display(), args.join(" "));
+    let output = Command::new(&binary)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not start {}", binary.display()))?;
+    if !output.status.success() {
+        bail!("engine-memory failed ({})", output.status);
+    }
+    serde_json::from_slice(&output.stdout).context("engine-memory did not print a JSON report")
 }
 
 #[cfg(test)]

@@ -18,7 +18,11 @@ tasks:
           [--nodes 10000] [--zones 3] [--pods-per-node 30] [--scenario zone-outage]
           [--hours 1] [--seed 1] [--legacy]
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
-          [--time 60s] [--target NAME] [--cmin]";
+          [--time 60s] [--target NAME] [--cmin]
+  transcripts
+          checks that `nodewarden replay` of every scenario under tests/scenarios/
+          and ../shared/conformance/ prints exactly its stored transcript
+          (tests/transcripts/); --bless re-records them after a meant change";
 
 /// One step of a task: a command line, shown before it runs.
 fn run(program: &str, args: &[&str]) -> Result<()> {
@@ -38,12 +42,34 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
+/// Runs the transcript test; with `--bless`, re-records the transcripts.
+fn transcripts(mut args: impl Iterator<Item = String>) -> Result<()> {
+    let bless = match args.next().as_deref() {
+        None => false,
+        Some("--bless") => true,
+        Some(other) => bail!("unknown flag {other:?} for `cargo xtask transcripts` (only --bless)"),
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let args = ["test", "-p", "nodewarden-sim", "--test", "transcripts"];
+    eprintln!("$ {}{cargo} {}", if bless { "NODEWARDEN_BLESS=1 " } else { "" }, args.join(" "));
+    let status = Command::new(&cargo)
+        .args(args)
+        .env("NODEWARDEN_BLESS", if bless { "1" } else { "0" })
+        .status()
+        .with_context(|| format!("could not start {cargo}"))?;
+    if !status.success() {
+        bail!("the transcripts differ ({status}); see the test's output");
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("ci") => ci(),
         Some("load") => load::load(args),
         Some("fuzz") => fuzz::fuzz(args),
+        Some("transcripts") => transcripts(args),
         Some("-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(())

@@ -21,6 +21,8 @@ use nodewarden_sim::{
 };
 use tracing_subscriber::EnvFilter;
 
+mod run;
+mod serve;
 mod sim;
 
 /// Exit code: every expectation held.
@@ -48,7 +50,7 @@ enum Command {
     /// per zone when nodes were seen dead, tainted and their pods evicted,
     /// against what the configuration predicts. Exits 0 when every safety
     /// check held, 1 when one failed, 2 on bad flags or input.
-    Sim(sim::SimArgs),
+    Sim(Box<sim::SimArgs>),
     /// Replay a scenario file against the controller on a virtual clock.
     ///
     /// Prints one JSON object a line: every write the controller made,
@@ -56,6 +58,8 @@ enum Command {
     /// Exits 0 when every expectation holds, 1 when one fails, 2 when the
     /// file is invalid.
     Replay(ReplayArgs),
+    /// Run the controller against a Kubernetes API server (kube-controller-manager's flags).
+    Run(Box<run::RunArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -75,13 +79,26 @@ struct ReplayArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A simulated control-plane outage refuses every write: one warning per
-    // refused write would bury the progress line, so `sim` keeps those quiet.
+    // refused write would bury the progress line, so `sim` keeps those quiet
+    // (ingest logs refused writes; the taint manager and legacy eviction log
+    // their refused deletions as they retry them).
     init_logging(match cli.command {
-        Command::Sim(_) => "warn,nodewarden_engine::ingest=error",
+        Command::Sim(_) => {
+            "warn,nodewarden_engine::ingest=error,nodewarden_engine::systems::taint_manager=error,\
+             nodewarden_engine::systems::legacy=error"
+        }
         Command::Replay(_) => "warn",
+        Command::Run(_) => "info",
     });
     let code = match cli.command {
         Command::Replay(args) => replay(&args),
+        Command::Run(args) => match run::run(&args) {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                EXIT_INVALID
+            }
+        },
         Command::Sim(args) => match sim::run(&args) {
             Ok(true) => EXIT_OK,
             Ok(false) => EXIT_FAILED,
@@ -170,4 +187,30 @@ fn run_replay(file: &Path, quiet: bool) -> anyhow::Result<bool> {
     // Already flushed by the replay; a late failure here changes nothing.
     let _ = out.flush();
     Ok(summary.ok())
+}
+
+/// A Prometheus builder whose two latency metrics are histograms with
+/// upstream's bucket boundaries (not summaries), so dashboards built on
+/// `histogram_quantile` over `_bucket` work: kube-controller-manager's
+/// `node_collector_update_all_nodes_health_duration_seconds` uses
+/// `ExponentialBuckets(0.01, 4, 8)`, and
+/// `taint_eviction_controller_pod_deletion_duration_seconds` uses
+/// 0.005 .. 240 s.
+pub(crate) fn prometheus() -> metrics_exporter_prometheus::PrometheusBuilder {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let exponential: Vec<f64> = (0..8).map(|i| 0.01 * 4f64.powi(i)).collect();
+    let deletion = [0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 30.0, 60.0, 120.0, 180.0, 240.0];
+    // Only empty bucket lists are refused; these are not empty.
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("node_collector_update_all_nodes_health_duration_seconds".into()),
+            &exponential,
+        )
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full("taint_eviction_controller_pod_deletion_duration_seconds".into()),
+                &deletion,
+            )
+        })
+        .unwrap_or_else(|_| PrometheusBuilder::new())
 }

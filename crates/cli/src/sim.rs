@@ -11,7 +11,6 @@ use clap::Args;
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_sim::fleet::FleetSpec;
 use nodewarden_sim::report::{self, RunInfo, human, human_span};
-use nodewarden_sim::simulation::parse_config;
 use nodewarden_sim::{Builtin, SimOptions, Simulation, Source, load_scenario};
 
 /// Arguments of `nodewarden sim`.
@@ -19,51 +18,91 @@ use nodewarden_sim::{Builtin, SimOptions, Simulation, Source, load_scenario};
 pub struct SimArgs {
     /// Nodes in the simulated cluster.
     #[arg(long, default_value_t = 1000)]
-    nodes: usize,
+    pub(crate) nodes: usize,
     /// Zones the nodes are spread over.
     #[arg(long, default_value_t = 3)]
-    zones: usize,
+    pub(crate) zones: usize,
     /// Pods on each node (two of them DaemonSet pods).
     #[arg(long, default_value_t = 30)]
-    pods_per_node: usize,
+    pub(crate) pods_per_node: usize,
     /// A built-in scenario (node-crash, zone-outage, partial-zone, flapping,
     /// control-plane-outage, controller-restart, rolling-failure) or a
     /// scenario file (its own nodes, pods, config and events).
-    #[arg(long, default_value = "zone-outage")]
-    scenario: String,
+    /// (default: zone-outage; with --serve, none).
+    #[arg(long)]
+    pub(crate) scenario: Option<String>,
     /// Run at this many times real time (60 = one simulated minute per
     /// second); as fast as possible when not given.
     #[arg(long)]
-    speed: Option<f64>,
+    pub(crate) speed: Option<f64>,
     /// Simulated time (e.g. 30m, 2h); the scenario's own when not given.
     #[arg(long, conflicts_with = "hours")]
-    duration: Option<Span>,
+    pub(crate) duration: Option<Span>,
     /// Simulated time in hours (e.g. 1, 0.5).
     #[arg(long)]
-    hours: Option<f64>,
+    pub(crate) hours: Option<f64>,
     /// Seed for kubelet phases, pod tolerations and which nodes fail.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Controller flags as a YAML mapping with kube-controller-manager's
     /// names (`node-monitor-grace-period: 50s`, ...).
     #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Legacy eviction mode (`enable-taint-manager: false`).
     #[arg(long)]
-    legacy: bool,
+    pub(crate) legacy: bool,
     /// Print the figures as JSON on stdout instead of the summary.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Also write a self-contained HTML page with a timeline chart.
     #[arg(long, value_name = "FILE.html")]
-    report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Serve the controller's Prometheus metrics here while it runs
     /// (e.g. 127.0.0.1:9090).
     #[arg(long, value_name = "ADDR")]
-    metrics_addr: Option<SocketAddr>,
+    pub(crate) metrics_addr: Option<SocketAddr>,
     /// No progress on stderr.
     #[arg(long, short)]
-    quiet: bool,
+    pub(crate) quiet: bool,
+    /// Serve the simulated cluster over the Kubernetes API on this address
+    /// (e.g. 127.0.0.1:6443) in real time, for kubectl, k9s or any client,
+    /// instead of running the controller on a virtual clock.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) serve: Option<SocketAddr>,
+    /// With --serve: write a kubeconfig for the server to this file.
+    #[arg(long, value_name = "FILE", requires = "serve")]
+    pub(crate) write_kubeconfig: Option<PathBuf>,
+    /// With --serve: run nodewarden's controller in-process against it.
+    #[arg(long, requires = "serve")]
+    pub(crate) controller: bool,
+    /// With --serve: inject an API fault, KIND[:ARGS]@START[+DURATION]
+    /// (outage@60s+30s, errors:0.5:503@10s+20s, throttle:1:2@0s+10s,
+    /// latency:200ms@0s+1m, drop-watches@30s); repeatable.
+    #[arg(long, value_name = "SPEC", requires = "serve")]
+    pub(crate) api_fault: Vec<String>,
+    /// With --serve: allow a non-loopback address. The server has no
+    /// authentication and no TLS: anyone who can reach it can change the
+    /// simulated cluster.
+    #[arg(long, requires = "serve")]
+    pub(crate) insecure_allow_remote: bool,
+}
+
+/// The controller's flags: `--config`'s file (kube-controller-manager's
+/// names) or the defaults, and `--legacy`. Shared by `sim` and
+/// `sim --serve --controller`.
+pub(crate) fn controller_config(args: &SimArgs) -> anyhow::Result<ControllerConfig> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            ControllerConfig::from_yaml(&text)
+                .with_context(|| format!("invalid controller config {}", path.display()))?
+        }
+        None => ControllerConfig::default(),
+    };
+    if args.legacy {
+        config.enable_taint_manager = false;
+    }
+    Ok(config)
 }
 
 fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
@@ -90,23 +129,15 @@ fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
         },
         (None, None) => None,
     };
-    let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            parse_config(&text).with_context(|| format!("invalid controller config {}", path.display()))?
-        }
-        None => ControllerConfig::default(),
-    };
-    if args.legacy {
-        config.enable_taint_manager = false;
-    }
-    let source = match args.scenario.parse::<Builtin>() {
+    let config = controller_config(args)?;
+    let scenario = args.scenario.as_deref().unwrap_or("zone-outage");
+    let source = match scenario.parse::<Builtin>() {
         Ok(b) => Source::Builtin(
             b,
             FleetSpec { nodes: args.nodes, zones: args.zones, pods_per_node: args.pods_per_node, seed: args.seed },
         ),
         Err(unknown) => {
-            let path = Path::new(&args.scenario);
+            let path = Path::new(scenario);
             if !path.is_file() {
                 bail!(unknown);
             }
@@ -185,9 +216,12 @@ fn publish(sim: &Simulation) {
 
 /// Runs `nodewarden sim`; `Ok(true)` when every safety check held.
 pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
+    if args.serve.is_some() {
+        return crate::serve::run(args).map(|()| true);
+    }
     let opts = options(args)?;
     if let Some(addr) = args.metrics_addr {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
+        crate::prometheus()
             .with_http_listener(addr)
             .install()
             .with_context(|| format!("cannot serve metrics on {addr}"))?;

@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use crossbeam_channel::{Receiver, Sender};
-use nodewarden_engine::{Action, Engine, NodeSnapshot, Observation, PodSnapshot};
+use nodewarden_engine::{Engine, NodeSnapshot, Observation, PodSnapshot};
 use nodewarden_model::{
     ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, Taint, TaintEffect, Timestamp, Toleration,
     TolerationOperator, keys,
@@ -61,14 +60,14 @@ fn toleration(seconds: i64) -> Toleration {
 
 /// An engine that knows the healthy zone and its pods, plus the
 /// observations that taint every node.
-fn setup() -> (Engine, Sender<Observation>, Receiver<Action>, Vec<Observation>) {
+fn setup() -> (Engine, Vec<Observation>) {
     let config = ControllerConfig { node_monitor_grace_period: Span::from_secs(1_000_000), ..Default::default() };
-    let (mut engine, tx, rx) = Engine::with_channels(config, Timestamp::EPOCH).expect("valid config");
+    let mut engine = Engine::new(config, Timestamp::EPOCH).expect("valid config");
     for i in 0..NODES {
-        tx.send(Observation::NodeUpserted(node(i, false))).expect("open");
+        engine.observe(Observation::NodeUpserted(node(i, false)));
         for j in 0..PODS_PER_NODE {
             let seconds = if j % 2 == 0 { 300 } else { 3600 };
-            tx.send(Observation::PodUpserted(PodSnapshot {
+            engine.observe(Observation::PodUpserted(PodSnapshot {
                 key: format!("default/pod-{i:05}-{j:02}"),
                 uid: format!("uid-{i}-{j}"),
                 node: Some(format!("node-{i:05}")),
@@ -76,14 +75,12 @@ fn setup() -> (Engine, Sender<Observation>, Receiver<Action>, Vec<Observation>) 
                 ready: Some(true),
                 terminating: false,
                 tolerations: vec![toleration(seconds), toleration(seconds)],
-            }))
-            .expect("open");
+            }));
         }
     }
-    engine.tick(Timestamp::EPOCH);
-    rx.try_iter().for_each(drop);
+    let _ = engine.tick(Timestamp::EPOCH);
     let taint: Vec<Observation> = (0..NODES).map(|i| Observation::NodeUpserted(node(i, true))).collect();
-    (engine, tx, rx, taint)
+    (engine, taint)
 }
 
 fn eviction(c: &mut Criterion) {
@@ -95,26 +92,26 @@ fn eviction(c: &mut Criterion) {
     group.bench_function("schedule_all", |b| {
         b.iter_batched(
             setup,
-            |(mut engine, tx, rx, taint)| {
+            |(mut engine, taint)| {
                 for o in taint {
-                    tx.send(o).expect("open");
+                    engine.observe(o);
                 }
-                engine.tick(black_box(at));
+                let actions = engine.tick(black_box(at));
                 // Nothing is due yet: no deletion may have been issued.
-                assert!(rx.try_iter().all(|a| !matches!(a.kind, nodewarden_engine::ActionKind::DeletePod { .. })));
+                assert!(actions.iter().all(|a| !matches!(a.kind, nodewarden_engine::ActionKind::DeletePod { .. })));
                 engine
             },
             BatchSize::PerIteration,
         )
     });
 
-    let (mut engine, tx, rx, taint) = setup();
+    let (mut engine, taint) = setup();
     for o in taint {
-        tx.send(o).expect("open");
+        engine.observe(o);
     }
-    engine.tick(at);
-    rx.try_iter().for_each(drop);
+    let _ = engine.tick(at);
     let mut now = at;
+    let mut acted = Vec::new();
     group.bench_function("idle_tick", |b| {
         b.iter(|| {
             // Nanosecond steps: millions of iterations stay short of the
@@ -122,10 +119,12 @@ fn eviction(c: &mut Criterion) {
             // master disruption mode and lift every taint) and of the
             // deadlines.
             now += Span::from_nanos(1);
-            engine.tick(black_box(now));
+            let actions = engine.tick(black_box(now));
+            if acted.len() < 5 {
+                acted.extend(actions);
+            }
         })
     });
-    let acted: Vec<_> = rx.try_iter().take(5).collect();
     assert!(acted.is_empty(), "idle ticks must not act: {acted:#?}");
     group.finish();
 }

@@ -10,9 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use nodewarden_model::{NodeCondition, Taint};
-
-use crate::observation::PodKey;
+use nodewarden_model::{NodeCondition, PodKey, Taint};
 
 /// Identifies an action, so its outcome can be reported back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,7 +57,9 @@ pub struct Event {
 }
 
 /// The part of an object a write touches. Writes to different slots of one
-/// object touch disjoint fields, so they may be in flight together.
+/// object touch disjoint fields, so they may be in flight together. Public
+/// because whoever applies the writes (an adapter, the simulator, the
+/// invariant checker) needs the same notion of "the same write in flight".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WriteSlot {
     /// A node's status conditions.
@@ -146,7 +146,9 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
-    /// The object and slot this write occupies; `None` for Events.
+    /// The object and slot this write occupies; `None` for Events. The
+    /// engine keeps at most one write per slot in flight; drivers use this
+    /// to tell writes (which get an outcome back) from Events (which don't).
     pub fn slot(&self) -> Option<(ObjectRef, WriteSlot)> {
         match self {
             ActionKind::UpdateNodeConditions { node, .. } => {

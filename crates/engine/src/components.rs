@@ -5,11 +5,14 @@
 //! in separate components that only the cold paths touch.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{ConditionStatus, NodeCondition, Taint, Timestamp, Toleration, ZoneKey};
+use nodewarden_model::{
+    ConditionStatus, ControllerConfig, NodeCondition, Taint, Timestamp, Toleration, ZoneKey, ZoneState, keys,
+};
 
-use crate::engine::ZoneState;
+use crate::explain::{NodeFacts, TaintingFacts, Verdict};
 use crate::queue::RateLimitedTimedQueue;
 
 /// A node's name (also its Lease's name).
@@ -21,10 +24,29 @@ pub struct NodeName(pub String);
 pub struct NodeMeta {
     /// `metadata.creationTimestamp`.
     pub created: Timestamp,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    /// The labels label reconciliation compares; no other label is read
+    /// after ingest (the zone and the disruption exclusion are taken from
+    /// the snapshot there), so no other is kept.
+    pub labels: ReconciledLabels,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
+}
+
+/// The values of the label pairs `reconcileNodeLabels` keeps equal
+/// ([`keys::RECONCILED_LABELS`]): for each pair, the stable label's value
+/// then the deprecated (beta) one's. Keeping these four instead of the
+/// whole label map saves most of a node's memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReconciledLabels(pub [[Option<Box<str>>; 2]; keys::RECONCILED_LABELS.len()]);
+
+impl ReconciledLabels {
+    /// The reconciled labels of a node's label map.
+    pub fn of(labels: &BTreeMap<String, String>) -> ReconciledLabels {
+        ReconciledLabels(
+            keys::RECONCILED_LABELS
+                .map(|(stable, beta)| [stable, beta].map(|k| labels.get(k).map(|v| v.as_str().into()))),
+        )
+    }
 }
 
 /// The Ready condition, reduced to what the health pass compares.
@@ -79,6 +101,20 @@ pub struct HealthRecord {
     pub saved_ready: Option<(Timestamp, Timestamp)>,
     /// The saved Lease's renew time; `None` when no Lease was saved.
     pub saved_lease: Option<Option<Timestamp>>,
+}
+
+/// What the controller knows of a node's heartbeats, in the form a deletion's
+/// [`Explanation`](crate::explain::Explanation) records it. Lives with the
+/// components it reads, so the boundary type knows nothing of the ECS.
+pub fn node_facts(health: &Health, ready: &ReadyView, lease: &LeaseView, cfg: &ControllerConfig) -> NodeFacts {
+    NodeFacts {
+        ready: ready.status,
+        ready_since: health.0.map(|h| h.ready_transition),
+        last_heartbeat_seen: health.0.map(|h| h.probe),
+        status_heartbeat: ready.status.map(|_| ready.heartbeat),
+        lease_renewed: lease.renew.filter(|_| lease.present),
+        grace: if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period },
+    }
 }
 
 /// The node's taints as last observed (or written).
@@ -144,14 +180,20 @@ pub struct ExcludedFromDisruption;
 pub struct SeenNoExecute(pub Vec<Taint>);
 
 /// A pod, as last observed (or written).
+///
+/// There can be a million of these, so the row is kept small and the
+/// strings shared: the key is kept here only (the pod index finds pods by
+/// it without a copy), the node name is the same allocation as the index's
+/// by-node key, and the tolerations one interned list shared by every pod
+/// that carries the same ([`crate::resources::TolerationSets`]).
 #[derive(Component, Debug, Clone)]
 pub struct Pod {
     /// `namespace/name`.
-    pub key: String,
+    pub key: Box<str>,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Box<str>,
     /// `spec.nodeName`.
-    pub node: Option<String>,
+    pub node: Option<Arc<str>>,
     /// Owned by a DaemonSet.
     pub daemonset: bool,
     /// Its Ready condition, if it has one.
@@ -159,11 +201,15 @@ pub struct Pod {
     /// Has a deletion timestamp.
     pub terminating: bool,
     /// Its tolerations, in order.
-    pub tolerations: Vec<Toleration>,
+    pub tolerations: Arc<[Toleration]>,
+    /// What the controller has done to it. A field rather than a component
+    /// of its own: it fits in the row's padding, and each component costs
+    /// every pod a column and bevy's change ticks.
+    pub progress: PodProgress,
 }
 
 /// What the controller has done to a pod.
-#[derive(Component, Debug, Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PodProgress {
     /// A deletion was issued and has not been refused.
     pub deletion_requested: bool,
@@ -187,15 +233,64 @@ pub struct Deadline {
     pub seq: u64,
 }
 
-/// The pod's scheduled deletion, if any. Always present on pods, so
-/// scheduling and cancelling never move the entity between archetypes.
-#[derive(Component, Debug, Clone, Copy, Default)]
-pub struct PendingDeletion(pub Option<Deadline>);
+/// The pod's scheduled deletion, if any, and the basis of its taint-based
+/// deletion (kept after the deadline fires, for the retry of a refused
+/// deletion). Always present on pods, so scheduling and cancelling never
+/// move the entity between archetypes. Boxed, and one component rather
+/// than two: every pod has it but few have anything in it, and the table
+/// row (with bevy's change ticks for each component) is paid by every pod.
+#[derive(Component, Debug, Clone, Default)]
+pub struct PendingDeletion(Option<Box<Scheduled>>);
+
+/// What [`PendingDeletion`] holds when it holds anything.
+#[derive(Debug, Clone, Default)]
+struct Scheduled {
+    deadline: Option<Deadline>,
+    basis: Option<Basis>,
+}
+
+impl PendingDeletion {
+    /// The scheduled deletion, if any.
+    pub fn get(&self) -> Option<Deadline> {
+        self.0.as_ref().and_then(|s| s.deadline)
+    }
+
+    /// Schedules (or, with `None`, calls off) the deletion; returns the one
+    /// it replaces. The basis is left as it is.
+    pub fn set(&mut self, deadline: Option<Deadline>) -> Option<Deadline> {
+        let old = self.get();
+        self.scheduled().deadline = deadline;
+        self.shrink();
+        old
+    }
+
+    /// The basis of the pending (or last fired) taint-based deletion.
+    pub fn basis(&self) -> Option<&Basis> {
+        self.0.as_ref().and_then(|s| s.basis.as_ref())
+    }
+
+    /// Records (or, with `None`, forgets) the basis.
+    pub fn set_basis(&mut self, basis: Option<Basis>) {
+        self.scheduled().basis = basis;
+        self.shrink();
+    }
+
+    fn scheduled(&mut self) -> &mut Scheduled {
+        self.0.get_or_insert_default()
+    }
+
+    /// Frees the box once there is nothing in it.
+    fn shrink(&mut self) {
+        if self.0.as_ref().is_some_and(|s| s.deadline.is_none() && s.basis.is_none()) {
+            self.0 = None;
+        }
+    }
+}
 
 /// How the controller's own NoExecute taint got onto the node: kept for
 /// explanations (it is ignored once the taint it describes is gone).
 #[derive(Component, Debug, Clone, Default)]
-pub struct TaintRecord(pub Option<crate::explain::TaintingFacts>);
+pub struct TaintRecord(pub Option<TaintingFacts>);
 
 /// The facts a scheduled taint-based deletion was decided on.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,14 +298,10 @@ pub struct Basis {
     /// The node's NoExecute taints at the time.
     pub taints: Vec<Taint>,
     /// The rule that applied.
-    pub verdict: crate::explain::Verdict,
+    pub verdict: Verdict,
     /// When the deletion was scheduled.
     pub scheduled_at: Timestamp,
 }
-
-/// The basis of the pod's pending taint-based deletion, if any.
-#[derive(Component, Debug, Clone, Default)]
-pub struct DeletionBasis(pub Option<Basis>);
 
 /// A zone: its key, disruption state and rate-limited queue.
 #[derive(Component, Debug)]

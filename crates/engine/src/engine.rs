@@ -1,39 +1,18 @@
-//! The engine facade: owns the World, the Schedule and the two channels.
+//! The engine facade: owns the World and the tick's schedules. Observations
+//! are handed in by value and actions handed back by value; how they travel
+//! (channels, threads, an async runtime) is the driver's business.
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{IntoScheduleConfigs, Schedule};
-use crossbeam_channel::{Receiver, Sender};
-use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey};
+use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey, ZoneState};
 
+use crate::action::Action;
 use crate::components::Zone;
+use crate::ingest;
+use crate::metric_names;
+use crate::observation::Observation;
 use crate::resources::*;
-use crate::systems::{disruption, eviction, health, legacy, node_handlers, pods, tainting};
-use crate::{Action, Observation, ingest};
-
-/// A zone's disruption state (`ComputeZoneState`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ZoneState {
-    /// Seen for the first time in this pass.
-    Initial,
-    /// Healthy enough: tainted at `node-eviction-rate`.
-    Normal,
-    /// Many nodes down: secondary rate, or 0 in small zones.
-    PartialDisruption,
-    /// No ready node at all.
-    FullDisruption,
-}
-
-impl ZoneState {
-    /// The spelling used in scenario files, logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ZoneState::Initial => "Initial",
-            ZoneState::Normal => "Normal",
-            ZoneState::PartialDisruption => "PartialDisruption",
-            ZoneState::FullDisruption => "FullDisruption",
-        }
-    }
-}
+use crate::systems::{disruption, health, legacy, node_handlers, pods, taint_manager, tainting};
 
 /// A zone as the engine sees it, for replay expectations and status output.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,7 +40,9 @@ struct Phase {
     schedule: Schedule,
 }
 
-/// How long one phase of a tick took.
+/// How long one phase of a tick took, as measured with the clock lent by
+/// [`Engine::measure_with`]. Public so a driver can report where a tick's
+/// time goes (the load tests' per-phase figures) without reaching inside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseTiming {
     /// The phase: `ingest`, `pod_assignment`, `health_monitor`,
@@ -82,23 +63,23 @@ pub struct Engine {
     phases: Vec<Phase>,
     /// Reads a clock for duration metrics only; decisions never see it.
     stopwatch: Option<fn() -> std::time::Instant>,
+    /// Answers to refused writes, run right after the observation that
+    /// reported them (see [`Engine::tick`]): the retry policy of the system
+    /// that issued the write.
+    refusals: Schedule,
     /// How long each phase took in the last tick (when a clock was lent).
     timings: Vec<PhaseTiming>,
-    observations: Receiver<Observation>,
-    actions: Sender<Action>,
+    /// Observations handed in since the last tick, ingested at the next
+    /// (ingest reads the tick's time, so it cannot run earlier).
+    pending: Vec<Observation>,
     last_tick: Option<Timestamp>,
 }
 
 impl Engine {
     /// An engine that starts at `start` (its first monitor pass runs at the
-    /// first tick at or after `start`), reading `observations` and sending
-    /// to `actions`. Refuses a configuration that cannot work.
-    pub fn new(
-        config: ControllerConfig,
-        start: Timestamp,
-        observations: Receiver<Observation>,
-        actions: Sender<Action>,
-    ) -> Result<Engine, ConfigError> {
+    /// first tick at or after `start`). Refuses a configuration that cannot
+    /// work.
+    pub fn new(config: ControllerConfig, start: Timestamp) -> Result<Engine, ConfigError> {
         config.validate()?;
         let mut world = World::new();
         world.insert_resource(Settings(config));
@@ -112,12 +93,14 @@ impl Engine {
         });
         world.init_resource::<NodeIndex>();
         world.init_resource::<PodIndex>();
+        world.init_resource::<TolerationSets>();
         world.init_resource::<ZoneIndex>();
         world.init_resource::<OrphanLeases>();
         world.init_resource::<PassScratch>();
         world.init_resource::<ChangedNodes>();
         world.init_resource::<TaintManagerInbox>();
         world.init_resource::<AssignedPods>();
+        world.init_resource::<RefusedDeletions>();
         world.init_resource::<DeletionTimers>();
         world.init_resource::<DisruptionMode>();
         world.init_resource::<Outbox>();
@@ -129,12 +112,28 @@ impl Engine {
             s
         };
         let always = |_: &LoopTimers, _: &ControllerConfig| true;
+        // The health pass hands each judged node's Ready verdict to the
+        // system of the eviction mode, which is fixed for the engine's life.
+        let act_on_verdicts = if world.resource::<Settings>().0.enable_taint_manager {
+            tainting::taint_decisions.into_configs()
+        } else {
+            legacy::eviction_decisions.into_configs()
+        };
         let phases = vec![
             phase("pod_assignment", always, single(pods::pod_assignment.into_configs())),
             phase(
                 "health_monitor",
                 |t, _| t.monitor_now,
-                single((health::update_node_health, health::decide, disruption::handle_disruption).chain()),
+                single(
+                    (
+                        health::update_node_health,
+                        health::decide,
+                        act_on_verdicts,
+                        health::restore_node_order,
+                        disruption::handle_disruption,
+                    )
+                        .chain(),
+                ),
             ),
             phase("node_handlers", always, single(node_handlers::noschedule_and_labels.into_configs())),
             phase(
@@ -147,30 +146,52 @@ impl Engine {
                 |t, c| t.tainting_now && !c.enable_taint_manager,
                 single(legacy::eviction_pass.into_configs()),
             ),
-            phase("taint_manager", |_, c| c.enable_taint_manager, single(eviction::taint_manager.into_configs())),
+            phase("taint_manager", |_, c| c.enable_taint_manager, single(taint_manager::taint_manager.into_configs())),
         ];
-        Ok(Engine { world, phases, stopwatch: None, timings: Vec::new(), observations, actions, last_tick: None })
+        // Pod deletions are issued by the taint manager, or by legacy
+        // eviction when it runs instead; the mode is fixed for the engine's
+        // life, so only the owner's answer is installed.
+        let refusals = if world.resource::<Settings>().0.enable_taint_manager {
+            single(taint_manager::retry_refused_deletions.into_configs())
+        } else {
+            single(legacy::refused_deletions.into_configs())
+        };
+        Ok(Engine {
+            world,
+            phases,
+            refusals,
+            stopwatch: None,
+            timings: Vec::new(),
+            pending: Vec::new(),
+            last_tick: None,
+        })
     }
 
-    /// A new engine with its own channels: send observations on the first,
-    /// receive actions on the second.
-    pub fn with_channels(
-        config: ControllerConfig,
-        start: Timestamp,
-    ) -> Result<(Engine, Sender<Observation>, crossbeam_channel::Receiver<Action>), ConfigError> {
-        let (obs_tx, obs_rx) = crossbeam_channel::unbounded();
-        let (act_tx, act_rx) = crossbeam_channel::unbounded();
-        Ok((Engine::new(config, start, obs_rx, act_tx)?, obs_tx, act_rx))
+    /// Hands the engine one observation; it is taken in at the next
+    /// [`Engine::tick`], in the order given. Cheap: nothing is decided here.
+    pub fn observe(&mut self, observation: Observation) {
+        self.pending.push(observation);
     }
 
-    /// Drains the pending observations, then runs every loop due at `now`,
+    /// Observations handed in and not yet taken in by a tick: lets a driver
+    /// (and the facade tests) tell whether a tick has input waiting.
+    pub fn pending_observations(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Takes in the pending observations, then runs every loop due at `now`,
     /// in a fixed order: pod assignment (event handlers see events before
     /// the periodic loops do), health monitor (with zone disruption
     /// handling), NoSchedule taints and labels, the NoExecute tainting
     /// (or legacy eviction) pass, and the taint manager. A loop that missed
     /// several periods runs once. `now` earlier than the previous tick is
-    /// treated as the previous tick's time.
-    pub fn tick(&mut self, now: Timestamp) {
+    /// treated as the previous tick's time. A refused pod deletion reported
+    /// by an observation is answered by the system that issued it (retry,
+    /// Event) before the next observation is taken in. Returns the actions
+    /// the loops issued, in the order they were issued (the monitor pass's
+    /// actions grouped node by node, in name order).
+    #[must_use = "the actions are the tick's decisions; dropping them leaves their writes in flight"]
+    pub fn tick(&mut self, now: Timestamp) -> Vec<Action> {
         let now = match self.last_tick {
             Some(last) if now < last => {
                 tracing::warn!(%now, %last, "clock went backwards; holding it at the last tick");
@@ -182,8 +203,16 @@ impl Engine {
         self.world.resource_mut::<Now>().0 = now;
         self.timings.clear();
         let started = self.stopwatch.map(|now| now());
-        while let Ok(obs) = self.observations.try_recv() {
+        for obs in std::mem::take(&mut self.pending) {
             ingest::apply(&mut self.world, obs);
+            // Ingest only records a refused deletion; its owner decides
+            // what follows, before the next observation is taken in, so the
+            // retry and its Event land exactly where they would if ingest
+            // had decided (a later observation of the same tick may cancel
+            // the retry, or emit Events of its own after this one).
+            if !self.world.resource::<RefusedDeletions>().0.is_empty() {
+                self.refusals.run(&mut self.world);
+            }
         }
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
             self.timings.push(PhaseTiming { phase: "ingest", took: clock().duration_since(started) });
@@ -205,7 +234,7 @@ impl Engine {
             if let (Some(clock), Some(started)) = (self.stopwatch, started) {
                 let took = clock().duration_since(started);
                 if phase.name == "health_monitor" {
-                    metrics::histogram!("node_collector_update_all_nodes_health_duration_seconds")
+                    metrics::histogram!(metric_names::UPDATE_ALL_NODES_HEALTH_DURATION_SECONDS)
                         .record(took.as_secs_f64());
                 }
                 self.timings.push(PhaseTiming { phase: phase.name, took });
@@ -226,13 +255,7 @@ impl Engine {
             t.tainting_now = false;
         }
         self.world.clear_trackers();
-        let ready = std::mem::take(&mut self.world.resource_mut::<Outbox>().ready);
-        for action in ready {
-            if self.actions.send(action).is_err() {
-                tracing::error!("action receiver dropped; actions are being lost");
-                break;
-            }
-        }
+        std::mem::take(&mut self.world.resource_mut::<Outbox>().ready)
     }
 
     /// Lets the engine time its phases with `clock`: it records
@@ -245,17 +268,20 @@ impl Engine {
     }
 
     /// How long each phase that ran in the last tick took, in order (empty
-    /// unless [`Engine::measure_with`] lent a clock).
+    /// unless [`Engine::measure_with`] lent a clock). For load reports: the
+    /// engine itself never looks at these figures.
     pub fn last_tick_timings(&self) -> &[PhaseTiming] {
         &self.timings
     }
 
-    /// The phase names, in the order a tick runs them.
+    /// The phase names, in the order a tick runs them, so a report can list
+    /// every phase, including those that did not run in a given tick.
     pub fn phase_names(&self) -> Vec<&'static str> {
         std::iter::once("ingest").chain(self.phases.iter().map(|p| p.name)).collect()
     }
 
-    /// Entities in the World: nodes, pods and zones (for load reports).
+    /// Entities in the World: nodes, pods and zones. For load reports (the
+    /// engine's memory grows with it); no decision depends on it.
     pub fn entities(&self) -> usize {
         self.world.entities().len() as usize
     }
@@ -282,7 +308,8 @@ impl Engine {
         due
     }
 
-    /// Every zone the engine knows, sorted by key.
+    /// Every zone the engine knows, sorted by key: what replay expectations
+    /// and status output check zone states and rates against.
     pub fn zones(&self) -> Vec<ZoneReport> {
         let index = self.world.resource::<ZoneIndex>();
         let mut out: Vec<ZoneReport> = index
@@ -303,12 +330,15 @@ impl Engine {
     }
 
     /// Whether every zone was fully disrupted at the last monitor pass
-    /// (no tainting, no eviction).
+    /// (no tainting, no eviction). Public so an outside checker can tell a
+    /// deliberate pause from a stuck controller.
     pub fn all_zones_down(&self) -> bool {
         self.world.resource::<DisruptionMode>().all_zones_down
     }
 
-    /// Writes issued and not yet reported finished.
+    /// Writes issued and not yet reported finished. A driver that stops (or
+    /// a test that wants a quiet engine) waits for this to reach 0; a count
+    /// that only grows means outcomes are not being reported back.
     pub fn writes_in_flight(&self) -> usize {
         self.world.resource::<Outbox>().in_flight()
     }

@@ -7,9 +7,7 @@
 
 use std::fmt::Write as _;
 
-use nodewarden_model::{ConditionStatus, Span, Taint, Timestamp, Toleration, ZoneKey};
-
-use crate::engine::ZoneState;
+use nodewarden_model::{ConditionStatus, Span, Taint, Timestamp, Toleration, ZoneKey, ZoneState};
 
 /// How the controller came to add a NoExecute taint to a node.
 #[derive(Clone, Debug, PartialEq)]
@@ -218,24 +216,5 @@ impl Explanation {
         let _ = writeln!(s, "  {:<25}{}", format!("{scheduled}:"), self.scheduled_at);
         let _ = write!(s, "  due:                     {}", self.due_at);
         s
-    }
-}
-
-impl NodeFacts {
-    /// The facts the engine holds for a node.
-    pub(crate) fn of(
-        health: &crate::components::Health,
-        ready: &crate::components::ReadyView,
-        lease: &crate::components::LeaseView,
-        cfg: &nodewarden_model::ControllerConfig,
-    ) -> NodeFacts {
-        NodeFacts {
-            ready: ready.status,
-            ready_since: health.0.map(|h| h.ready_transition),
-            last_heartbeat_seen: health.0.map(|h| h.probe),
-            status_heartbeat: ready.status.map(|_| ready.heartbeat),
-            lease_renewed: lease.renew.filter(|_| lease.present),
-            grace: if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period },
-        }
     }
 }

@@ -4,13 +4,18 @@
 //! the indexes in step. It records what changed on the work lists the
 //! event-driven systems drain (node handlers, taint manager, pod
 //! assignment), so those systems cost nothing when nothing changed.
+//!
+//! It records facts and decides nothing: a refused pod deletion is noted on
+//! the pod and in [`RefusedDeletions`] for the system that issued it, which
+//! the engine runs before the next observation.
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{TaintEffect, Timestamp, ZoneKey, keys};
 use tracing::{debug, warn};
 
-use crate::action::{ActionKind, EventType, ObjectRef};
+use crate::action::{ActionId, ActionKind, EventType, ObjectRef};
 use crate::components::*;
+use crate::metric_names;
 use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
 use crate::queue::RateLimitedTimedQueue;
 use crate::resources::*;
@@ -78,7 +83,11 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 f.refresh_taints(&snap.taints);
             }
             node.insert((
-                NodeMeta { created: snap.created, labels: snap.labels, unschedulable: snap.unschedulable },
+                NodeMeta {
+                    created: snap.created,
+                    labels: ReconciledLabels::of(&snap.labels),
+                    unschedulable: snap.unschedulable,
+                },
                 NodeConditions(snap.conditions),
                 NodeTaints(snap.taints),
                 in_zone,
@@ -109,7 +118,11 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 .map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
             let mut node = world.spawn((
                 NodeName(snap.name.clone()),
-                NodeMeta { created: snap.created, labels: snap.labels, unschedulable: snap.unschedulable },
+                NodeMeta {
+                    created: snap.created,
+                    labels: ReconciledLabels::of(&snap.labels),
+                    unschedulable: snap.unschedulable,
+                },
                 ready,
                 NodeConditions(snap.conditions),
                 lease,
@@ -176,27 +189,30 @@ fn delete_node(world: &mut World, name: &str) {
 }
 
 fn upsert_pod(world: &mut World, snap: PodSnapshot) {
-    let existing = world.resource::<PodIndex>().by_key.get(&snap.key).copied();
+    let existing = pod_named(world, &snap.key);
     match existing {
         Some(e) => {
-            let Some(old) = world.get::<Pod>(e).cloned() else { return };
+            let Some(old) = world.get::<Pod>(e) else { return };
             // A new uid is a new pod under the same name (its deletion and
             // re-creation merged into one update): bound and evaluated
             // afresh, like any new pod (found by the fuzzer).
-            let new_pod = old.uid != snap.uid;
-            let node_changed = old.node != snap.node || new_pod;
-            let tolerations_changed = old.tolerations != snap.tolerations;
+            let new_pod = *old.uid != *snap.uid;
+            let node_changed = old.node.as_deref() != snap.node.as_deref() || new_pod;
+            let tolerations_changed = *old.tolerations != *snap.tolerations;
+            let old_node = old.node.clone();
+            let old_progress = old.progress.clone();
             if new_pod {
                 // A new pod under the same name: forget what we did to the old one.
-                world.entity_mut(e).insert((
-                    PodProgress::default(),
-                    PendingDeletion::default(),
-                    DeletionBasis::default(),
-                ));
+                world.entity_mut(e).insert(PendingDeletion::default());
             }
-            world.resource_mut::<PodIndex>().rebind(e, old.node.as_deref(), snap.node.as_deref());
             let bound = node_changed && snap.node.is_some();
-            world.entity_mut(e).insert(pod_from(snap));
+            let mut pod = pod_from(world, snap);
+            if !new_pod {
+                // The same pod: what we did to it still stands.
+                pod.progress = old_progress;
+            }
+            world.resource_mut::<PodIndex>().rebind(e, old_node.as_deref(), pod.node.as_ref());
+            world.entity_mut(e).insert(pod);
             if node_changed || tolerations_changed {
                 world.resource_mut::<TaintManagerInbox>().pods.push(e);
             }
@@ -205,14 +221,16 @@ fn upsert_pod(world: &mut World, snap: PodSnapshot) {
             }
         }
         None => {
-            let key = snap.key.clone();
-            let node = snap.node.clone();
-            let e = world
-                .spawn((pod_from(snap), PodProgress::default(), PendingDeletion::default(), DeletionBasis::default()))
-                .id();
-            let mut index = world.resource_mut::<PodIndex>();
-            index.by_key.insert(key, e);
-            index.rebind(e, None, node.as_deref());
+            let pod = pod_from(world, snap);
+            let node = pod.node.clone();
+            let e = world.spawn((pod, PendingDeletion::default())).id();
+            world.resource_scope(|world: &mut World, mut index: Mut<PodIndex>| {
+                let key_of = |e: Entity| world.get::<Pod>(e).map(|p| &*p.key);
+                if let Some(key) = key_of(e) {
+                    index.by_key.insert(key, e, key_of);
+                }
+                index.rebind(e, None, node.as_ref());
+            });
             world.resource_mut::<TaintManagerInbox>().pods.push(e);
             if node.is_some() {
                 world.resource_mut::<AssignedPods>().0.push(e);
@@ -221,25 +239,36 @@ fn upsert_pod(world: &mut World, snap: PodSnapshot) {
     }
 }
 
-fn pod_from(snap: PodSnapshot) -> Pod {
+/// The pod entity named `key`.
+fn pod_named(world: &World, key: &str) -> Option<Entity> {
+    world.resource::<PodIndex>().by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
+}
+
+/// The pod component of a snapshot, its strings and tolerations shared
+/// with the indexes and the other pods that have the same.
+fn pod_from(world: &mut World, snap: PodSnapshot) -> Pod {
+    let node = snap.node.as_deref().map(|n| world.resource::<PodIndex>().node_name(n));
+    let tolerations = world.resource_mut::<TolerationSets>().intern(snap.tolerations);
     Pod {
-        key: snap.key,
-        uid: snap.uid,
-        node: snap.node,
+        key: snap.key.into_boxed_str(),
+        uid: snap.uid.into_boxed_str(),
+        node,
         daemonset: snap.daemonset,
         ready: snap.ready,
         terminating: snap.terminating,
-        tolerations: snap.tolerations,
+        tolerations,
+        progress: PodProgress::default(),
     }
 }
 
 fn delete_pod(world: &mut World, key: &str) {
-    let Some(e) = world.resource_mut::<PodIndex>().by_key.remove(key) else {
-        return;
-    };
+    let removed = world.resource_scope(|world: &mut World, mut index: Mut<PodIndex>| {
+        index.by_key.remove(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
+    });
+    let Some(e) = removed else { return };
     let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
     world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None);
-    if world.get::<PendingDeletion>(e).is_some_and(|p| p.0.is_some()) {
+    if world.get::<PendingDeletion>(e).is_some_and(|p| p.get().is_some()) {
         // The pod left by itself: its scheduled deletion is cancelled (I5).
         world.resource_mut::<Outbox>().event(
             ObjectRef::Pod(key.to_string()),
@@ -268,13 +297,13 @@ fn set_lease(world: &mut World, node: &str, renew: Option<Option<Timestamp>>) {
     }
 }
 
-fn finish_write(world: &mut World, id: crate::ActionId, outcome: WriteOutcome) {
+fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     let Some(kind) = world.resource_mut::<Outbox>().finish(id) else {
         debug!(?id, "outcome for an unknown or already finished write");
         return;
     };
     let WriteOutcome::Failed(reason) = outcome else { return };
-    metrics::counter!("nodewarden_write_failures_total").increment(1);
+    metrics::counter!(metric_names::WRITE_FAILURES_TOTAL).increment(1);
     if let Some((object, slot)) = kind.slot()
         && !matches!(kind, ActionKind::DeletePod { .. })
     {
@@ -282,30 +311,17 @@ fn finish_write(world: &mut World, id: crate::ActionId, outcome: WriteOutcome) {
     }
     match kind {
         ActionKind::DeletePod { pod, .. } => {
-            let Some(&e) = world.resource::<PodIndex>().by_key.get(&pod) else { return };
-            let now = world.resource::<Now>().0;
-            let taint_mode = world.resource::<Settings>().0.enable_taint_manager;
-            let Some(mut progress) = world.get_mut::<PodProgress>(e) else { return };
+            // Only the facts: no deletion is under way any more, and the pod
+            // has one more refusal. What to do about it (retry when, and the
+            // FailedEviction Event) is the deleting system's call; the
+            // engine hands it this refusal before the next observation.
+            let Some(e) = pod_named(world, &pod) else { return };
+            let Some(mut refused) = world.get_mut::<Pod>(e) else { return };
+            let progress = &mut refused.progress;
             progress.deletion_requested = false;
             progress.failed_deletions += 1;
             let failures = progress.failed_deletions;
-            // Taint-based deletions retry on their own timer, with backoff;
-            // legacy ones at the next monitor pass, while the node is still
-            // evicted and past the timeout (J5), as upstream's queue retry.
-            let retry = if taint_mode {
-                let backoff = crate::systems::eviction::retry_backoff(failures);
-                crate::systems::eviction::schedule(world, e, now + backoff);
-                format!("retrying in {backoff}")
-            } else {
-                "retrying at the next monitor pass while the node stays down".to_string()
-            };
-            warn!(pod = %pod, failures, %reason, "pod deletion refused; {retry}");
-            world.resource_mut::<Outbox>().event(
-                ObjectRef::Pod(pod.clone()),
-                EventType::Warning,
-                "FailedEviction",
-                format!("Deleting Pod {pod} was refused ({reason}); {retry} (refusal {failures})"),
-            );
+            world.resource_mut::<RefusedDeletions>().0.push(RefusedDeletion { pod: e, key: pod, reason, failures });
         }
         ActionKind::UpdateNodeConditions { node, .. }
         | ActionKind::PatchNodeTaints { node, .. }

@@ -3,22 +3,49 @@
 //!
 //! Nodes, pods and zones are bevy_ecs entities; one system per upstream
 //! concern runs in a fixed order each [`Engine::tick`]. The engine does no
-//! I/O, reads no clock and spawns no thread: [`Observation`]s come in on one
-//! crossbeam channel, [`Action`]s go out on another, and `now` is an
-//! argument. The same inputs at the same times give the same actions, which
-//! is what replay, fuzzing and the load tests rely on.
+//! I/O, reads no clock and spawns no thread: [`Observation`]s are handed in
+//! with [`Engine::observe`], [`Action`]s come back from [`Engine::tick`], and
+//! `now` is an argument. Channels and threads belong to the driver. The same
+//! inputs at the same times give the same actions, which is what replay,
+//! fuzzing and the load tests rely on.
+//!
+//! # Public surface
+//!
+//! Only the boundary is public: the [`Engine`] facade, what goes in
+//! ([`Observation`] and its snapshot types), what comes out ([`Action`] and
+//! the types it carries, [`Explanation`] and the [`explain`] types it
+//! exposes), and what the engine reports about itself ([`ZoneReport`],
+//! [`PhaseTiming`]). Components, resources, systems and ingest are the
+//! engine's own business and may change shape at any time.
+//!
+//! The cargo feature `internals` additionally exposes `internals`: not a
+//! stable API; for benches and fuzzing.
 
-pub mod action;
-pub mod components;
+mod action;
+mod components;
 mod engine;
 pub mod explain;
 mod ingest;
-pub mod observation;
-pub mod queue;
-pub mod resources;
-pub mod systems;
+mod metric_names;
+mod observation;
+mod queue;
+mod resources;
+mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
-pub use engine::{Engine, PhaseTiming, ZoneReport, ZoneState};
+pub use engine::{Engine, PhaseTiming, ZoneReport};
 pub use explain::Explanation;
-pub use observation::{NodeSnapshot, Observation, PodKey, PodSnapshot, WriteOutcome};
+pub use observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+// Defined in nodewarden_model (shared with the simulator and the reference
+// model); re-exported so `nodewarden_engine::{PodKey, ZoneState}` keep working.
+pub use nodewarden_model::{PodKey, ZoneState};
+
+/// Not a stable API; for benches and fuzzing. Pieces of the engine that
+/// have their own properties worth hammering on in isolation (the fuzz
+/// target `rate_queue` checks the queue against the reference model). Only
+/// built with the cargo feature `internals`; nothing outside `fuzz/` and the
+/// engine's own benches should turn it on.
+#[cfg(feature = "internals")]
+pub mod internals {
+    pub use crate::queue::{Attempt, RateLimitedTimedQueue};
+}

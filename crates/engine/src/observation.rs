@@ -8,12 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_model::{NodeCondition, Taint, Timestamp, Toleration};
+use nodewarden_model::{NodeCondition, PodKey, Taint, Timestamp, Toleration};
 
 use crate::action::ActionId;
-
-/// A pod's `namespace/name`.
-pub type PodKey = String;
 
 /// A node as the API server stores it, reduced to what the controller reads.
 #[derive(Clone, Debug, PartialEq)]

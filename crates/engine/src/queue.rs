@@ -158,7 +158,10 @@ impl<K: Clone + Eq + Hash> RateLimitedTimedQueue<K> {
         }
     }
 
-    /// Whether `key` is queued or done-but-not-removed.
+    /// Whether `key` is queued or done-but-not-removed. The engine asks the
+    /// narrower [`is_queued`](Self::is_queued); the tests and the fuzz target
+    /// check the set itself against the reference queue.
+    #[cfg(any(test, feature = "internals"))]
     pub fn contains(&self, key: &K) -> bool {
         self.set.contains_key(key)
     }
@@ -178,7 +181,10 @@ impl<K: Clone + Eq + Hash> RateLimitedTimedQueue<K> {
         self.entries.is_empty()
     }
 
-    /// Empties the queue and the set (`Clear`).
+    /// Empties the queue and the set (`Clear`). The engine never clears a
+    /// whole queue (master disruption mode unqueues node by node); kept for
+    /// the fuzz target, which models upstream's `Clear`.
+    #[cfg(feature = "internals")]
     pub fn clear(&mut self) {
         self.heap.clear();
         self.entries.clear();

@@ -2,10 +2,13 @@
 //! systems, and the outbox of actions.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp, ZoneKey};
+use hashbrown::HashTable;
+use nodewarden_model::{ConditionStatus, ControllerConfig, PodKey, Span, Timestamp, Toleration, ZoneKey};
 
 use crate::action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef};
 
@@ -55,12 +58,57 @@ pub struct NodeIndex(pub HashMap<String, Entity>);
 
 /// Pod entities by key and by the node they are bound to (the node may not
 /// exist yet).
+///
+/// A pod's strings are stored once however many places refer to them: the
+/// key only in the pod ([`PodKeys`] finds pods by it without a copy), and
+/// its [`Pod::node`] is the same allocation as the `by_node` key of the
+/// node it is bound to ([`PodIndex::node_name`]).
+///
+/// [`Pod::node`]: crate::components::Pod::node
 #[derive(Resource, Debug, Default)]
 pub struct PodIndex {
     /// By `namespace/name`.
-    pub by_key: HashMap<String, Entity>,
+    pub by_key: PodKeys,
     /// By `spec.nodeName`.
-    pub by_node: HashMap<String, Vec<Entity>>,
+    pub by_node: HashMap<Arc<str>, Vec<Entity>>,
+}
+
+/// Pod entities by `namespace/name`, holding only the entities: the key of
+/// an entity is read from its pod through `key_of` (at a million pods a
+/// second copy of every key, and its hash map slot, would be tens of MiB).
+/// The table's order is never iterated, so its hasher cannot decide
+/// anything.
+#[derive(Debug, Default)]
+pub struct PodKeys {
+    table: HashTable<Entity>,
+    hasher: RandomState,
+}
+
+impl PodKeys {
+    /// The pod named `key`.
+    pub fn get<'a>(&self, key: &str, key_of: impl Fn(Entity) -> Option<&'a str>) -> Option<Entity> {
+        self.table.find(self.hasher.hash_one(key), |&e| key_of(e) == Some(key)).copied()
+    }
+
+    /// Files `pod` under `key`, which must be its pod's key already and
+    /// not be filed yet. Every filed pod must keep its key readable through
+    /// `key_of` until it is removed (the table re-hashes from it as it grows).
+    pub fn insert<'a>(&mut self, key: &str, pod: Entity, key_of: impl Fn(Entity) -> Option<&'a str>) {
+        let hasher = &self.hasher;
+        self.table.insert_unique(hasher.hash_one(key), pod, |&e| hasher.hash_one(key_of(e).unwrap_or_default()));
+    }
+
+    /// Takes the pod named `key` out; returns it.
+    pub fn remove<'a>(&mut self, key: &str, key_of: impl Fn(Entity) -> Option<&'a str>) -> Option<Entity> {
+        let entry = self.table.find_entry(self.hasher.hash_one(key), |&e| key_of(e) == Some(key)).ok()?;
+        Some(entry.remove().0)
+    }
+
+    /// Pods filed.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
 }
 
 impl PodIndex {
@@ -69,9 +117,16 @@ impl PodIndex {
         self.by_node.get(node).map_or(&[], Vec::as_slice)
     }
 
+    /// The shared copy of a node name pods are bound to: the index's own
+    /// key when some pod is bound there already, else a new one (which
+    /// becomes the key when [`PodIndex::rebind`] files a pod under it).
+    pub fn node_name(&self, node: &str) -> Arc<str> {
+        self.by_node.get_key_value(node).map_or_else(|| Arc::from(node), |(name, _)| name.clone())
+    }
+
     /// Moves `pod` from one node's list to another's.
-    pub fn rebind(&mut self, pod: Entity, from: Option<&str>, to: Option<&str>) {
-        if from == to {
+    pub fn rebind(&mut self, pod: Entity, from: Option<&str>, to: Option<&Arc<str>>) {
+        if from == to.map(|n| &**n) {
             return;
         }
         if let Some(old) = from
@@ -83,8 +138,51 @@ impl PodIndex {
             }
         }
         if let Some(new) = to {
-            self.by_node.entry(new.to_string()).or_default().push(pod);
+            match self.by_node.get_mut(&**new) {
+                Some(list) => list.push(pod),
+                None => {
+                    self.by_node.insert(new.clone(), vec![pod]);
+                }
+            }
         }
+    }
+}
+
+/// Interned toleration lists. Most pods carry one of a few lists (the
+/// admission defaults, a DaemonSet's), so each pod holds a shared
+/// reference to its list instead of its own copy. Lists no pod holds any
+/// more are dropped when the table has doubled since the last sweep, so
+/// the table stays within twice the lists in use.
+#[derive(Resource, Debug, Default)]
+pub struct TolerationSets {
+    sets: HashSet<Arc<[Toleration]>>,
+    sweep_at: usize,
+}
+
+impl TolerationSets {
+    /// Lists below this many are never swept: sweeping would cost more
+    /// than it frees.
+    const MIN_SWEEP: usize = 64;
+
+    /// The shared copy of `tolerations`.
+    pub fn intern(&mut self, tolerations: Vec<Toleration>) -> Arc<[Toleration]> {
+        if let Some(set) = self.sets.get(tolerations.as_slice()) {
+            return set.clone();
+        }
+        if self.sets.len() >= self.sweep_at.max(Self::MIN_SWEEP) {
+            // Only the table holds these: no pod carries the list now.
+            self.sets.retain(|set| Arc::strong_count(set) > 1);
+            self.sweep_at = self.sets.len() * 2;
+        }
+        let set: Arc<[Toleration]> = tolerations.into();
+        self.sets.insert(set.clone());
+        set
+    }
+
+    /// Distinct lists held (some possibly no longer used by any pod).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.sets.len()
     }
 }
 
@@ -126,6 +224,22 @@ pub struct NodeWork {
     pub go_unknown: bool,
 }
 
+/// A node's Ready verdict from the monitor pass, for the eviction mode's
+/// system to act on (NoExecute tainting, or legacy eviction).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeVerdict {
+    /// The node.
+    pub node: Entity,
+    /// Its place in the pass's name order: the key its actions are issued
+    /// under in the Outbox's ordered section.
+    pub order: u32,
+    /// Ready now, after this pass's Unknown write if there was one.
+    pub current: ConditionStatus,
+    /// Ready as observed at the start of the pass (synthetic Unknown when
+    /// missing): legacy eviction decides on this one (J2).
+    pub observed: ConditionStatus,
+}
+
 /// Scratch space of one monitor pass.
 #[derive(Resource, Debug, Default)]
 pub struct PassScratch {
@@ -133,6 +247,20 @@ pub struct PassScratch {
     pub tally: Vec<ZoneTally>,
     /// Nodes needing cold-path work, sorted by name before use.
     pub work: Vec<NodeWork>,
+    /// Verdicts of the nodes with a Ready condition among `work`, in name
+    /// order.
+    pub verdicts: Vec<NodeVerdict>,
+}
+
+/// A drained work list, ready to be put back for the next tick. Work lists
+/// keep their buffer between ticks so a busy tick does not allocate, but
+/// not one sized for a whole-cluster ingest: that would hold a slot per pod
+/// for the life of the engine.
+pub fn recycle<T>(mut list: Vec<T>) -> Vec<T> {
+    /// The largest buffer kept.
+    const KEEP: usize = 4096;
+    list.clear();
+    if list.capacity() > KEEP { Vec::new() } else { list }
 }
 
 /// Nodes that changed since the event-driven node handlers last ran
@@ -156,6 +284,26 @@ pub struct TaintManagerInbox {
     /// (I4).
     pub cleared: Vec<Entity>,
 }
+
+/// A pod deletion the API server refused.
+#[derive(Debug, Clone)]
+pub struct RefusedDeletion {
+    /// The pod entity.
+    pub pod: Entity,
+    /// Its `namespace/name`.
+    pub key: PodKey,
+    /// Why it was refused, as the adapter reported it.
+    pub reason: String,
+    /// Refusals of this pod's deletion so far, this one included.
+    pub failures: u32,
+}
+
+/// Refused pod deletions ingest has recorded and the deleting system (the
+/// taint manager, or legacy eviction) has not yet answered. The engine runs
+/// that system right after the observation that reported the refusal, so
+/// this holds at most one observation's worth.
+#[derive(Resource, Debug, Default)]
+pub struct RefusedDeletions(pub Vec<RefusedDeletion>);
 
 /// Pods newly bound to a node (upstream `processPod`).
 #[derive(Resource, Debug, Default)]
@@ -203,6 +351,19 @@ pub struct Outbox {
     pub ready: Vec<Action>,
     in_flight: HashMap<ActionId, ActionKind>,
     by_object: HashMap<ObjectRef, Vec<ActionId>>,
+    /// The open node-ordered section, if any (see [`Outbox::begin_ordered`]).
+    ordered: Option<OrderedSection>,
+}
+
+/// Actions issued since [`Outbox::begin_ordered`], with their keys.
+#[derive(Debug)]
+struct OrderedSection {
+    /// Index in `ready` of the section's first action.
+    start: usize,
+    /// The key actions are issued under now.
+    key: u32,
+    /// The key of each action of the section, in issue order.
+    keys: Vec<u32>,
 }
 
 impl Outbox {
@@ -222,6 +383,7 @@ impl Outbox {
         self.in_flight.insert(id, kind.clone());
         self.next_id += 1;
         self.ready.push(Action { id, kind });
+        self.note_key();
         true
     }
 
@@ -234,6 +396,80 @@ impl Outbox {
         let id = ActionId(self.next_id);
         self.next_id += 1;
         self.ready.push(Action { id, kind });
+        self.note_key();
+    }
+
+    fn note_key(&mut self) {
+        if let Some(section) = &mut self.ordered {
+            section.keys.push(section.key);
+        }
+    }
+
+    /// Opens a section whose actions leave sorted by the key they were
+    /// issued under ([`Outbox::order_by`]), ties in issue order, and
+    /// numbered in that order. The monitor pass decides node by node, but
+    /// in several systems (health, then tainting or legacy eviction): each
+    /// system tags its actions with the node's place in name order, so the
+    /// tick's output is what one system visiting each node in turn would
+    /// have issued.
+    pub fn begin_ordered(&mut self) {
+        debug_assert!(self.ordered.is_none(), "ordered sections do not nest");
+        self.ordered = Some(OrderedSection { start: self.ready.len(), key: 0, keys: Vec::new() });
+    }
+
+    /// The key the next actions of the open section are issued under.
+    pub fn order_by(&mut self, key: u32) {
+        if let Some(section) = &mut self.ordered {
+            section.key = key;
+        }
+    }
+
+    /// Closes the open section: sorts its actions by key (stable) and
+    /// renumbers them in their new order, so ids still rise through the
+    /// tick's output. Writes in flight follow their new ids.
+    pub fn end_ordered(&mut self) {
+        let Some(section) = self.ordered.take() else { return };
+        debug_assert_eq!(section.keys.len(), self.ready.len() - section.start);
+        if section.keys.is_sorted() {
+            // Issued in order already (the usual case): nothing moves.
+            return;
+        }
+        // Every action takes the next id when issued, so the section's ids
+        // are one contiguous run starting at its first action's.
+        let first = self.ready[section.start].id.0;
+        let mut tagged: Vec<(u32, Action)> = section.keys.into_iter().zip(self.ready.drain(section.start..)).collect();
+        tagged.sort_by_key(|(key, _)| *key);
+        let mut renumbered = HashMap::new();
+        for (i, (_, mut action)) in tagged.into_iter().enumerate() {
+            let id = ActionId(first + i as u64);
+            if action.id != id {
+                renumbered.insert(action.id, id);
+                action.id = id;
+            }
+            self.ready.push(action);
+        }
+        // Take every moved write out before putting any back: the old and
+        // new ids are the same set, shuffled.
+        let moved: Vec<(ActionId, ActionKind)> =
+            renumbered.keys().filter_map(|old| self.in_flight.remove_entry(old)).collect();
+        let mut objects = Vec::new();
+        for (old, kind) in moved {
+            if let Some((object, _)) = kind.slot() {
+                objects.push(object);
+            }
+            self.in_flight.insert(renumbered[&old], kind);
+        }
+        objects.sort();
+        objects.dedup();
+        for object in objects {
+            if let Some(ids) = self.by_object.get_mut(&object) {
+                for id in ids.iter_mut() {
+                    if let Some(&new) = renumbered.get(id) {
+                        *id = new;
+                    }
+                }
+            }
+        }
     }
 
     /// Forgets a finished write; returns what it was.
@@ -285,12 +521,102 @@ mod tests {
     }
 
     #[test]
+    fn an_ordered_section_leaves_sorted_by_key_and_renumbered() {
+        let mut out = Outbox::default();
+        out.event(ObjectRef::Node("before".into()), EventType::Normal, "R", "m".into());
+        out.begin_ordered();
+        // Node 0's first system, node 1's first system, then node 0's
+        // second system.
+        out.order_by(0);
+        assert!(out.write(patch("a")));
+        out.order_by(1);
+        out.event(ObjectRef::Node("b".into()), EventType::Normal, "R", "b".into());
+        assert!(out.write(patch("b")));
+        out.order_by(0);
+        out.event(ObjectRef::Node("a".into()), EventType::Normal, "R", "a".into());
+        out.end_ordered();
+        out.event(ObjectRef::Node("after".into()), EventType::Normal, "R", "m".into());
+        let got: Vec<(u64, String)> = out
+            .ready
+            .iter()
+            .map(|a| {
+                let what = match &a.kind {
+                    ActionKind::RecordEvent(e) => format!("event {}", e.object),
+                    ActionKind::PatchNodeTaints { node, .. } => format!("patch {node}"),
+                    other => format!("{other:?}"),
+                };
+                (a.id.0, what)
+            })
+            .collect();
+        let want = ["event before", "patch a", "event a", "event b", "patch b", "event after"];
+        assert_eq!(got, want.iter().enumerate().map(|(i, w)| (i as u64, w.to_string())).collect::<Vec<_>>());
+        // The writes in flight answer to their new ids.
+        assert!(!out.write(patch("a")) && !out.write(patch("b")), "still in flight under their new ids");
+        assert_eq!(out.finish(ActionId(1)), Some(patch("a")));
+        assert_eq!(out.finish(ActionId(4)), Some(patch("b")));
+        assert_eq!(out.in_flight(), 0);
+        assert!(out.write(patch("a")), "finished: may be issued again");
+    }
+
+    #[test]
     fn events_are_never_deduplicated_nor_tracked() {
         let mut out = Outbox::default();
         out.event(ObjectRef::Node("a".into()), EventType::Normal, "R", "m".into());
         out.event(ObjectRef::Node("a".into()), EventType::Normal, "R", "m".into());
         assert_eq!(out.ready.len(), 2);
         assert_eq!(out.in_flight(), 0);
+    }
+
+    #[test]
+    fn equal_toleration_lists_share_one_copy_and_unused_ones_are_swept() {
+        use nodewarden_model::TolerationOperator;
+        let tol = |key: &str| Toleration {
+            key: key.into(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: Some(TaintEffect::NoExecute),
+            seconds: Some(300),
+        };
+        let mut sets = TolerationSets::default();
+        let a = sets.intern(vec![tol("a"), tol("b")]);
+        let b = sets.intern(vec![tol("a"), tol("b")]);
+        assert!(Arc::ptr_eq(&a, &b), "one copy for equal lists");
+        let reversed = sets.intern(vec![tol("b"), tol("a")]);
+        assert!(!Arc::ptr_eq(&a, &reversed), "order matters for matching, so it is part of the list");
+        drop(reversed);
+        // Lists nobody holds any more go in the next sweep; held ones stay.
+        let mut held = Vec::new();
+        for i in 0..200 {
+            let set = sets.intern(vec![tol(&format!("k{i}"))]);
+            if i % 2 == 0 {
+                held.push(set);
+            }
+        }
+        assert!(sets.len() < 2 * (held.len() + 1) + TolerationSets::MIN_SWEEP, "{} lists kept", sets.len());
+        assert!(Arc::ptr_eq(&a, &sets.intern(vec![tol("a"), tol("b")])), "a held list survives sweeps");
+    }
+
+    #[test]
+    fn pod_keys_find_pods_by_the_key_the_pod_holds() {
+        let mut world = World::new();
+        let pods: Vec<(Entity, String)> =
+            (0..1000).map(|i| (world.spawn_empty().id(), format!("ns/pod-{i}"))).collect();
+        let names: HashMap<Entity, &str> = pods.iter().map(|(e, k)| (*e, k.as_str())).collect();
+        let key_of = |e: Entity| names.get(&e).copied();
+        let mut keys = PodKeys::default();
+        // Enough pods that the table grows (re-hashing through `key_of`).
+        for (e, k) in &pods {
+            keys.insert(k, *e, key_of);
+        }
+        assert_eq!(keys.len(), 1000);
+        assert!(pods.iter().all(|(e, k)| keys.get(k, key_of) == Some(*e)));
+        assert_eq!(keys.get("ns/absent", key_of), None);
+        for (e, k) in pods.iter().step_by(2) {
+            assert_eq!(keys.remove(k, key_of), Some(*e));
+            assert_eq!(keys.remove(k, key_of), None, "removed once");
+        }
+        assert_eq!(keys.len(), 500);
+        assert!(pods.iter().enumerate().all(|(i, (e, k))| keys.get(k, key_of) == (i % 2 == 1).then_some(*e)));
     }
 
     #[test]

@@ -30,22 +30,22 @@ fn node(name: &str) -> Observation {
 #[test]
 fn refuses_a_configuration_that_cannot_work() {
     let bad = ControllerConfig { unhealthy_zone_threshold: 0.0, ..Default::default() };
-    let err = Engine::with_channels(bad, t(0)).err().map(|e| e.flag);
+    let err = Engine::new(bad, t(0)).err().map(|e| e.flag);
     assert_eq!(err, Some("unhealthy-zone-threshold"));
 }
 
 #[test]
 fn phases_are_timed_only_with_a_clock_and_only_when_they_ran() {
-    let (mut engine, tx, _rx) = Engine::with_channels(ControllerConfig::default(), t(0)).unwrap();
-    tx.send(node("a")).unwrap();
-    engine.tick(t(0));
+    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    engine.observe(node("a"));
+    let _ = engine.tick(t(0));
     assert!(engine.last_tick_timings().is_empty(), "no clock lent, nothing timed");
     engine.measure_with(std::time::Instant::now);
-    engine.tick(t(5_000));
+    let _ = engine.tick(t(5_000));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
     assert!(ran.contains(&"ingest") && ran.contains(&"health_monitor") && ran.contains(&"tainting_pass"), "{ran:?}");
     assert!(!ran.contains(&"legacy_eviction_pass"));
-    engine.tick(t(5_050));
+    let _ = engine.tick(t(5_050));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
     assert!(!ran.contains(&"health_monitor") && !ran.contains(&"tainting_pass"), "off-grid tick: {ran:?}");
     assert_eq!(engine.phase_names().first(), Some(&"ingest"));
@@ -53,13 +53,14 @@ fn phases_are_timed_only_with_a_clock_and_only_when_they_ran() {
 
 #[test]
 fn a_silent_node_goes_unknown_after_the_grace_period_and_the_clock_never_goes_back() {
-    let (mut engine, tx, rx) = Engine::with_channels(ControllerConfig::default(), t(0)).unwrap();
-    tx.send(node("a")).unwrap();
+    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    engine.observe(node("a"));
+    assert_eq!(engine.pending_observations(), 1);
     let mut unknown_at = None;
     let mut now = 0;
     while now <= 60_000 && unknown_at.is_none() {
-        engine.tick(t(now));
-        let actions: Vec<_> = rx.try_iter().collect();
+        let actions = engine.tick(t(now));
+        assert_eq!(engine.pending_observations(), 0);
         if actions.iter().any(|a| matches!(&a.kind, ActionKind::UpdateNodeConditions { .. })) {
             unknown_at = Some(now);
         }
@@ -68,7 +69,7 @@ fn a_silent_node_goes_unknown_after_the_grace_period_and_the_clock_never_goes_ba
     // First seen at 0 s, grace 40 s, strictly after: the 45 s pass.
     assert_eq!(unknown_at, Some(45_000));
     // A tick in the past is held at the last tick's time and changes nothing.
-    engine.tick(t(1_000));
-    assert_eq!(rx.try_iter().filter(|a| !matches!(a.kind, ActionKind::RecordEvent(_))).count(), 0);
+    let actions = engine.tick(t(1_000));
+    assert_eq!(actions.into_iter().filter(|a| !matches!(a.kind, ActionKind::RecordEvent(_))).count(), 0);
     assert!(engine.next_due() >= t(45_100));
 }

@@ -1,5 +1,7 @@
 //! The controller's configuration: kube-controller-manager's node-lifecycle
-//! flags, with the same names, defaults and meaning.
+//! flags, with the same names, defaults and meaning, read from a YAML (or
+//! JSON) mapping by [`ControllerConfig::from_yaml`] and checked by
+//! [`ControllerConfig::validate`].
 
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +80,34 @@ pub struct ConfigError {
     pub problem: String,
 }
 
+/// Why a configuration text could not be used: it could not be read, or
+/// what it says cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigParseError {
+    /// The text is not a mapping of known flags to values of the right
+    /// kind; the message names the field path (and, for YAML, the line).
+    #[error("{0}")]
+    Syntax(serde_path_to_error::Error<serde_yaml_ng::Error>),
+    /// The flags were read, but a value cannot work.
+    #[error("the engine refused the configuration: {0}")]
+    Invalid(#[from] ConfigError),
+}
+
 impl ControllerConfig {
+    /// Reads controller flags from a YAML (or JSON) mapping with upstream's
+    /// names (`node-monitor-grace-period: 50s`); unknown flags are refused.
+    /// Empty text is the default configuration. The result is validated.
+    pub fn from_yaml(text: &str) -> Result<ControllerConfig, ConfigParseError> {
+        let config: ControllerConfig = if text.trim().is_empty() {
+            ControllerConfig::default()
+        } else {
+            let de = serde_yaml_ng::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(de).map_err(ConfigParseError::Syntax)?
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Checks every flag; the first problem found is returned. A config that
     /// passes cannot make the engine divide by zero, spin, or evict by
     /// accident of a typo (a grace period shorter than the monitor period
@@ -151,6 +180,29 @@ mod tests {
         assert!(!c.enable_taint_manager);
         let e = serde_json::from_str::<ControllerConfig>(r#"{"node-monitor-grace":"50s"}"#).unwrap_err();
         assert!(e.to_string().contains("node-monitor-grace"), "{e}");
+    }
+
+    #[test]
+    fn config_text_is_checked() {
+        assert!(
+            ControllerConfig::from_yaml("node-monitor-grace-period: 50s")
+                .is_ok_and(|c| c.node_monitor_grace_period == Span::from_secs(50))
+        );
+        assert!(matches!(ControllerConfig::from_yaml("node-monitor-grace: 50s"), Err(ConfigParseError::Syntax(_))));
+        assert!(matches!(ControllerConfig::from_yaml("node-eviction-rate: -1"), Err(ConfigParseError::Invalid(_))));
+    }
+
+    #[test]
+    fn config_text_errors_name_the_flag() {
+        assert_eq!(ControllerConfig::from_yaml(" \n").ok(), Some(ControllerConfig::default()));
+        let e = ControllerConfig::from_yaml("node-monitor-period: abc").unwrap_err();
+        assert!(e.to_string().starts_with("node-monitor-period: node-monitor-period: invalid duration"), "{e}");
+        assert!(e.to_string().ends_with("at line 1 column 22"), "{e}");
+        let e = ControllerConfig::from_yaml("node-eviction-rate: -1").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the engine refused the configuration: node-eviction-rate: must be a non-negative number of nodes per second, got -1"
+        );
     }
 
     #[test]

@@ -9,12 +9,14 @@
 pub mod condition;
 pub mod config;
 pub mod keys;
+pub mod pod;
 pub mod taint;
 pub mod time;
 pub mod zone;
 
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};
-pub use config::{ConfigError, ControllerConfig, DeletionMode};
+pub use config::{ConfigError, ConfigParseError, ControllerConfig, DeletionMode};
+pub use pod::PodKey;
 pub use taint::{Taint, TaintEffect, Toleration, TolerationOperator, TolerationVerdict};
 pub use time::{Clock, ManualClock, Span, SpanParseError, Timestamp};
-pub use zone::ZoneKey;
+pub use zone::{ZoneKey, ZoneState};

@@ -1,4 +1,4 @@
-//! Zone keys (`GetZoneKey`).
+//! Zone keys (`GetZoneKey`) and zone disruption states (`ComputeZoneState`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -52,6 +52,33 @@ impl ZoneKey {
 impl fmt::Display for ZoneKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_empty() { Ok(()) } else { write!(f, "{}/{}", self.region, self.zone) }
+    }
+}
+
+/// A zone's disruption state (`ComputeZoneState`). The engine computes it;
+/// scenario files, reports and the reference model name it, so it lives here
+/// with the zone key rather than inside the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZoneState {
+    /// Seen for the first time in this pass.
+    Initial,
+    /// Healthy enough: tainted at `node-eviction-rate`.
+    Normal,
+    /// Many nodes down: secondary rate, or 0 in small zones.
+    PartialDisruption,
+    /// No ready node at all.
+    FullDisruption,
+}
+
+impl ZoneState {
+    /// The spelling used in scenario files, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZoneState::Initial => "Initial",
+            ZoneState::Normal => "Normal",
+            ZoneState::PartialDisruption => "PartialDisruption",
+            ZoneState::FullDisruption => "FullDisruption",
+        }
     }
 }
 

@@ -4,9 +4,9 @@
 //! A [`Plan`] is a controller [`Setup`] and a list of [`Step`]s (both
 //! `Arbitrary`, so a fuzzer's bytes or proptest's become one). The
 //! [`Harness`] keeps two copies of a simulated cluster that receive the
-//! same external steps: one is driven by the real engine (its actions
-//! applied back, their echoes fed in, each checked by the shared
-//! [`InvariantChecker`] before it is applied), the other by the
+//! same external steps: one is driven by the real engine through the same
+//! [`Controller`] loop as production (each action judged by the safety
+//! interlock before it is applied, the echoes fed back), the other by the
 //! [`ReferenceModel`]. After every instant the two clusters are compared
 //! ([`crate::compare`]). The harness ticks after every external step, and
 //! at every instant either side has something due in between, so both see
@@ -15,13 +15,12 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
-use crossbeam_channel::{Receiver, Sender};
-use nodewarden_engine::{Action, ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
+use nodewarden_controller::{Controller, StepEvent, Violation};
+use nodewarden_engine::{ActionKind, NodeSnapshot, Observation};
 use nodewarden_model::{
     ConditionStatus, ConditionType, ControllerConfig, DeletionMode, NodeCondition, Span, Taint, TaintEffect, Timestamp,
     Toleration, TolerationOperator, keys,
 };
-use nodewarden_sim::invariants::{InvariantChecker, Violation};
 use nodewarden_sim::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets, PodSpec};
 
 use crate::compare::{Difference, compare};
@@ -394,7 +393,9 @@ pub struct Stats {
 /// What to check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checks {
-    /// Run the invariant checker.
+    /// Fail the run on a broken invariant. (The checker runs either way:
+    /// it is the controller's safety interlock, which holds such an action
+    /// back.)
     pub invariants: bool,
     /// Run the reference model and compare.
     pub reference: bool,
@@ -412,13 +413,6 @@ struct World {
     kubelets: Kubelets,
 }
 
-/// The engine's side.
-struct EngineSide {
-    engine: Engine,
-    observations: Sender<Observation>,
-    actions: Receiver<Action>,
-}
-
 /// Runs plans.
 pub struct Harness {
     config: ControllerConfig,
@@ -426,9 +420,9 @@ pub struct Harness {
     now: Timestamp,
     step: usize,
     stats: Stats,
-    engine: EngineSide,
+    /// The engine behind its safety interlock, as in production.
+    controller: Controller,
     engine_world: World,
-    checker: InvariantChecker,
     model: ReferenceModel,
     model_world: World,
     trace: Option<Vec<String>>,
@@ -600,14 +594,6 @@ fn short(kind: &ActionKind) -> String {
     }
 }
 
-impl EngineSide {
-    fn start(config: &ControllerConfig, at: Timestamp) -> EngineSide {
-        let (engine, observations, actions) =
-            Engine::with_channels(config.clone(), at).expect("every Setup gives a valid configuration");
-        EngineSide { engine, observations, actions }
-    }
-}
-
 impl Harness {
     /// A harness at time 0 with an empty cluster, for `setup`.
     pub fn new(setup: &Setup, checks: Checks) -> Harness {
@@ -615,8 +601,8 @@ impl Harness {
         let world =
             || World { cluster: Cluster::new(setup.admission()), kubelets: Kubelets::new(KubeletTiming::default()) };
         Harness {
-            checker: InvariantChecker::new(&config),
-            engine: EngineSide::start(&config, Timestamp::EPOCH),
+            controller: Controller::new(config.clone(), Timestamp::EPOCH)
+                .expect("every Setup gives a valid configuration"),
             model: ReferenceModel::new(config.clone(), Timestamp::EPOCH),
             config,
             checks,
@@ -666,13 +652,7 @@ impl Harness {
     }
 
     fn send(&mut self, observations: Vec<Observation>) {
-        for o in observations {
-            if self.checks.invariants {
-                self.checker.observe(self.now, &o);
-            }
-            // The engine holds the receiver for as long as it lives.
-            let _ = self.engine.observations.send(o);
-        }
+        self.controller.observe_all(self.now, observations);
     }
 
     /// Runs one step.
@@ -684,10 +664,9 @@ impl Harness {
             Step::Advance { ms } => self.advance(Span::from_millis(i64::from(*ms))),
             Step::AdvanceSecs { secs } => self.advance(Span::from_secs(i64::from(*secs))),
             Step::RestartController => {
-                self.engine = EngineSide::start(&self.config, self.now);
                 // A new controller keeps nothing (its token buckets start
-                // full, C2), so the invariants start over from the cluster.
-                self.checker = InvariantChecker::new(&self.config);
+                // full, C2); the checker keeps what it knows of the cluster.
+                self.controller.restart(self.now).expect("the configuration was valid at the start");
                 let state = self.engine_world.cluster.state();
                 self.send(state);
                 self.model = ReferenceModel::new(self.config.clone(), self.now);
@@ -714,7 +693,7 @@ impl Harness {
                 return Ok(());
             }
             let now = self.now;
-            let mut candidates = vec![self.engine.engine.next_due()];
+            let mut candidates = vec![self.controller.next_due()];
             if self.checks.reference {
                 candidates.push(self.model.next_due());
             }
@@ -739,46 +718,42 @@ impl Harness {
         if self.checks.reference {
             self.model_world.kubelets.run_due(now, &mut self.model_world.cluster);
         }
-        // A refused write is learnt of in the same instant (bounded).
-        for _ in 0..4 {
-            self.engine.engine.tick(now);
-            let actions: Vec<Action> = self.engine.actions.try_iter().collect();
-            let zones = self.engine.engine.zones();
-            let all_down = self.engine.engine.all_zones_down();
-            let mut refused = false;
-            for action in actions {
-                self.stats.actions += 1;
-                self.note(|| format!("{now}   engine: {:?}", short(&action.kind)));
-                if self.checks.invariants
-                    && let Some(violation) =
-                        self.checker.check_action(now, &action, &zones, all_down).into_iter().next()
-                {
-                    return Err(Failure::Invariant { step: self.step, violation });
-                }
-                let applied = self.engine_world.cluster.apply_action(now, &action);
-                if let Some(what) = applied.violation {
-                    return Err(Failure::Contract { step: self.step, at: now, what });
-                }
-                refused |= matches!(applied.outcome, Some(WriteOutcome::Failed(_)));
-                self.send(applied.observations);
+        let mut failure = None;
+        let mut trace = Vec::new();
+        let tracing = self.trace.is_some();
+        let (step, invariants) = (self.step, self.checks.invariants);
+        let stats = &mut self.stats;
+        self.controller.step(now, &mut self.engine_world.cluster, &mut |event| {
+            let StepEvent::Handled(h) = event else { return };
+            stats.actions += 1;
+            if tracing {
+                trace.push(format!("{now}   engine: {:?}", short(&h.action.kind)));
             }
-            if self.checks.invariants {
-                self.checker.end_step(all_down);
+            if failure.is_some() {
+                return;
             }
-            if !refused {
-                break;
+            if let Some(violation) = h.violations.first().filter(|_| invariants) {
+                failure = Some(Failure::Invariant { step, violation: violation.clone() });
+            } else if let Some(what) = h.applied.and_then(|a| a.violation.clone()) {
+                failure = Some(Failure::Contract { step, at: now, what });
             }
+        });
+        if let Some(t) = &mut self.trace {
+            t.extend(trace);
+        }
+        if let Some(failure) = failure {
+            return Err(failure);
         }
         if self.checks.reference {
             let writes = self.model.tick(now, &mut self.model_world.cluster);
             for w in writes {
                 self.note(|| format!("{now}   model:  {:?}", short(&w)));
             }
-            let flags = (self.engine.engine.all_zones_down(), self.model.all_zones_down());
+            let flags = (self.controller.engine().all_zones_down(), self.model.all_zones_down());
             if let Some(difference) = compare(
                 &self.engine_world.cluster,
                 &self.model_world.cluster,
-                &self.engine.engine.zones(),
+                &self.controller.engine().zones(),
                 &self.model.zones(),
                 flags,
             ) {

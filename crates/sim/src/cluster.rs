@@ -5,10 +5,16 @@
 //! Every change returns the [`Observation`]s a watch would deliver, so the
 //! runner can feed them to the engine. Writes of the controller are counted
 //! per object, and writes the controller must never make (to a pod that is
-//! terminating or already deleted) are reported as contract violations.
+//! terminating or already deleted; legacy eviction's `NodeLost` status
+//! write to a terminating pod excepted) are reported as contract violations.
+//!
+//! [`Cluster::from_scenario`] builds the world a scenario file describes at
+//! t=0: the cluster and the simulated kubelets of its nodes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+pub use nodewarden_controller::Applied;
+use nodewarden_controller::ClusterApi;
 use nodewarden_engine::{
     Action, ActionId, ActionKind, Event, NodeSnapshot, ObjectRef, Observation, PodSnapshot, WriteOutcome,
 };
@@ -18,7 +24,8 @@ use nodewarden_model::{
 use tracing::warn;
 
 use crate::admission::AdmissionDefaults;
-use crate::scenario::{NodeSpec, PodSpec};
+use crate::kubelet::{KubeletTiming, Kubelets};
+use crate::scenario::{NodeSpec, PodSpec, Scenario};
 
 /// A pod as the simulated API server stores it.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,18 +86,6 @@ pub struct RecordedEvent {
     pub at: Timestamp,
     /// The Event.
     pub event: Event,
-}
-
-/// What applying one engine action did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Applied {
-    /// To feed back to the engine: `WriteFinished`, then the object's
-    /// snapshot (empty for Events).
-    pub observations: Vec<Observation>,
-    /// The write's outcome; `None` for Events, which are not writes.
-    pub outcome: Option<WriteOutcome>,
-    /// Set when the write breaks the controller's contract (rule 12).
-    pub violation: Option<String>,
 }
 
 /// The simulated cluster.
@@ -190,10 +185,37 @@ fn post_condition(node: &mut NodeSnapshot, kind: ConditionType, status: Conditio
     }
 }
 
+/// The simulated cluster is where replay and `nodewarden sim` carry out
+/// the controller's actions: each lands at once, as a fast API server's
+/// would, and answers with the object's new (or, refused, current) state.
+impl ClusterApi for Cluster {
+    fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
+        self.apply_action(now, action)
+    }
+}
+
 impl Cluster {
     /// An empty cluster whose admission adds `admission`'s tolerations.
     pub fn new(admission: AdmissionDefaults) -> Cluster {
         Cluster { admission, ..Cluster::default() }
+    }
+
+    /// The cluster a scenario file describes at t=0 (admission defaults
+    /// applied to its pods) and the simulated kubelets of its
+    /// `kubelet: true` nodes, scheduled from t=0.
+    pub fn from_scenario(scenario: &Scenario) -> (Cluster, Kubelets) {
+        let mut cluster = Cluster::new(AdmissionDefaults::from(&scenario.cluster));
+        let mut kubelets = Kubelets::new(KubeletTiming::from(&scenario.cluster.kubelet));
+        for n in &scenario.nodes {
+            cluster.add_node(n, Timestamp::EPOCH);
+            if n.kubelet {
+                kubelets.schedule(&n.name, Timestamp::EPOCH);
+            }
+        }
+        for p in &scenario.pods {
+            cluster.add_pod(p);
+        }
+        (cluster, kubelets)
     }
 
     /// The node, if it exists now.
@@ -561,7 +583,12 @@ impl Cluster {
             let reason = format!("precondition failed: uid {uid}, but pod {key} has uid {}", pod.uid);
             return refuse(reason, None);
         }
-        if pod.terminating {
+        // Upstream's legacy DeletePods writes status.reason=NodeLost to every
+        // pod of the node, terminating ones included (J4), and the API server
+        // accepts a status update on a pod that is being deleted. So that one
+        // write succeeds; any other write to a terminating pod (NotReady,
+        // DisruptionTarget, a deletion) is still refused as a violation.
+        if pod.terminating && what != "set-pod-node-lost" {
             return refuse(
                 format!("pod {key} is terminating"),
                 Some(format!("{what} on pod {key}, which is terminating")),
@@ -891,6 +918,15 @@ mod tests {
         );
         assert!(r.violation.unwrap().contains("terminating"));
         assert!(!c.pod("default/t").unwrap().deleted);
+
+        // Legacy eviction's NodeLost status write is the one write a
+        // terminating pod accepts (J4).
+        let uid = c.pod("default/t").unwrap().uid.clone();
+        let lost = ActionKind::SetPodNodeLost { pod: "default/t".into(), uid, node: "a".into() };
+        let r = c.apply_action(t(3), &act(3, lost));
+        assert_eq!(r.outcome, Some(WriteOutcome::Done));
+        assert!(r.violation.is_none());
+        assert_eq!(c.pod("default/t").unwrap().reason.as_deref(), Some("NodeLost"));
     }
 
     #[test]

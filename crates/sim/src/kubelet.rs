@@ -23,6 +23,37 @@ use crate::cluster::Cluster;
 use crate::rng::mix;
 use crate::scenario::KubeletSpec;
 
+/// What a simulated kubelet reads and writes: the in-memory [`Cluster`]
+/// of replay and `nodewarden sim`, or the object store of the served
+/// cluster (`nodewarden sim --serve`), so both run the same kubelets with
+/// the same timing, jitter and partitions.
+pub trait KubeletApi {
+    /// The node's stored Ready status: `None` when the node does not exist
+    /// (its kubelet has nothing to do), `Some(None)` when it has no Ready
+    /// condition.
+    fn ready_status(&self, node: &str) -> Option<Option<ConditionStatus>>;
+    /// Renews the node's Lease at `now` (creating it if needed); returns
+    /// what the watches deliver.
+    fn renew_lease(&mut self, node: &str, now: Timestamp) -> Vec<Observation>;
+    /// Posts Ready=True with heartbeat `now` (the transition time moves only
+    /// when the status changes); returns what the watches deliver.
+    fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation>;
+}
+
+impl KubeletApi for Cluster {
+    fn ready_status(&self, node: &str) -> Option<Option<ConditionStatus>> {
+        self.node(node).map(|n| n.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status))
+    }
+
+    fn renew_lease(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
+        self.set_lease(node, now)
+    }
+
+    fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
+        self.set_ready(node, ConditionStatus::True, now)
+    }
+}
+
 /// The three periods every simulated kubelet follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KubeletTiming {
@@ -175,7 +206,7 @@ impl Kubelets {
 
     /// Starts (or restarts) the node's kubelet now: it renews the Lease
     /// and posts Ready=True at once, then keeps its cadence from `now`.
-    pub fn start(&mut self, node: &str, now: Timestamp, cluster: &mut Cluster) -> Vec<Observation> {
+    pub fn start<C: KubeletApi + ?Sized>(&mut self, node: &str, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
         self.schedule(node, now);
         let slot = self.slot(node);
         let out = self.run_slot(slot, now, cluster);
@@ -246,7 +277,7 @@ impl Kubelets {
 
     /// Does what every kubelet has due at or before `now`, in node-name
     /// order, and returns what the cluster's watches deliver.
-    pub fn run_due(&mut self, now: Timestamp, cluster: &mut Cluster) -> Vec<Observation> {
+    pub fn run_due<C: KubeletApi + ?Sized>(&mut self, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
         let mut due = self.pop_due(now);
         due.sort_by(|a, b| self.names[a.1 as usize].cmp(&self.names[b.1 as usize]));
         let mut out = Vec::new();
@@ -261,7 +292,7 @@ impl Kubelets {
     /// post at its own instant (in time order), and returns what the
     /// watches deliver. A driver that moves in steps uses this so Lease
     /// renew times and heartbeats keep the kubelets' own times.
-    pub fn run_until(&mut self, now: Timestamp, cluster: &mut Cluster) -> Vec<Observation> {
+    pub fn run_until<C: KubeletApi + ?Sized>(&mut self, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
         let mut out = Vec::new();
         loop {
             let due = self.pop_due(now);
@@ -276,7 +307,7 @@ impl Kubelets {
         out
     }
 
-    fn run_slot(&mut self, slot: u32, now: Timestamp, cluster: &mut Cluster) -> Vec<Observation> {
+    fn run_slot<C: KubeletApi + ?Sized>(&mut self, slot: u32, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
         let timing = self.timing;
         let (jitter, seed) = (self.jitter, self.seed);
         let Some(Some(c)) = self.cadences.get_mut(slot as usize) else { return Vec::new() };
@@ -306,18 +337,16 @@ impl Kubelets {
         if partitioned {
             return Vec::new();
         }
-        let Some(ready) =
-            cluster.node(node).map(|n| n.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status))
-        else {
+        let Some(ready) = cluster.ready_status(node) else {
             return Vec::new();
         };
         let ready_is_true = ready == Some(ConditionStatus::True);
         let mut out = Vec::new();
         if lease_due {
-            out.extend(cluster.set_lease(node, now));
+            out.extend(cluster.renew_lease(node, now));
         }
         if report_due || (update_due && !ready_is_true) {
-            out.extend(cluster.set_ready(node, ConditionStatus::True, now));
+            out.extend(cluster.post_ready(node, now));
         }
         out
     }

@@ -11,8 +11,9 @@
 //! [`Simulation`] is the live counterpart behind `nodewarden sim` and
 //! `cargo xtask load`: a generated fleet ([`fleet`]) or a scenario file's
 //! cluster, kubelets heartbeating with jitter, a fault plan ([`faults`],
-//! [`builtin`]), the engine stepped on its 100 ms grid, every action checked
-//! by the [`InvariantChecker`], and the figures rendered by [`report`].
+//! [`builtin`]), the engine stepped on its 100 ms grid through the same
+//! [`Controller`](nodewarden_controller::Controller) loop and safety
+//! interlock, and the figures rendered by [`report`].
 //!
 //! The simulator knows the engine only through its boundary: it sends
 //! [`Observation`](nodewarden_engine::Observation)s and applies
@@ -25,7 +26,6 @@ pub mod error;
 pub mod expect;
 pub mod faults;
 pub mod fleet;
-pub mod invariants;
 pub mod kubelet;
 pub mod output;
 pub mod report;
@@ -33,14 +33,14 @@ pub mod rng;
 pub mod runner;
 pub mod scenario;
 pub mod simulation;
+pub mod statistics;
 pub mod validate;
 
 pub use admission::AdmissionDefaults;
 pub use builtin::{Builtin, UnknownScenario};
 pub use cluster::{Applied, Cluster, RecordedEvent, SimPod};
 pub use error::{Location, ScenarioError};
-pub use invariants::{Invariant, InvariantChecker, Violation};
-pub use kubelet::{KubeletTiming, Kubelets};
+pub use kubelet::{KubeletApi, KubeletTiming, Kubelets};
 pub use output::{ActionRecord, ExpectRecord, Record, Summary, ViolationRecord, ZoneRecord};
 pub use runner::{ReplayError, ReplayOptions, ReplayOutcome, replay, replay_to_writer, replay_with};
 pub use scenario::{EventAction, EventEntry, Expectation, NodeSpec, PodSpec, Scenario, Subject};

@@ -88,6 +88,10 @@ pub struct ActionRecord {
     /// Why the API refused the write, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// The invariants the write would have broken, when the safety
+    /// interlock held it back (it never reached the cluster).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
     /// A deletion's mode: `delete` or `evict` (Eviction API).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<&'static str>,

@@ -3,7 +3,7 @@
 //!
 //! Time moves in steps. The next step is the earliest of: the next
 //! scenario event, the next kubelet renewal or post, the next expectation,
-//! the engine's [`Engine::next_due`], never past the scenario's end. At
+//! the engine's next due time, never past the scenario's end. At
 //! each instant `t`, in this order:
 //!
 //! 1. the controller starts, at the first instant `t >= 0`: a fresh engine
@@ -13,28 +13,27 @@
 //!    started at `t`, which receives the cluster as it is at that point);
 //! 3. simulated kubelets do what is due at `t`;
 //!    every change of steps 2 and 3 is sent to the engine as an observation;
-//! 4. `engine.tick(t)`;
-//! 5. each action the engine emitted is applied to the cluster and printed,
-//!    and its feedback (`WriteFinished`, then the object) is sent to the
-//!    engine, which ingests it at its next tick; when a write was refused
-//!    the engine ticks again at `t` right away, so it learns of the refusal
-//!    in the same instant (its periodic loops do not run twice);
-//! 6. zone state and rate changes (from `engine.zones()`) are printed;
-//! 7. expectations due at `t` are checked, in file order.
+//! 4. one step of the [`Controller`] loop at `t`: the engine ticks; each
+//!    action it issued is judged by the safety interlock and either held
+//!    back or applied to the cluster; either way it is printed, and the
+//!    cluster's answer (`WriteFinished`, then the object) is fed back; when
+//!    a write was refused the engine ticks again at `t`, so it learns of
+//!    the refusal in the same instant (its periodic loops do not run twice);
+//! 5. zone state and rate changes (from `engine.zones()`) are printed;
+//! 6. expectations due at `t` are checked, in file order.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crossbeam_channel::{Receiver, Sender, unbounded};
-use nodewarden_engine::{Action, Engine, Observation, WriteOutcome, ZoneReport, ZoneState};
-use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey};
-use tracing::{debug, warn};
+use nodewarden_controller::{Controller, StepEvent};
+use nodewarden_engine::{Observation, WriteOutcome, ZoneReport, ZoneState};
+use nodewarden_model::{ConfigError, Timestamp, ZoneKey};
+use tracing::debug;
 
 use crate::cluster::Cluster;
 use crate::error::ScenarioError;
 use crate::expect::evaluate;
 use crate::faults::apply_event;
-use crate::invariants::InvariantChecker;
 use crate::kubelet::Kubelets;
 use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
 use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
@@ -90,10 +89,6 @@ pub enum ReplayError {
     Output(#[source] io::Error),
 }
 
-/// How many times the engine ticks again within one instant to see its
-/// refused writes.
-const MAX_REFUSAL_ROUNDS: usize = 8;
-
 /// More steps than any sensible scenario needs (a week at 100 ms ticks is
 /// about 6 million).
 const MAX_STEPS: u64 = 50_000_000;
@@ -142,42 +137,14 @@ pub fn replay_with(scenario: &Scenario, sink: &mut dyn FnMut(&Record)) -> Result
     Runner::new(scenario, sink).run()
 }
 
-/// The engine with the ends of its two channels.
-struct Controller {
-    engine: Engine,
-    observations: Sender<Observation>,
-    actions: Receiver<Action>,
-}
-
-impl Controller {
-    fn start(config: &ControllerConfig, at: Timestamp, state: Vec<Observation>) -> Result<Controller, ConfigError> {
-        let (obs_tx, obs_rx) = unbounded();
-        let (act_tx, act_rx) = unbounded();
-        let engine = Engine::new(config.clone(), at, obs_rx, act_tx)?;
-        let controller = Controller { engine, observations: obs_tx, actions: act_rx };
-        controller.send(state);
-        Ok(controller)
-    }
-
-    fn send(&self, observations: Vec<Observation>) {
-        for o in observations {
-            // The engine owns the receiver for as long as it lives.
-            if self.observations.send(o).is_err() {
-                warn!("the engine's observation channel is closed");
-                return;
-            }
-        }
-    }
-}
-
 struct Runner<'a> {
     scenario: &'a Scenario,
     sink: &'a mut dyn FnMut(&Record),
     cluster: Cluster,
     kubelets: Kubelets,
+    /// The engine behind its safety interlock, from the first instant at
+    /// or after 0.
     controller: Option<Controller>,
-    /// Judges every action against the safety invariants.
-    checker: InvariantChecker,
     zones: Vec<ZoneReport>,
     reported: BTreeMap<ZoneKey, (Option<ZoneState>, f64)>,
     passed: usize,
@@ -187,14 +154,13 @@ struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     fn new(scenario: &'a Scenario, sink: &'a mut dyn FnMut(&Record)) -> Runner<'a> {
-        let (cluster, kubelets) = scenario.initial_cluster();
+        let (cluster, kubelets) = Cluster::from_scenario(scenario);
         Runner {
             scenario,
             sink,
             cluster,
             kubelets,
             controller: None,
-            checker: InvariantChecker::new(&scenario.config),
             zones: Vec::new(),
             reported: BTreeMap::new(),
             passed: 0,
@@ -208,21 +174,20 @@ impl<'a> Runner<'a> {
     }
 
     fn send(&mut self, t: Timestamp, observations: Vec<Observation>) {
-        if let Some(c) = &self.controller {
-            for o in &observations {
-                self.checker.observe(t, o);
-            }
-            c.send(observations);
+        if let Some(c) = &mut self.controller {
+            c.observe_all(t, observations);
         }
     }
 
-    /// Starts a fresh engine at `t` that is sent the whole cluster.
+    /// Starts the controller at `t` (or restarts it: a fresh engine that
+    /// keeps nothing) and sends it the whole cluster.
     fn start_controller(&mut self, t: Timestamp) -> Result<(), ReplayError> {
-        let state = self.cluster.state();
-        for o in &state {
-            self.checker.observe(t, o);
+        match &mut self.controller {
+            Some(c) => c.restart(t)?,
+            None => self.controller = Some(Controller::new(self.scenario.config.clone(), t)?),
         }
-        self.controller = Some(Controller::start(&self.scenario.config, t, state)?);
+        let state = self.cluster.state();
+        self.send(t, state);
         Ok(())
     }
 
@@ -264,7 +229,7 @@ impl<'a> Runner<'a> {
                 next_expect += 1;
             }
 
-            let engine_next = self.controller.as_ref().map(|c| c.engine.next_due()).filter(|&n| n > t);
+            let engine_next = self.controller.as_ref().map(|c| c.next_due()).filter(|&n| n > t);
             let next = [
                 (self.controller.is_none()).then_some(Timestamp::EPOCH),
                 events.get(next_event).map(|(_, e)| at(e.at)),
@@ -302,9 +267,6 @@ impl<'a> Runner<'a> {
     fn apply_event(&mut self, t: Timestamp, action: &EventAction) -> Result<(), ReplayError> {
         if let EventAction::RestartController = action {
             debug!(%t, "controller restarts");
-            // Drop the old engine first: a restarted process keeps nothing.
-            self.controller = None;
-            self.checker.controller_restarted();
             return self.start_controller(t);
         }
         let observations = apply_event(&mut self.cluster, &mut self.kubelets, t, action);
@@ -313,44 +275,33 @@ impl<'a> Runner<'a> {
     }
 
     fn tick(&mut self, t: Timestamp) {
-        // A refused write is reported back within the same instant (a real
-        // API answers in milliseconds), so the engine ticks again at `t` to
-        // see it; the loops that ran at `t` do not run twice, only the
-        // event-driven handlers. Bounded, in case every retry is refused.
-        for _ in 0..MAX_REFUSAL_ROUNDS {
-            let Some(controller) = &mut self.controller else { return };
-            controller.engine.tick(t);
-            let actions: Vec<Action> = controller.actions.try_iter().collect();
-            let zones = controller.engine.zones();
-            let all_down = controller.engine.all_zones_down();
-            let mut refused = false;
-            for action in actions {
-                for v in self.checker.check_action(t, &action, &zones, all_down) {
-                    self.violations += 1;
-                    self.emit(Record::Violation(ViolationRecord { t, violation: v.to_string() }));
-                }
-                let applied = self.cluster.apply_action(t, &action);
-                let mut record = ActionRecord::new(t, &action.kind);
-                if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
-                    record.failed = Some(why.clone());
-                    refused = true;
-                }
-                self.emit(Record::Action(record));
-                if let Some(violation) = applied.violation {
-                    self.violations += 1;
-                    self.emit(Record::Violation(ViolationRecord { t, violation }));
-                }
-                self.send(t, applied.observations);
+        let Some(controller) = &mut self.controller else { return };
+        let (sink, violations) = (&mut self.sink, &mut self.violations);
+        controller.step(t, &mut self.cluster, &mut |event| {
+            let StepEvent::Handled(handled) = event else { return };
+            for v in handled.violations {
+                *violations += 1;
+                sink(&Record::Violation(ViolationRecord { t, violation: v.to_string() }));
             }
-            self.checker.end_step(all_down);
-            if !refused {
-                break;
+            let mut record = ActionRecord::new(t, &handled.action.kind);
+            match handled.applied {
+                None => {
+                    let rules: Vec<&str> = handled.violations.iter().map(|v| v.invariant.name()).collect();
+                    record.blocked = Some(rules.join(", "));
+                }
+                Some(applied) => {
+                    if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
+                        record.failed = Some(why.clone());
+                    }
+                }
             }
-        }
-        let zones = match &self.controller {
-            Some(c) => c.engine.zones(),
-            None => Vec::new(),
-        };
+            sink(&Record::Action(record));
+            if let Some(violation) = handled.applied.and_then(|a| a.violation.clone()) {
+                *violations += 1;
+                sink(&Record::Violation(ViolationRecord { t, violation }));
+            }
+        });
+        let zones = controller.engine().zones();
         self.report_zones(t, &zones);
         self.zones = zones;
     }

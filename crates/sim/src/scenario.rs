@@ -7,7 +7,7 @@
 //! mapping and then checked for "exactly one action" (or "exactly one
 //! subject") while the YAML position is still known, so those errors carry a
 //! line number too. Cross-references (unknown nodes, duplicate names, ...)
-//! are checked afterwards by [`crate::validate`].
+//! are checked afterwards by [`crate::validate()`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -52,24 +52,6 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// The cluster the file describes at t=0 (admission defaults applied to
-    /// its pods) and the simulated kubelets of its `kubelet: true` nodes,
-    /// scheduled from t=0.
-    pub fn initial_cluster(&self) -> (crate::Cluster, crate::Kubelets) {
-        let mut cluster = crate::Cluster::new(crate::AdmissionDefaults::from(&self.cluster));
-        let mut kubelets = crate::Kubelets::new(crate::KubeletTiming::from(&self.cluster.kubelet));
-        for n in &self.nodes {
-            cluster.add_node(n, Timestamp::EPOCH);
-            if n.kubelet {
-                kubelets.schedule(&n.name, Timestamp::EPOCH);
-            }
-        }
-        for p in &self.pods {
-            cluster.add_pod(p);
-        }
-        (cluster, kubelets)
-    }
-
     /// The last instant to simulate: `run-until`, or the latest `at` of any
     /// event or expectation (0 if none is later) plus one second.
     pub fn end(&self) -> Timestamp {

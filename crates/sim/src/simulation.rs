@@ -4,7 +4,7 @@
 //!
 //! Time moves in steps on the engine's 100 ms tainting grid: each step
 //! goes to the earliest of the next kubelet renewal or post, the next
-//! fault and the engine's [`Engine::next_due`], rounded up to the grid (the
+//! fault and the engine's next due time, rounded up to the grid (the
 //! engine's own deadlines are kept exactly). At each step `t`:
 //!
 //! 1. faults due by `t` are applied;
@@ -13,39 +13,35 @@
 //! 3. what the watches deliver is sent to the engine, unless the control
 //!    plane is unreachable (then nothing is; once it is back, the engine
 //!    gets the whole cluster again, as a relist);
-//! 4. `engine.tick(t)`, timed per phase;
-//! 5. each action is checked by the [`InvariantChecker`] before it is
-//!    applied to the cluster (or, while the control plane is unreachable,
-//!    fails with no echo), and its feedback is sent back; a refused write
-//!    makes the engine tick again at `t`, as in replay.
+//! 4. one step of the [`Controller`] loop at `t`, as in replay: the engine
+//!    ticks (timed per phase when measuring), the safety interlock judges
+//!    each action, the rest land on the cluster (or, while the control
+//!    plane is unreachable, fail with no echo) and their feedback goes back;
+//!    a refused write makes the engine tick again at `t`.
 //!
-//! The run is deterministic for a given seed: nothing here reads the wall
-//! clock except to time the engine's ticks.
+//! The figures are gathered by [`crate::statistics`]. The run is
+//! deterministic for a given seed: nothing here reads the wall clock except
+//! to time the engine's ticks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
-use nodewarden_engine::explain::Verdict;
-use nodewarden_engine::{Action, ActionKind, Engine, Observation, WriteOutcome, ZoneReport, ZoneState};
-use nodewarden_model::keys::{TAINT_NOT_READY, TAINT_UNREACHABLE};
-use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, TaintEffect, Timestamp, ZoneKey};
+use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
+use nodewarden_engine::{Action, Observation, WriteOutcome, ZoneReport};
+use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use crate::admission::AdmissionDefaults;
 use crate::builtin::Builtin;
 use crate::cluster::Cluster;
 use crate::faults::{Fault, FaultPlan, apply_event};
-use crate::fleet::{self, FleetSpec, LEASE_JITTER, Layout};
-use crate::invariants::{Invariant, InvariantChecker};
+use crate::fleet::{self, FleetSpec, LEASE_JITTER};
 use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::scenario::{EventAction, Scenario};
+use crate::statistics::Statistics;
+pub use crate::statistics::{Latencies, Outcome, Progress, TickCosts, ZoneSample, ZoneTally};
 
 /// The engine's tainting grid: steps land on it.
 pub const STEP: Span = Span::from_millis(100);
-
-/// How many times the engine ticks again within one instant to see its
-/// refused writes (as in replay).
-const MAX_REFUSAL_ROUNDS: usize = 8;
 
 /// The reason a write fails while the control plane is unreachable.
 pub const UNREACHABLE: &str = "the API server cannot be reached";
@@ -81,196 +77,12 @@ pub enum SimError {
     /// The fleet's shape cannot work.
     #[error("{0}")]
     Fleet(String),
-    /// The configuration text cannot be read.
-    #[error("{0}")]
-    BadConfig(String),
     /// The engine refused the configuration.
     #[error("the engine refused the configuration: {0}")]
     Config(#[from] nodewarden_model::ConfigError),
     /// The scenario file is not valid.
     #[error("invalid scenario: {0}")]
     Scenario(#[from] crate::error::ScenarioError),
-}
-
-/// Reads controller flags from a YAML (or JSON) mapping with upstream's
-/// names (`node-monitor-grace-period: 50s`); unknown flags are refused.
-pub fn parse_config(text: &str) -> Result<ControllerConfig, SimError> {
-    let config: ControllerConfig = if text.trim().is_empty() {
-        ControllerConfig::default()
-    } else {
-        let de = serde_yaml_ng::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(|e| SimError::BadConfig(e.to_string()))?
-    };
-    config.validate()?;
-    Ok(config)
-}
-
-/// One node's story, for latencies and per-zone figures.
-#[derive(Clone, Debug, Default)]
-struct NodeTrack {
-    zone: usize,
-    /// Down (crashed or partitioned) since.
-    down_since: Option<Timestamp>,
-    /// The controller set Ready to Unknown during the current episode.
-    seen_dead: Option<Timestamp>,
-    /// A NoExecute taint went on during the current episode.
-    tainted: Option<Timestamp>,
-}
-
-/// Figures for one zone, gathered while the simulation runs.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ZoneTally {
-    /// `region/zone`.
-    pub key: String,
-    /// Nodes in the zone at the start.
-    pub nodes: usize,
-    /// Pods bound to its nodes at the start.
-    pub pods: usize,
-    /// Failure episodes (a flapping node counts once per time down).
-    pub failures: usize,
-    /// Distinct nodes that failed.
-    pub nodes_failed: usize,
-    /// Failed nodes that came back.
-    pub recoveries: usize,
-    /// First and last failure.
-    pub failed: Option<(Timestamp, Timestamp)>,
-    /// Ready set to Unknown for a down node: count, first, last.
-    pub seen_dead: (usize, Option<(Timestamp, Timestamp)>),
-    /// Ready set to Unknown for a node whose kubelet was fine.
-    pub false_alarms: usize,
-    /// NoExecute taints added: count, first, last.
-    pub tainted: (usize, Option<(Timestamp, Timestamp)>),
-    /// NoExecute taints removed.
-    pub untainted: usize,
-    /// Pods deleted: count, first, last.
-    pub evicted: (usize, Option<(Timestamp, Timestamp)>),
-    /// Deleted pods that belonged to a DaemonSet.
-    pub daemonset_evicted: usize,
-    /// Every (state, rate) the zone went through, with when it started.
-    pub states: Vec<(Timestamp, Option<ZoneState>, f64)>,
-}
-
-fn widen(span: &mut Option<(Timestamp, Timestamp)>, t: Timestamp) {
-    *span = Some(match *span {
-        Some((a, b)) => (a.min(t), b.max(t)),
-        None => (t, t),
-    });
-}
-
-/// One point of the timeline, per zone.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ZoneSample {
-    /// Nodes whose Ready is True.
-    pub ready: usize,
-    /// Ready False.
-    pub not_ready: usize,
-    /// Ready Unknown (the controller stopped hearing from them).
-    pub unknown: usize,
-    /// Nodes with a not-ready or unreachable NoExecute taint.
-    pub tainted: usize,
-    /// Pods deleted so far.
-    pub evicted: usize,
-}
-
-/// Latencies in seconds, each with what the configuration predicts.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Latencies {
-    /// Failure to Ready=Unknown.
-    pub detection: Vec<f64>,
-    /// Ready=Unknown to NoExecute taint.
-    pub tainting: Vec<f64>,
-    /// Taint to deletion, minus what the pod's toleration allowed (0 =
-    /// exactly on time; never negative when the controller is right).
-    pub eviction_vs_toleration: Vec<f64>,
-    /// Taint to deletion.
-    pub eviction: Vec<f64>,
-}
-
-/// Wall-clock cost of the engine's ticks, in nanoseconds.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TickCosts {
-    /// Whole ticks (ingest included).
-    pub tick: Vec<u64>,
-    /// Per phase, in the engine's order.
-    pub phases: Vec<(&'static str, Vec<u64>)>,
-}
-
-/// Counts for the progress line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// Virtual time now.
-    pub now: Timestamp,
-    /// Where the run ends.
-    pub end: Timestamp,
-    /// Nodes now not Ready (False or Unknown).
-    pub not_ready: usize,
-    /// Nodes now carrying a NoExecute taint.
-    pub tainted: usize,
-    /// Pods deleted so far.
-    pub evicted: usize,
-    /// Safety violations so far.
-    pub violations: usize,
-}
-
-/// Everything a finished simulation gathered.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The scenario's name.
-    pub scenario: String,
-    /// What it does.
-    pub description: String,
-    /// The controller's flags.
-    pub config: ControllerConfig,
-    /// Admission's default toleration seconds.
-    pub admission: AdmissionDefaults,
-    /// Kubelet cadence.
-    pub kubelet: KubeletTiming,
-    /// Nodes at the start.
-    pub nodes: usize,
-    /// Pods at the start.
-    pub pods: usize,
-    /// Simulated span.
-    pub simulated: Span,
-    /// Steps taken (engine ticks, refusal rounds not counted).
-    pub steps: u64,
-    /// Observations sent to the engine.
-    pub observations: u64,
-    /// Actions the engine emitted.
-    pub actions: u64,
-    /// Writes that failed.
-    pub writes_failed: u64,
-    /// Controller restarts.
-    pub restarts: usize,
-    /// The faults, with their times, for people.
-    pub faults: Vec<(Timestamp, String)>,
-    /// Per zone, in zone order.
-    pub zones: Vec<ZoneTally>,
-    /// Latencies.
-    pub latencies: Latencies,
-    /// Tick costs (empty unless measured).
-    pub costs: TickCosts,
-    /// Timeline: (time, per-zone sample).
-    pub timeline: Vec<(Timestamp, Vec<ZoneSample>)>,
-    /// Each invariant with whether it held.
-    pub safety: Vec<(Invariant, bool)>,
-    /// Writes the cluster refused as contract breaks (to a deleted or
-    /// terminating pod).
-    pub contract_violations: usize,
-    /// The first violations, for people.
-    pub violations: Vec<String>,
-}
-
-impl Outcome {
-    /// True when every invariant held and no contract was broken.
-    pub fn safe(&self) -> bool {
-        self.safety.iter().all(|(_, ok)| *ok) && self.contract_violations == 0
-    }
-}
-
-struct Controller {
-    engine: Engine,
-    observations: Sender<Observation>,
-    actions: Receiver<Action>,
 }
 
 /// A running simulation. Drive it with [`Simulation::step`] until it
@@ -284,8 +96,8 @@ pub struct Simulation {
     measure: bool,
     cluster: Cluster,
     kubelets: Kubelets,
+    /// The engine behind its safety interlock, from the first step.
     controller: Option<Controller>,
-    checker: InvariantChecker,
     plan: FaultPlan,
     next_fault: usize,
     now: Timestamp,
@@ -293,25 +105,8 @@ pub struct Simulation {
     started: bool,
     control_plane_down: bool,
     relist: bool,
-    zone_keys: Vec<String>,
-    zone_index: HashMap<String, usize>,
-    node_index: HashMap<String, usize>,
-    nodes: Vec<NodeTrack>,
-    tally: Vec<ZoneTally>,
-    latencies: Latencies,
-    costs: TickCosts,
-    timeline: Vec<(Timestamp, Vec<ZoneSample>)>,
-    sample_every: Span,
-    next_sample: Timestamp,
-    node_count: usize,
-    pod_count: usize,
-    steps: u64,
-    observations: u64,
-    actions: u64,
-    writes_failed: u64,
-    contract_violations: usize,
-    violations: Vec<String>,
-    violation_count: usize,
+    /// The figures gathered so far.
+    stats: Statistics,
 }
 
 /// The smallest grid instant at or after `t`.
@@ -321,8 +116,53 @@ fn ceil_step(t: Timestamp) -> Timestamp {
     Timestamp::from_nanos(n.div_euclid(step) * step + if n.rem_euclid(step) == 0 { 0 } else { step })
 }
 
-fn is_noexecute(t: &nodewarden_model::Taint) -> bool {
-    t.effect == TaintEffect::NoExecute && (t.key == TAINT_NOT_READY || t.key == TAINT_UNREACHABLE)
+/// What one engine tick of a step showed, kept until the step is over
+/// (the statistics are lent to the API side meanwhile).
+struct TickFigures {
+    /// Wall time of the tick, when measured, in nanoseconds.
+    took: Option<u64>,
+    /// Wall time of each phase that ran, in nanoseconds.
+    phases: Vec<(&'static str, u64)>,
+    /// The zones right after the tick.
+    zones: Vec<ZoneReport>,
+    /// Actions the tick issued.
+    actions: usize,
+}
+
+/// The simulated API server as the controller sees it: the cluster, with
+/// the run's figures taken as each action lands, and no answer at all
+/// while the control plane is unreachable.
+struct SimApi<'a> {
+    cluster: &'a mut Cluster,
+    stats: &'a mut Statistics,
+    control_plane_down: bool,
+}
+
+impl ClusterApi for SimApi<'_> {
+    fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
+        if self.control_plane_down {
+            // Events are lost; a write fails on the controller's own
+            // client, with no object to re-send.
+            if action.kind.slot().is_none() {
+                return Applied::default();
+            }
+            self.stats.writes_failed += 1;
+            let failed = WriteOutcome::Failed(UNREACHABLE.to_string());
+            return Applied {
+                observations: vec![Observation::WriteFinished { id: action.id, outcome: failed.clone() }],
+                outcome: Some(failed),
+                violation: None,
+            };
+        }
+        self.stats.track_before(now, action, self.cluster);
+        let applied = self.cluster.apply_action(now, action);
+        if let Some(WriteOutcome::Failed(_)) = &applied.outcome {
+            self.stats.writes_failed += 1;
+        } else {
+            self.stats.track_after(now, action, self.cluster);
+        }
+        applied
+    }
 }
 
 impl Simulation {
@@ -365,7 +205,7 @@ impl Simulation {
             Source::File(scenario) => {
                 crate::validate::validate(&scenario)?;
                 scenario.config.validate()?;
-                let (cluster, kubelets) = scenario.initial_cluster();
+                let (cluster, kubelets) = Cluster::from_scenario(&scenario);
                 let mut plan = FaultPlan::new();
                 for e in &scenario.events {
                     let what = match &e.action {
@@ -398,7 +238,6 @@ impl Simulation {
         let mut sim = Simulation {
             name,
             description,
-            checker: InvariantChecker::new(&config),
             config,
             admission,
             timing,
@@ -413,90 +252,19 @@ impl Simulation {
             started: false,
             control_plane_down: false,
             relist: false,
-            zone_keys: Vec::new(),
-            zone_index: HashMap::new(),
-            node_index: HashMap::new(),
-            nodes: Vec::new(),
-            tally: Vec::new(),
-            latencies: Latencies::default(),
-            costs: TickCosts::default(),
-            timeline: Vec::new(),
-            sample_every: Span::from_secs(5),
-            next_sample: Timestamp::EPOCH,
-            node_count: 0,
-            pod_count: 0,
-            steps: 0,
-            observations: 0,
-            actions: 0,
-            writes_failed: 0,
-            contract_violations: 0,
-            violations: Vec::new(),
-            violation_count: 0,
+            stats: Statistics::default(),
         };
-        sim.index_nodes(layout.as_ref());
+        sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
         // A timeline of at most ~600 points, on whole multiples of 5 s.
         let total = (end - Timestamp::EPOCH).as_nanos().max(0);
         let every = (total / 600).div_euclid(5_000_000_000).saturating_add(1).saturating_mul(5_000_000_000);
-        sim.sample_every = Span::from_nanos(every);
+        sim.stats.sample_every = Span::from_nanos(every);
         // Scenario events before t=0 shape the cluster before the start.
         while let Some(f) = sim.plan.faults().get(sim.next_fault).filter(|f| f.at < Timestamp::EPOCH).cloned() {
             sim.apply_fault(f.at, &f.fault);
             sim.next_fault += 1;
         }
         Ok(sim)
-    }
-
-    fn zone_slot(&mut self, key: String) -> usize {
-        if let Some(&z) = self.zone_index.get(&key) {
-            return z;
-        }
-        let z = self.zone_keys.len();
-        self.zone_index.insert(key.clone(), z);
-        self.zone_keys.push(key.clone());
-        self.tally.push(ZoneTally { key, ..ZoneTally::default() });
-        z
-    }
-
-    fn index_nodes(&mut self, layout: Option<&Layout>) {
-        if let Some(l) = layout {
-            for z in &l.zones {
-                self.zone_slot(format!("region-1/{z}"));
-            }
-        }
-        let nodes: Vec<(String, String)> =
-            self.cluster.nodes().map(|n| (n.name.clone(), ZoneKey::from_labels(&n.labels).to_string())).collect();
-        for (name, zone) in nodes {
-            self.track_node(&name, zone);
-        }
-        for p in self.cluster.pods() {
-            if let Some(&i) = p.node.as_ref().and_then(|n| self.node_index.get(n))
-                && let Some(tally) = self.tally.get_mut(self.nodes[i].zone)
-            {
-                tally.pods += 1;
-            }
-        }
-        self.node_count = self.nodes.len();
-        self.pod_count = self.cluster.pods().count();
-    }
-
-    fn track_node(&mut self, name: &str, zone: String) -> usize {
-        if let Some(&i) = self.node_index.get(name) {
-            return i;
-        }
-        let z = self.zone_slot(zone);
-        self.tally[z].nodes += 1;
-        let i = self.nodes.len();
-        self.nodes.push(NodeTrack { zone: z, ..NodeTrack::default() });
-        self.node_index.insert(name.to_string(), i);
-        i
-    }
-
-    fn node_slot(&mut self, name: &str) -> usize {
-        if let Some(&i) = self.node_index.get(name) {
-            return i;
-        }
-        let zone = self.cluster.node(name).map(|n| ZoneKey::from_labels(&n.labels).to_string()).unwrap_or_default();
-        self.track_node(name, zone)
     }
 
     /// Virtual time now (the last step's).
@@ -516,7 +284,7 @@ impl Simulation {
 
     /// Nodes and pods at the start.
     pub fn size(&self) -> (usize, usize) {
-        (self.node_count, self.pod_count)
+        (self.stats.node_count, self.stats.pod_count)
     }
 
     /// The simulated cluster as it is now.
@@ -526,13 +294,14 @@ impl Simulation {
 
     /// The engine's zones now (empty before the start).
     pub fn zones(&self) -> Vec<ZoneReport> {
-        self.controller.as_ref().map(|c| c.engine.zones()).unwrap_or_default()
+        self.controller.as_ref().map(|c| c.engine().zones()).unwrap_or_default()
     }
 
     /// Counts for a progress line (the latest timeline sample's).
     pub fn progress(&self) -> Progress {
-        let mut p = Progress { now: self.now, end: self.end, violations: self.violation_count, ..Progress::default() };
-        if let Some((_, zones)) = self.timeline.last() {
+        let mut p =
+            Progress { now: self.now, end: self.end, violations: self.stats.violation_count, ..Progress::default() };
+        if let Some((_, zones)) = self.stats.timeline.last() {
             for z in zones {
                 p.not_ready += z.not_ready + z.unknown;
                 p.tainted += z.tainted;
@@ -542,17 +311,21 @@ impl Simulation {
         p
     }
 
+    /// Starts the controller at `t`, or restarts it (a fresh engine that
+    /// keeps nothing), and sends it the cluster (after the outage, if the
+    /// control plane is down).
     fn start_controller(&mut self, t: Timestamp) -> Result<(), SimError> {
-        self.controller = None;
-        self.checker.controller_restarted();
-        let (mut engine, tx, rx) = Engine::with_channels(self.config.clone(), t)?;
-        if self.measure {
-            engine.measure_with(Instant::now);
-            if self.costs.phases.is_empty() {
-                self.costs.phases = engine.phase_names().into_iter().map(|n| (n, Vec::new())).collect();
+        match &mut self.controller {
+            Some(c) => c.restart(t)?,
+            None => {
+                let mut c = Controller::new(self.config.clone(), t)?;
+                if self.measure {
+                    c.measure_with(Instant::now);
+                    self.stats.costs.phases = c.engine().phase_names().into_iter().map(|n| (n, Vec::new())).collect();
+                }
+                self.controller = Some(c);
             }
         }
-        self.controller = Some(Controller { engine, observations: tx, actions: rx });
         if self.control_plane_down {
             self.relist = true;
         } else {
@@ -562,40 +335,18 @@ impl Simulation {
         Ok(())
     }
 
+    /// What the watches deliver: nothing while the control plane is down.
     fn send(&mut self, t: Timestamp, observations: Vec<Observation>) {
-        let Some(c) = &self.controller else { return };
+        let Some(c) = &mut self.controller else { return };
         if self.control_plane_down {
             return;
         }
-        for o in observations {
-            self.checker.observe(t, &o);
-            self.observations += 1;
-            if c.observations.send(o).is_err() {
-                return;
-            }
-        }
+        self.stats.observations += observations.len() as u64;
+        c.observe_all(t, observations);
     }
 
     fn apply_fault(&mut self, t: Timestamp, fault: &Fault) -> Vec<Observation> {
-        for n in fault.nodes_down() {
-            let i = self.node_slot(n);
-            let track = &mut self.nodes[i];
-            if track.down_since.is_none() {
-                track.down_since = Some(t);
-                track.seen_dead = None;
-                track.tainted = None;
-                let tally = &mut self.tally[track.zone];
-                tally.failures += 1;
-                widen(&mut tally.failed, t);
-            }
-        }
-        for n in fault.nodes_up() {
-            let i = self.node_slot(n);
-            let track = &mut self.nodes[i];
-            if track.down_since.take().is_some() {
-                self.tally[track.zone].recoveries += 1;
-            }
-        }
+        self.stats.track_fault(t, fault, &self.cluster);
         match fault {
             Fault::Crash(nodes) => {
                 for n in nodes {
@@ -649,7 +400,7 @@ impl Simulation {
             next = next.min(ceil_step(f.at.max(after)));
         }
         if let Some(c) = &self.controller {
-            next = next.min(c.engine.next_due().max(after));
+            next = next.min(c.next_due().max(after));
         }
         next
     }
@@ -661,7 +412,7 @@ impl Simulation {
             return Ok(false);
         }
         self.now = t;
-        self.steps += 1;
+        self.stats.steps += 1;
         if !self.started {
             self.started = true;
             self.start_controller(t)?;
@@ -679,223 +430,108 @@ impl Simulation {
         }
         self.send(t, obs);
         self.tick(t);
-        if t >= self.next_sample || t >= self.end {
-            self.sample(t);
-            while self.next_sample <= t {
-                self.next_sample += self.sample_every;
+        if t >= self.stats.next_sample || t >= self.end {
+            self.stats.sample(t, &self.cluster);
+            while self.stats.next_sample <= t {
+                self.stats.next_sample += self.stats.sample_every;
             }
         }
         Ok(true)
     }
 
     fn tick(&mut self, t: Timestamp) {
-        for _ in 0..MAX_REFUSAL_ROUNDS {
-            let Some(c) = &mut self.controller else { return };
-            let started = self.measure.then(Instant::now);
-            c.engine.tick(t);
-            if let Some(s) = started {
-                self.costs.tick.push(u64::try_from(s.elapsed().as_nanos()).unwrap_or(u64::MAX));
-                for timing in c.engine.last_tick_timings() {
-                    if let Some((_, v)) = self.costs.phases.iter_mut().find(|(n, _)| *n == timing.phase) {
-                        v.push(u64::try_from(timing.took.as_nanos()).unwrap_or(u64::MAX));
+        let Some(controller) = &mut self.controller else { return };
+        let down = self.control_plane_down;
+        let mut api = SimApi { cluster: &mut self.cluster, stats: &mut self.stats, control_plane_down: down };
+        let mut notes: Vec<String> = Vec::new();
+        let mut ticks: Vec<TickFigures> = Vec::new();
+        let mut fed_back = 0u64;
+        controller.step(t, &mut api, &mut |event| match event {
+            StepEvent::Ticked { engine, actions, took } => {
+                let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                let phases = engine.last_tick_timings().iter().map(|p| (p.phase, nanos(p.took))).collect();
+                ticks.push(TickFigures {
+                    took: took.map(nanos),
+                    phases,
+                    zones: engine.zones(),
+                    actions: actions.len(),
+                });
+            }
+            StepEvent::Handled(h) => {
+                notes.extend(h.violations.iter().map(ToString::to_string));
+                if let Some(applied) = h.applied {
+                    if let Some(v) = &applied.violation {
+                        notes.push(format!("contract at {t}: {v}"));
+                    }
+                    if !down {
+                        fed_back += applied.observations.len() as u64;
                     }
                 }
             }
-            let actions: Vec<Action> = c.actions.try_iter().collect();
-            let zones = c.engine.zones();
-            let all_down = c.engine.all_zones_down();
-            self.track_zones(t, &zones);
-            let mut refused = false;
-            for action in actions {
-                self.actions += 1;
-                for v in self.checker.check_action(t, &action, &zones, all_down) {
-                    self.note_violation(v.to_string());
-                }
-                if self.control_plane_down {
-                    if action.kind.slot().is_some() {
-                        self.writes_failed += 1;
-                        let failed = Observation::WriteFinished {
-                            id: action.id,
-                            outcome: WriteOutcome::Failed(UNREACHABLE.to_string()),
-                        };
-                        // Not through `send`: the answer comes from the
-                        // controller's own client, not from a watch.
-                        if let Some(c) = &self.controller {
-                            let _ = c.observations.send(failed);
-                        }
+        });
+        self.stats.observations += fed_back;
+        for TickFigures { took, phases, zones, actions } in ticks {
+            if let Some(took) = took {
+                self.stats.costs.tick.push(took);
+                for (phase, nanos) in phases {
+                    if let Some((_, v)) = self.stats.costs.phases.iter_mut().find(|(n, _)| *n == phase) {
+                        v.push(nanos);
                     }
-                    continue;
-                }
-                self.track_before(t, &action);
-                let applied = self.cluster.apply_action(t, &action);
-                if let Some(WriteOutcome::Failed(_)) = &applied.outcome {
-                    self.writes_failed += 1;
-                    refused = true;
-                } else {
-                    self.track_after(t, &action);
-                }
-                if let Some(v) = applied.violation {
-                    self.contract_violations += 1;
-                    self.note_violation(format!("contract at {t}: {v}"));
-                }
-                self.send(t, applied.observations);
-            }
-            self.checker.end_step(all_down);
-            if !refused || self.control_plane_down {
-                break;
-            }
-        }
-    }
-
-    fn note_violation(&mut self, v: String) {
-        self.violation_count += 1;
-        if self.violations.len() < 20 {
-            tracing::warn!("{v}");
-            self.violations.push(v);
-        }
-    }
-
-    fn track_zones(&mut self, t: Timestamp, zones: &[ZoneReport]) {
-        for z in zones {
-            let slot = self.zone_slot(z.key.to_string());
-            let states = &mut self.tally[slot].states;
-            if states.last().is_none_or(|&(_, s, r)| s != z.state || r != z.rate) {
-                states.push((t, z.state, z.rate));
-            }
-        }
-    }
-
-    /// Facts only known before the write lands: the deleted pod's node.
-    fn track_before(&mut self, t: Timestamp, action: &Action) {
-        let ActionKind::DeletePod { pod, why, .. } = &action.kind else { return };
-        let Some(p) = self.cluster.pod(pod).filter(|p| !p.deleted) else { return };
-        let daemonset = p.daemonset;
-        let Some(node) = p.node.clone() else { return };
-        let i = self.node_slot(&node);
-        let tally = &mut self.tally[self.nodes[i].zone];
-        tally.evicted.0 += 1;
-        widen(&mut tally.evicted.1, t);
-        if daemonset {
-            tally.daemonset_evicted += 1;
-        }
-        let tainted_at = self
-            .cluster
-            .node(&node)
-            .and_then(|n| n.taints.iter().filter(|t| is_noexecute(t)).filter_map(|t| t.time_added).min());
-        let allowed = match &why.verdict {
-            Verdict::NotTolerated { .. } => Some(Span::ZERO),
-            Verdict::TolerationExpired { seconds, .. } => Some(Span::from_secs((*seconds).max(0))),
-            Verdict::EvictionTimeout { .. } => None,
-        };
-        if let Some(at) = tainted_at {
-            let took = (t - at).as_secs_f64();
-            self.latencies.eviction.push(took);
-            if let Some(allowed) = allowed {
-                self.latencies.eviction_vs_toleration.push(took - allowed.as_secs_f64());
-            }
-        }
-    }
-
-    fn track_after(&mut self, t: Timestamp, action: &Action) {
-        match &action.kind {
-            ActionKind::UpdateNodeConditions { node, conditions } => {
-                let unknown =
-                    conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::Unknown);
-                if !unknown {
-                    return;
-                }
-                let i = self.node_slot(node);
-                let track = &mut self.nodes[i];
-                let tally = &mut self.tally[track.zone];
-                match track.down_since {
-                    Some(since) if track.seen_dead.is_none() => {
-                        track.seen_dead = Some(t);
-                        tally.seen_dead.0 += 1;
-                        widen(&mut tally.seen_dead.1, t);
-                        self.latencies.detection.push((t - since).as_secs_f64());
-                    }
-                    Some(_) => {}
-                    None => tally.false_alarms += 1,
                 }
             }
-            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
-                let i = self.node_slot(node);
-                let track = &mut self.nodes[i];
-                let tally = &mut self.tally[track.zone];
-                if add.iter().any(is_noexecute) {
-                    if track.tainted.is_none() {
-                        track.tainted = Some(t);
-                        tally.tainted.0 += 1;
-                        widen(&mut tally.tainted.1, t);
-                        if let Some(seen) = track.seen_dead {
-                            self.latencies.tainting.push((t - seen).as_secs_f64());
-                        }
-                    }
-                } else if remove.iter().any(is_noexecute) {
-                    tally.untainted += 1;
-                    track.tainted = None;
-                }
-            }
-            _ => {}
+            self.stats.track_zones(t, &zones);
+            self.stats.actions += actions as u64;
         }
-    }
-
-    fn sample(&mut self, t: Timestamp) {
-        let mut zones = vec![ZoneSample::default(); self.zone_keys.len()];
-        for n in self.cluster.nodes() {
-            let Some(&i) = self.node_index.get(&n.name) else { continue };
-            let Some(s) = zones.get_mut(self.nodes[i].zone) else { continue };
-            match n.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status) {
-                Some(ConditionStatus::True) => s.ready += 1,
-                Some(ConditionStatus::False) => s.not_ready += 1,
-                _ => s.unknown += 1,
+        for note in notes {
+            if note.starts_with("contract at ") {
+                self.stats.contract_violations += 1;
             }
-            if n.taints.iter().any(is_noexecute) {
-                s.tainted += 1;
-            }
+            self.stats.note_violation(note);
         }
-        for (s, tally) in zones.iter_mut().zip(&self.tally) {
-            s.evicted = tally.evicted.0;
-        }
-        self.timeline.push((t, zones));
     }
 
     /// Ends the run and hands over what it gathered.
     pub fn finish(mut self) -> Outcome {
         let mut seen_failed: BTreeMap<usize, usize> = BTreeMap::new();
         let applied = self.plan.faults().get(..self.next_fault).unwrap_or_default().to_vec();
+        let stats = &mut self.stats;
         for f in &applied {
             for n in f.fault.nodes_down() {
-                if let Some(&i) = self.node_index.get(n) {
-                    seen_failed.insert(i, self.nodes[i].zone);
+                if let Some(&i) = stats.node_index.get(n) {
+                    seen_failed.insert(i, stats.nodes[i].zone);
                 }
             }
         }
         for (_, z) in seen_failed {
-            self.tally[z].nodes_failed += 1;
+            stats.tally[z].nodes_failed += 1;
         }
+        let safety = match &self.controller {
+            Some(c) => c.checker().verdicts(),
+            None => Invariant::ALL.iter().map(|&i| (i, true)).collect(),
+        };
+        let stats = self.stats;
         Outcome {
             scenario: self.name,
             description: self.description,
             config: self.config,
             admission: self.admission,
             kubelet: self.timing,
-            nodes: self.node_count,
-            pods: self.pod_count,
+            nodes: stats.node_count,
+            pods: stats.pod_count,
             simulated: self.now - Timestamp::EPOCH,
-            steps: self.steps,
-            observations: self.observations,
-            actions: self.actions,
-            writes_failed: self.writes_failed,
+            steps: stats.steps,
+            observations: stats.observations,
+            actions: stats.actions,
+            writes_failed: stats.writes_failed,
             restarts: applied.iter().filter(|f| matches!(f.fault, Fault::RestartController)).count(),
             faults: applied.iter().filter(|f| !f.what.is_empty()).map(|f| (f.at, f.what.clone())).collect(),
-            zones: self.tally,
-            latencies: self.latencies,
-            costs: self.costs,
-            timeline: self.timeline,
-            safety: self.checker.verdicts(),
-            contract_violations: self.contract_violations,
-            violations: self.violations,
+            zones: stats.tally,
+            latencies: stats.latencies,
+            costs: stats.costs,
+            timeline: stats.timeline,
+            safety,
+            contract_violations: stats.contract_violations,
+            violations: stats.violations,
         }
     }
 
@@ -908,6 +544,8 @@ impl Simulation {
 
 #[cfg(test)]
 mod tests {
+    use nodewarden_engine::ZoneState;
+
     use super::*;
 
     #[test]
@@ -1132,15 +770,5 @@ mod tests {
             };
             assert!(matches!(Simulation::new(opts), Err(SimError::Fleet(_))));
         }
-    }
-
-    #[test]
-    fn config_text_is_checked() {
-        assert!(
-            parse_config("node-monitor-grace-period: 50s")
-                .is_ok_and(|c| c.node_monitor_grace_period == Span::from_secs(50))
-        );
-        assert!(matches!(parse_config("node-monitor-grace: 50s"), Err(SimError::BadConfig(_))));
-        assert!(matches!(parse_config("node-eviction-rate: -1"), Err(SimError::Config(_))));
     }
 }

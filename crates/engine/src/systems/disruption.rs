@@ -2,10 +2,10 @@
 //! `setLimiterInZone`), once per monitor pass, after every node was looked at.
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{ControllerConfig, Timestamp};
+use nodewarden_model::{ControllerConfig, Timestamp, ZoneState};
 
 use crate::components::*;
-use crate::engine::ZoneState;
+use crate::metric_names;
 use crate::resources::*;
 
 /// `ComputeZoneState`: no ready node (and at least one) is FullDisruption;
@@ -170,12 +170,12 @@ fn enter_master_disruption(
 }
 
 fn record_zone_metrics(zone: &str, tally: ZoneTally) {
-    let labels = [("zone", zone.to_string())];
-    metrics::gauge!("node_collector_zone_size", &labels).set(tally.size as f64);
+    let labels = [(metric_names::ZONE, zone.to_string())];
+    metrics::gauge!(metric_names::ZONE_SIZE, &labels).set(tally.size as f64);
     let health =
         if tally.size == 0 { 100.0 } else { 100.0 * (tally.size - tally.not_ready) as f64 / tally.size as f64 };
-    metrics::gauge!("node_collector_zone_health", &labels).set(health);
-    metrics::gauge!("node_collector_unhealthy_nodes_in_zone", &labels).set(tally.not_ready as f64);
+    metrics::gauge!(metric_names::ZONE_HEALTH, &labels).set(health);
+    metrics::gauge!(metric_names::UNHEALTHY_NODES_IN_ZONE, &labels).set(tally.not_ready as f64);
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! For every node: refresh the probe time from newly observed heartbeats
 //! (status or Lease), decide whether the node is overdue, count it in its
 //! zone, and note the few nodes that need more than that (first sight, an
-//! Unknown write, a taint or eviction decision) for
-//! [`decide`](super::health::decide). A healthy node that nothing happened to
-//! costs a handful of comparisons and no writes.
+//! Unknown write, a taint or eviction decision) for [`decide`], which
+//! registers them, writes Unknown, marks pods NotReady and hands each one's
+//! Ready verdict to the eviction mode's system (`tainting` or `legacy`). A
+//! healthy node that nothing happened to costs a handful of comparisons and
+//! no writes.
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{
@@ -170,10 +172,16 @@ pub fn unknown_conditions(conditions: &[NodeCondition], created: Timestamp, now:
 }
 
 /// Pass 2: for the nodes pass 1 singled out, in name order: register new
-/// nodes, write Unknown conditions, mark pods NotReady, and make the
-/// NoExecute (or legacy eviction) decision on the *current* Ready
-/// condition, so a node that just went Unknown is queued in the same pass
-/// (upstream PR #120816).
+/// nodes, write Unknown conditions and mark pods NotReady, then hand each
+/// node's *current* Ready condition to the eviction mode's system
+/// ([`PassScratch::verdicts`]): `tainting::taint_decisions` or
+/// `legacy::eviction_decisions`, chained right after. Deciding on the
+/// current condition means a node that just went Unknown is queued in the
+/// same pass (upstream PR #120816).
+///
+/// Opens the Outbox's node-ordered section, tagged with each node's place
+/// in name order; [`restore_node_order`] closes it once the mode's system
+/// has acted, so each node's actions stay together as before the split.
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn decide(
     now: Res<Now>,
@@ -183,7 +191,6 @@ pub fn decide(
     mut inbox: ResMut<TaintManagerInbox>,
     mut changed: ResMut<ChangedNodes>,
     pod_index: Res<PodIndex>,
-    mode: Res<DisruptionMode>,
     mut nodes: Query<(
         &NodeName,
         &NodeMeta,
@@ -193,19 +200,22 @@ pub fn decide(
         &mut NodeTaints,
         &mut NodeFlags,
         &InZone,
-        &LeaseView,
-        &mut TaintRecord,
     )>,
     mut zones: Query<&mut Zone>,
-    mut pods: Query<(&mut Pod, &mut PodProgress)>,
+    mut pods: Query<&mut Pod>,
 ) {
     let now = now.0;
     let cfg = &settings.0;
+    let scratch = &mut *scratch;
     let mut work = std::mem::take(&mut scratch.work);
     work.sort_by_cached_key(|w| nodes.get(w.node).map(|n| n.0.0.clone()).unwrap_or_default());
+    scratch.verdicts.clear();
+    outbox.begin_ordered();
 
-    for w in &work {
-        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone, lease, mut record)) =
+    for (order, w) in work.iter().enumerate() {
+        let order = order as u32;
+        outbox.order_by(order);
+        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone)) =
             nodes.get_mut(w.node)
         else {
             continue;
@@ -221,7 +231,8 @@ pub fn decide(
                 format!("Node {name} event: Registered Node {name} in Controller"),
             );
             // C3: start from a clean slate; still-warranted taints come back
-            // through the rate-limited path below.
+            // through the rate-limited path of the mode's decision. Part of
+            // registration, so it comes before this pass's Unknown write.
             if cfg.enable_taint_manager {
                 super::mark_reachable(
                     &mut outbox,
@@ -267,102 +278,14 @@ pub fn decide(
             super::pods::mark_pods_not_ready(name, pod_index.on_node(name), &mut pods, &mut outbox);
         }
 
-        if cfg.enable_taint_manager {
-            let swapped = taint_decision(
-                &mut outbox,
-                &mut inbox,
-                super::TaintTarget::new(name, w.node, &mut taints, &mut flags),
-                &mut zone,
-                current,
-                mode.all_zones_down,
-                now,
-            );
-            if let Some(taint) = swapped {
-                record.0 = Some(crate::explain::TaintingFacts {
-                    taint,
-                    queued_at: None,
-                    zone: zone.key.clone(),
-                    zone_rate: zone.queue.qps(),
-                    zone_state: zone.state,
-                });
-            }
-        } else {
-            let rec = health.0.unwrap_or(HealthRecord {
-                probe: now,
-                ready_transition: now,
-                saved_ready: None,
-                saved_lease: None,
-            });
-            super::legacy::eviction_decision(
-                super::legacy::LegacyNode { entity: w.node, name, flags: &mut flags, zone: &mut zone },
-                w.observed,
-                rec,
-                cfg.pod_eviction_timeout,
-                now,
-                pod_index.on_node(name),
-                &mut pods,
-                &mut outbox,
-                crate::explain::NodeFacts::of(&health, &ready, lease, cfg),
-                cfg.pod_deletion_mode,
-            );
-        }
+        scratch.verdicts.push(NodeVerdict { node: w.node, order, current, observed: w.observed });
     }
     work.clear();
     scratch.work = work;
 }
 
-/// `processTaintBaseEviction` for one node. Returns the taint swapped in at
-/// once, if that is what happened. While every zone is down (`paused`) no
-/// NoExecute taint is added, not even by a swap: upstream would swap a
-/// taint someone added by hand; nodewarden adds nothing until the
-/// disruption ends.
-fn taint_decision(
-    outbox: &mut Outbox,
-    inbox: &mut TaintManagerInbox,
-    target: super::TaintTarget<'_>,
-    zone: &mut Zone,
-    current: ConditionStatus,
-    paused: bool,
-    now: Timestamp,
-) -> Option<nodewarden_model::Taint> {
-    use crate::action::WriteSlot::NoExecuteTaints;
-    let (wanted, opposite, has_wanted, has_opposite) = match current {
-        ConditionStatus::True => {
-            super::mark_reachable(outbox, inbox, target, zone, now);
-            return None;
-        }
-        ConditionStatus::False => (
-            super::not_ready_taint(),
-            super::unreachable_taint(),
-            target.flags.not_ready_taint,
-            target.flags.unreachable_taint,
-        ),
-        ConditionStatus::Unknown => (
-            super::unreachable_taint(),
-            super::not_ready_taint(),
-            target.flags.unreachable_taint,
-            target.flags.not_ready_taint,
-        ),
-    };
-    if has_opposite && !paused {
-        // E2: swap at once, not through the rate-limited queue.
-        tracing::info!(node = target.name, taint = %wanted.short(), "swapping NoExecute taint");
-        super::write_taints(outbox, inbox, target, vec![wanted.clone()], vec![opposite], NoExecuteTaints, now);
-        let mut added = wanted;
-        added.time_added = Some(now);
-        return Some(added);
-    }
-    // E3: a node processed earlier whose taint is gone (removed by hand) is
-    // queued again. Upstream removes and re-adds every untainted node on
-    // every pass, which also sends the ones still waiting to the back of the
-    // queue; here they keep their place (first queued, first tainted).
-    if !has_wanted && target.flags.queued && !zone.queue.is_queued(&target.entity) {
-        zone.queue.remove(&target.entity);
-        target.flags.queued = false;
-    }
-    if zone.queue.add(target.entity, now) {
-        target.flags.queued = true;
-        tracing::debug!(node = target.name, "queued for NoExecute tainting");
-    }
-    None
+/// Closes the node-ordered section [`decide`] opened, once the eviction
+/// mode's system has acted on the verdicts.
+pub fn restore_node_order(mut outbox: ResMut<Outbox>) {
+    outbox.end_ordered();
 }

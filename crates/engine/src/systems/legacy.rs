@@ -1,7 +1,10 @@
 //! Legacy eviction (`--enable-taint-manager=false`, removed upstream in
-//! 1.27): nodes NotReady or Unknown for longer than `pod-eviction-timeout`
-//! are queued in their zone's rate-limited pod evictor, and the eviction
-//! pass deletes their pods, sparing DaemonSet pods and terminating ones.
+//! 1.27): after each monitor pass, [`eviction_decisions`] queues nodes
+//! NotReady or Unknown for longer than `pod-eviction-timeout` in their
+//! zone's rate-limited pod evictor; the eviction pass ([`eviction_pass`])
+//! writes `NodeLost` to their pods and deletes them, sparing DaemonSet pods
+//! and terminating ones (which still get `NodeLost`). A refused deletion
+//! ([`refused_deletions`]) is tried again at the next monitor pass.
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{ConditionStatus, Span, Timestamp};
@@ -9,11 +12,12 @@ use nodewarden_model::{ConditionStatus, Span, Timestamp};
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, NodeFacts, Verdict};
+use crate::metric_names;
 use crate::queue::Attempt;
 use crate::resources::*;
 
 /// The node a legacy decision is about.
-pub struct LegacyNode<'a> {
+struct LegacyNode<'a> {
     /// Its entity.
     pub entity: Entity,
     /// Its name.
@@ -90,18 +94,60 @@ pub fn heartbeat_since_last_pass(rec: &HealthRecord, ready: &ReadyView, lease: &
     status_beat || lease_beat
 }
 
+/// After the monitor pass: the legacy eviction decision for each node the
+/// pass judged, in name order (its actions issued under the node's key of
+/// the Outbox's ordered section).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn eviction_decisions(
+    now: Res<Now>,
+    settings: Res<Settings>,
+    scratch: Res<PassScratch>,
+    pod_index: Res<PodIndex>,
+    mut outbox: ResMut<Outbox>,
+    mut nodes: Query<(&NodeName, &mut NodeFlags, &InZone, &Health, &ReadyView, &LeaseView)>,
+    mut zones: Query<&mut Zone>,
+    mut pods: Query<&mut Pod>,
+) {
+    let now = now.0;
+    let cfg = &settings.0;
+    for v in &scratch.verdicts {
+        outbox.order_by(v.order);
+        let Ok((name, mut flags, in_zone, health, ready, lease)) = nodes.get_mut(v.node) else { continue };
+        let Ok(mut zone) = zones.get_mut(in_zone.zone) else { continue };
+        let name = name.0.as_str();
+        let rec = health.0.unwrap_or(HealthRecord {
+            probe: now,
+            ready_transition: now,
+            saved_ready: None,
+            saved_lease: None,
+        });
+        eviction_decision(
+            LegacyNode { entity: v.node, name, flags: &mut flags, zone: &mut zone },
+            v.observed,
+            rec,
+            cfg.pod_eviction_timeout,
+            now,
+            pod_index.on_node(name),
+            &mut pods,
+            &mut outbox,
+            node_facts(health, ready, lease, cfg),
+            cfg.pod_deletion_mode,
+        );
+    }
+}
+
 /// `processNoTaintBaseEviction`: decided on the Ready condition *observed*
 /// at the start of the pass (J2). False counts from the observed transition,
 /// Unknown from the last observed heartbeat.
 #[allow(clippy::too_many_arguments)]
-pub fn eviction_decision(
+fn eviction_decision(
     node: LegacyNode<'_>,
     observed: ConditionStatus,
     rec: HealthRecord,
     timeout: Span,
     now: Timestamp,
     node_pods: &[Entity],
-    pods: &mut Query<(&mut Pod, &mut PodProgress)>,
+    pods: &mut Query<&mut Pod>,
     outbox: &mut Outbox,
     facts: NodeFacts,
     mode: nodewarden_model::DeletionMode,
@@ -138,52 +184,73 @@ pub fn eviction_decision(
     }
 }
 
-/// `DeletePods`: `status.reason = NodeLost` on every pod of the node (not
-/// terminating ones: the controller never writes to those), then deletion
-/// of all but DaemonSet and terminating pods. Returns how many deletions
-/// were issued.
+/// `DeletePods` (J4): `status.reason = NodeLost` on every pod of the node,
+/// terminating ones included, as upstream writes it before it looks at the
+/// pod; then deletion of all but terminating and DaemonSet pods. Returns
+/// how many deletions were issued.
 pub fn delete_pods(
     node: &str,
     node_pods: &[Entity],
-    pods: &mut Query<(&mut Pod, &mut PodProgress)>,
+    pods: &mut Query<&mut Pod>,
     outbox: &mut Outbox,
     why: &LegacyWhy,
 ) -> usize {
     let mut deleted = 0;
     for &e in node_pods {
-        let Ok((pod, mut progress)) = pods.get_mut(e) else { continue };
-        if pod.node.as_deref() != Some(node) || pod.terminating || progress.deletion_requested {
+        let Ok(mut pod) = pods.get_mut(e) else { continue };
+        if pod.node.as_deref() != Some(node) || pod.progress.deletion_requested {
             continue;
         }
-        if !progress.node_lost {
-            progress.node_lost = true;
+        // The status write goes to terminating pods too: a status update on
+        // a pod being deleted is an ordinary write the API server accepts,
+        // and the reason tells whoever looks at the pod why it went.
+        if !pod.progress.node_lost {
+            pod.progress.node_lost = true;
             outbox.write(ActionKind::SetPodNodeLost {
-                pod: pod.key.clone(),
-                uid: pod.uid.clone(),
+                pod: pod.key.to_string(),
+                uid: pod.uid.to_string(),
                 node: node.to_string(),
             });
         }
-        if pod.daemonset {
+        // Already being deleted: nothing to add. DaemonSet pods are spared.
+        if pod.terminating || pod.daemonset {
             continue;
         }
-        progress.deletion_requested = true;
+        pod.progress.deletion_requested = true;
         let explanation = why.explain(&pod.key, node);
         outbox.event(
-            ObjectRef::Pod(pod.key.clone()),
+            ObjectRef::Pod(pod.key.to_string()),
             EventType::Normal,
             "NodeControllerEviction",
             format!("Marking for deletion Pod {} from Node {node}: {}", pod.key, explanation.one_line()),
         );
         outbox.write(ActionKind::DeletePod {
-            pod: pod.key.clone(),
-            uid: pod.uid.clone(),
+            pod: pod.key.to_string(),
+            uid: pod.uid.to_string(),
             mode: why.mode,
             why: Box::new(explanation),
         });
-        metrics::counter!("nodewarden_legacy_pod_deletions_total").increment(1);
+        metrics::counter!(metric_names::LEGACY_POD_DELETIONS_TOTAL).increment(1);
         deleted += 1;
     }
     deleted
+}
+
+/// A refused legacy deletion is retried at the next monitor pass, while the
+/// node is still evicted and past the timeout (J5), as upstream's queue
+/// retry would: nothing to schedule here (ingest already cleared the pod's
+/// deletion-requested mark), only the `FailedEviction` Warning Event.
+pub fn refused_deletions(mut refused: ResMut<RefusedDeletions>, mut outbox: ResMut<Outbox>) {
+    for RefusedDeletion { key: pod, reason, failures, .. } in refused.0.drain(..) {
+        let retry = "retrying at the next monitor pass while the node stays down";
+        tracing::warn!(pod = %pod, failures, %reason, "pod deletion refused; {retry}");
+        outbox.event(
+            ObjectRef::Pod(pod.clone()),
+            EventType::Warning,
+            "FailedEviction",
+            format!("Deleting Pod {pod} was refused ({reason}); {retry} (refusal {failures})"),
+        );
+    }
 }
 
 /// `doEvictionPass`, every 100 ms: drains each zone's pod evictor at the
@@ -196,7 +263,7 @@ pub fn eviction_pass(
     pod_index: Res<PodIndex>,
     mut zones: Query<&mut Zone>,
     mut nodes: Query<(&NodeName, &mut NodeFlags, &Health, &ReadyView, &LeaseView)>,
-    mut pods: Query<(&mut Pod, &mut PodProgress)>,
+    mut pods: Query<&mut Pod>,
     mut outbox: ResMut<Outbox>,
     mode: Res<DisruptionMode>,
 ) {
@@ -240,7 +307,7 @@ pub fn eviction_pass(
                 format!("Node {name} event: Deleting all Pods from Node {name}."),
             );
             let why = LegacyWhy {
-                facts: Some(NodeFacts::of(health, ready, lease, &settings.0)),
+                facts: Some(node_facts(health, ready, lease, &settings.0)),
                 status,
                 since: health.0.map_or(added, |rec| countdown_start(status, &rec)),
                 timeout: settings.0.pod_eviction_timeout,
@@ -251,7 +318,7 @@ pub fn eviction_pass(
             };
             delete_pods(&name, pod_index.on_node(&name), &mut pods, &mut outbox, &why);
             flags.eviction = EvictionStatus::Evicted;
-            metrics::counter!("node_collector_evictions_total", "zone" => label.clone()).increment(1);
+            metrics::counter!(metric_names::EVICTIONS_TOTAL, metric_names::ZONE => label.clone()).increment(1);
             Attempt::Done
         });
     }

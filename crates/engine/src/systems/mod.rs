@@ -6,11 +6,11 @@
 //! write later changes nothing.
 
 pub mod disruption;
-pub mod eviction;
 pub mod health;
 pub mod legacy;
 pub mod node_handlers;
 pub mod pods;
+pub mod taint_manager;
 pub mod tainting;
 
 use bevy_ecs::prelude::*;

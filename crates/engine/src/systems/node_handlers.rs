@@ -80,18 +80,18 @@ pub fn noschedule_and_labels(
         }
 
         let mut patch = BTreeMap::new();
-        for (stable, beta) in keys::RECONCILED_LABELS {
-            if let Some(v) = meta.labels.get(stable)
-                && meta.labels.get(beta) != Some(v)
+        for ((_, beta), [stable_value, beta_value]) in keys::RECONCILED_LABELS.iter().zip(&mut meta.labels.0) {
+            if let Some(v) = stable_value
+                && beta_value.as_ref() != Some(v)
             {
-                patch.insert(beta.to_string(), v.clone());
+                patch.insert(beta.to_string(), v.to_string());
+                // What the patch will make it: later passes compare with this.
+                *beta_value = Some(v.clone());
             }
         }
         if !patch.is_empty() {
-            meta.labels.extend(patch.clone());
             outbox.write(ActionKind::PatchNodeLabels { node: name.0.clone(), labels: patch });
         }
     }
-    list.clear();
-    changed.0 = list;
+    changed.0 = recycle(list);
 }

@@ -11,24 +11,19 @@ use crate::resources::*;
 /// Sets Ready=False on every pod of `pods` bound to `node` that has a Ready
 /// condition not already False (H1). Terminating pods and pods being
 /// deleted are left alone (the controller never writes to them).
-pub fn mark_pods_not_ready(
-    node: &str,
-    pods: &[Entity],
-    query: &mut Query<(&mut Pod, &mut PodProgress)>,
-    outbox: &mut Outbox,
-) {
+pub fn mark_pods_not_ready(node: &str, pods: &[Entity], query: &mut Query<&mut Pod>, outbox: &mut Outbox) {
     for &e in pods {
-        let Ok((mut pod, progress)) = query.get_mut(e) else { continue };
-        if pod.node.as_deref() != Some(node) || pod.terminating || progress.deletion_requested {
+        let Ok(mut pod) = query.get_mut(e) else { continue };
+        if pod.node.as_deref() != Some(node) || pod.terminating || pod.progress.deletion_requested {
             continue;
         }
         if pod.ready != Some(true) {
             continue;
         }
         pod.ready = Some(false);
-        outbox.write(ActionKind::MarkPodNotReady { pod: pod.key.clone(), uid: pod.uid.clone() });
+        outbox.write(ActionKind::MarkPodNotReady { pod: pod.key.to_string(), uid: pod.uid.to_string() });
         outbox.event(
-            ObjectRef::Pod(pod.key.clone()),
+            ObjectRef::Pod(pod.key.to_string()),
             EventType::Warning,
             "NodeNotReady",
             "Node is not ready".to_string(),
@@ -47,7 +42,7 @@ pub fn pod_assignment(
     node_index: Res<NodeIndex>,
     nodes: Query<(&ReadyView, &Health, &NodeFlags, &LeaseView, &InZone)>,
     zones: Query<&Zone>,
-    mut pods: Query<(&mut Pod, &mut PodProgress)>,
+    mut pods: Query<&mut Pod>,
     mut outbox: ResMut<Outbox>,
 ) {
     if assigned.0.is_empty() {
@@ -57,9 +52,9 @@ pub fn pod_assignment(
     list.sort_unstable();
     list.dedup();
     for pod_entity in list.drain(..) {
-        let Ok((pod, _)) = pods.get(pod_entity) else { continue };
+        let Ok(pod) = pods.get(pod_entity) else { continue };
         let Some(node_name) = pod.node.clone() else { continue };
-        let Some(&node) = node_index.0.get(&node_name) else { continue };
+        let Some(&node) = node_index.0.get(&*node_name) else { continue };
         let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
         // Not yet seen by a monitor pass, or no Ready condition: ignored, as
         // upstream does; the node's own handling covers it later.
@@ -77,7 +72,7 @@ pub fn pod_assignment(
             let since = super::legacy::countdown_start(status, &rec);
             if now.0 > since + settings.0.pod_eviction_timeout {
                 let why = super::legacy::LegacyWhy {
-                    facts: Some(crate::explain::NodeFacts::of(health, ready, lease, &settings.0)),
+                    facts: Some(node_facts(health, ready, lease, &settings.0)),
                     status,
                     since,
                     timeout: settings.0.pod_eviction_timeout,
@@ -90,5 +85,5 @@ pub fn pod_assignment(
             }
         }
     }
-    assigned.0 = list;
+    assigned.0 = recycle(list);
 }

@@ -1,19 +1,114 @@
-//! The NoExecute tainting pass (`doNoExecuteTaintingPass`), every 100 ms:
-//! each zone's queue is drained through its token bucket, and each node
-//! taken out gets the taint its Ready condition calls for, swapped
-//! atomically with the opposite one.
+//! NoExecute tainting, in two steps:
+//! - after each monitor pass, [`taint_decisions`] acts on the nodes' Ready
+//!   verdicts (`processTaintBaseEviction`): queue the node in its zone's
+//!   rate-limited queue, swap not-ready/unreachable at once, or mark it
+//!   reachable;
+//! - the tainting pass (`doNoExecuteTaintingPass`), every 100 ms: each
+//!   zone's queue is drained through its token bucket, and each node taken
+//!   out gets the taint its Ready condition calls for, swapped atomically
+//!   with the opposite one.
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{ConditionStatus, Span};
+use nodewarden_model::{ConditionStatus, Span, Taint, Timestamp};
 
 use crate::action::WriteSlot;
 use crate::components::*;
+use crate::metric_names;
 use crate::queue::Attempt;
 use crate::resources::*;
 
 /// How long a node without a Ready condition waits before it is looked at
 /// again (upstream's 50 ms retry).
 const NO_READY_RETRY: Span = Span::from_millis(50);
+
+/// After the monitor pass: the NoExecute decision for each node the pass
+/// judged, in name order (its actions issued under the node's key of the
+/// Outbox's ordered section). An immediate swap is recorded in the node's
+/// [`TaintRecord`] for explanations.
+#[allow(clippy::type_complexity)]
+pub fn taint_decisions(
+    now: Res<Now>,
+    scratch: Res<PassScratch>,
+    mode: Res<DisruptionMode>,
+    mut outbox: ResMut<Outbox>,
+    mut inbox: ResMut<TaintManagerInbox>,
+    mut nodes: Query<(&NodeName, &mut NodeTaints, &mut NodeFlags, &InZone, &mut TaintRecord)>,
+    mut zones: Query<&mut Zone>,
+) {
+    let now = now.0;
+    for v in &scratch.verdicts {
+        outbox.order_by(v.order);
+        let Ok((name, mut taints, mut flags, in_zone, mut record)) = nodes.get_mut(v.node) else { continue };
+        let Ok(mut zone) = zones.get_mut(in_zone.zone) else { continue };
+        let target = super::TaintTarget::new(&name.0, v.node, &mut taints, &mut flags);
+        let swapped = taint_decision(&mut outbox, &mut inbox, target, &mut zone, v.current, mode.all_zones_down, now);
+        if let Some(taint) = swapped {
+            record.0 = Some(crate::explain::TaintingFacts {
+                taint,
+                queued_at: None,
+                zone: zone.key.clone(),
+                zone_rate: zone.queue.qps(),
+                zone_state: zone.state,
+            });
+        }
+    }
+}
+
+/// `processTaintBaseEviction` for one node. Returns the taint swapped in at
+/// once, if that is what happened. While every zone is down (`paused`) no
+/// NoExecute taint is added, not even by a swap: upstream would swap a
+/// taint someone added by hand; nodewarden adds nothing until the
+/// disruption ends.
+fn taint_decision(
+    outbox: &mut Outbox,
+    inbox: &mut TaintManagerInbox,
+    target: super::TaintTarget<'_>,
+    zone: &mut Zone,
+    current: ConditionStatus,
+    paused: bool,
+    now: Timestamp,
+) -> Option<Taint> {
+    use WriteSlot::NoExecuteTaints;
+    let (wanted, opposite, has_wanted, has_opposite) = match current {
+        ConditionStatus::True => {
+            super::mark_reachable(outbox, inbox, target, zone, now);
+            return None;
+        }
+        ConditionStatus::False => (
+            super::not_ready_taint(),
+            super::unreachable_taint(),
+            target.flags.not_ready_taint,
+            target.flags.unreachable_taint,
+        ),
+        ConditionStatus::Unknown => (
+            super::unreachable_taint(),
+            super::not_ready_taint(),
+            target.flags.unreachable_taint,
+            target.flags.not_ready_taint,
+        ),
+    };
+    if has_opposite && !paused {
+        // E2: swap at once, not through the rate-limited queue.
+        tracing::info!(node = target.name, taint = %wanted.short(), "swapping NoExecute taint");
+        super::write_taints(outbox, inbox, target, vec![wanted.clone()], vec![opposite], NoExecuteTaints, now);
+        let mut added = wanted;
+        added.time_added = Some(now);
+        return Some(added);
+    }
+    // E3: a node processed earlier whose taint is gone (removed by hand) is
+    // queued again. Upstream removes and re-adds every untainted node on
+    // every pass, which also sends the ones still waiting to the back of the
+    // queue; here they keep their place (first queued, first tainted).
+    if !has_wanted && target.flags.queued && !zone.queue.is_queued(&target.entity) {
+        zone.queue.remove(&target.entity);
+        target.flags.queued = false;
+    }
+    if zone.queue.add(target.entity, now) {
+        target.flags.queued = true;
+        tracing::debug!(node = target.name, "queued for NoExecute tainting");
+    }
+    None
+}
 
 /// Drains every zone's queue at its rate.
 pub fn tainting_pass(
@@ -68,7 +163,7 @@ pub fn tainting_pass(
                     zone_rate: rate,
                     zone_state: state,
                 });
-                metrics::counter!("node_collector_evictions_total", "zone" => label.clone()).increment(1);
+                metrics::counter!(metric_names::EVICTIONS_TOTAL, metric_names::ZONE => label.clone()).increment(1);
             }
             Attempt::Done
         });

@@ -235,21 +235,21 @@ impl ReferenceModel {
     }
 
     /// `DeletePods` for the node's pods (or just `only`): `NodeLost` first,
-    /// then deletion, sparing DaemonSet pods; terminating pods are not
-    /// written to at all (our choice).
+    /// on every pod, terminating ones included (J4); then deletion, sparing
+    /// terminating and DaemonSet pods.
     pub(super) fn delete_pods(&mut self, now: Timestamp, cluster: &mut Cluster, node: &str, only: Option<&str>) {
         let pods: Vec<_> = cluster
             .pods()
-            .filter(|p| !p.deleted && !p.terminating && p.node.as_deref() == Some(node))
+            .filter(|p| !p.deleted && p.node.as_deref() == Some(node))
             .filter(|p| only.is_none_or(|k| k == p.key))
-            .map(|p| (p.key.clone(), p.uid.clone(), p.daemonset, p.reason.clone()))
+            .map(|p| (p.key.clone(), p.uid.clone(), p.daemonset, p.terminating, p.reason.clone()))
             .collect();
-        for (key, uid, daemonset, reason) in pods {
+        for (key, uid, daemonset, terminating, reason) in pods {
             if reason.as_deref() != Some(nodewarden_sim::cluster::POD_REASON_NODE_LOST) {
                 let kind = ActionKind::SetPodNodeLost { pod: key.clone(), uid: uid.clone(), node: node.to_string() };
                 self.write(now, cluster, kind);
             }
-            if daemonset {
+            if terminating || daemonset {
                 continue;
             }
             let kind = ActionKind::DeletePod {

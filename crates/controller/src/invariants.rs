@@ -13,8 +13,10 @@
 //! is applied, and [`InvariantChecker::end_step`] after each tick's actions
 //! are applied.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
 
 use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, PodSnapshot, WriteSlot, ZoneReport};
 use nodewarden_model::taint::Decision;
@@ -109,6 +111,12 @@ struct NodeMirror {
     tainted_since: Option<Timestamp>,
 }
 
+/// A `not-ready` or `unreachable` NoExecute taint: the ones the controller
+/// puts on and the zone's rate limits.
+fn is_controller_noexecute(t: &Taint) -> bool {
+    t.effect == TaintEffect::NoExecute && (t.key == keys::TAINT_NOT_READY || t.key == keys::TAINT_UNREACHABLE)
+}
+
 impl NodeMirror {
     fn noexecute(&self) -> impl Iterator<Item = &Taint> {
         self.taints.iter().filter(|t| t.effect == TaintEffect::NoExecute)
@@ -119,9 +127,11 @@ impl NodeMirror {
 /// tolerations got during the current tainted episode of its node.
 #[derive(Clone, Debug)]
 struct PodMirror {
-    node: Option<String>,
+    /// Shared with the `pods_by_node` key and every pod on the node.
+    node: Option<Arc<str>>,
     daemonset: bool,
-    tolerations: Vec<Toleration>,
+    /// Shared with every pod that has the same list ([`Interner`]).
+    tolerations: Arc<[Toleration]>,
     /// The countdown start: when the pod was first seen on its node during
     /// the node's current tainted episode.
     since: Option<Timestamp>,
@@ -131,14 +141,58 @@ struct PodMirror {
     untolerated: bool,
 }
 
+/// Values many pods share (node names, toleration lists), kept once: at a
+/// million pods, a copy each would make the checker's mirror several
+/// times the size of the engine's. Values no pod refers to any more are
+/// swept when the table has doubled since the last sweep.
+#[derive(Debug)]
+struct Interner<T: ?Sized> {
+    values: HashSet<Arc<T>>,
+    sweep_at: usize,
+}
+
+impl<T: ?Sized> Default for Interner<T> {
+    fn default() -> Self {
+        Interner { values: HashSet::new(), sweep_at: 0 }
+    }
+}
+
+impl<T: ?Sized + Eq + Hash> Interner<T>
+where
+    for<'a> Arc<T>: From<&'a T>,
+{
+    /// Below this many values the table is never swept.
+    const MIN_SWEEP: usize = 64;
+
+    /// The shared copy of `value`.
+    fn intern(&mut self, value: &T) -> Arc<T> {
+        if let Some(shared) = self.values.get(value) {
+            return shared.clone();
+        }
+        if self.values.len() >= self.sweep_at.max(Self::MIN_SWEEP) {
+            // Held by the table alone: no pod refers to it.
+            self.values.retain(|v| Arc::strong_count(v) > 1);
+            self.sweep_at = self.values.len() * 2;
+        }
+        let shared = Arc::from(value);
+        self.values.insert(shared.clone());
+        shared
+    }
+}
+
 /// Checks the [`Invariant`]s over a run. See the module docs for how to
 /// drive it.
 #[derive(Debug)]
 pub struct InvariantChecker {
     config: ControllerConfig,
     nodes: HashMap<String, NodeMirror>,
-    pods: HashMap<String, PodMirror>,
-    pods_by_node: HashMap<String, BTreeSet<String>>,
+    /// By pod key; the key is the same allocation as in `pods_by_node`.
+    pods: HashMap<Arc<str>, PodMirror>,
+    pods_by_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    /// Node names pods are bound to, shared by the pods.
+    node_names: Interner<str>,
+    /// Toleration lists, shared by the pods that carry the same one.
+    toleration_lists: Interner<[Toleration]>,
     /// Per zone: the last new NoExecute taint's time and the rate then.
     zone_taints: HashMap<ZoneKey, (Timestamp, f64)>,
     /// Writes issued in the current step (the driver applies writes before
@@ -159,6 +213,8 @@ impl InvariantChecker {
             nodes: HashMap::new(),
             pods: HashMap::new(),
             pods_by_node: HashMap::new(),
+            node_names: Interner::default(),
+            toleration_lists: Interner::default(),
             zone_taints: HashMap::new(),
             step_writes: HashMap::new(),
             all_down_before: false,
@@ -232,11 +288,11 @@ impl InvariantChecker {
             }
             Observation::PodUpserted(p) => self.upsert_pod(now, p),
             Observation::PodDeleted { key } => {
-                if let Some(p) = self.pods.remove(key)
+                if let Some(p) = self.pods.remove(key.as_str())
                     && let Some(node) = p.node
                     && let Some(set) = self.pods_by_node.get_mut(&node)
                 {
-                    set.remove(key);
+                    set.remove(key.as_str());
                 }
             }
             Observation::WriteFinished { .. } => {}
@@ -244,34 +300,38 @@ impl InvariantChecker {
     }
 
     fn upsert_pod(&mut self, now: Timestamp, p: &PodSnapshot) {
-        let old_node = self.pods.get(&p.key).and_then(|m| m.node.clone());
-        if old_node != p.node {
+        let (key, old_node) = match self.pods.get_key_value(p.key.as_str()) {
+            Some((key, m)) => (key.clone(), m.node.clone()),
+            None => (Arc::from(p.key.as_str()), None),
+        };
+        let node = p.node.as_deref().map(|n| self.node_names.intern(n));
+        if old_node != node {
             if let Some(old) = &old_node
                 && let Some(set) = self.pods_by_node.get_mut(old)
             {
-                set.remove(&p.key);
+                set.remove(&key);
             }
-            if let Some(new) = &p.node {
-                self.pods_by_node.entry(new.clone()).or_default().insert(p.key.clone());
+            if let Some(new) = &node {
+                self.pods_by_node.entry(new.clone()).or_default().insert(key.clone());
             }
         }
-        let entry = self.pods.entry(p.key.clone()).or_insert_with(|| PodMirror {
+        let tolerations = self.toleration_lists.intern(&p.tolerations);
+        let entry = self.pods.entry(key.clone()).or_insert_with(|| PodMirror {
             node: None,
             daemonset: false,
-            tolerations: vec![],
+            tolerations: tolerations.clone(),
             since: None,
             min_seconds: None,
             untolerated: false,
         });
-        if entry.node != p.node {
+        if entry.node != node {
             entry.since = None;
             entry.min_seconds = None;
             entry.untolerated = false;
         }
-        entry.node = p.node.clone();
+        entry.node = node;
         entry.daemonset = p.daemonset;
-        entry.tolerations = p.tolerations.clone();
-        let key = p.key.clone();
+        entry.tolerations = tolerations;
         self.sample_pod(now, &key);
     }
 
@@ -285,7 +345,7 @@ impl InvariantChecker {
             (false, Some(_)) => node.tainted_since = None,
             _ => {}
         }
-        let pods: Vec<String> = self.pods_by_node.get(name).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+        let pods: Vec<Arc<str>> = self.pods_by_node.get(name).map(|s| s.iter().cloned().collect()).unwrap_or_default();
         for key in pods {
             self.sample_pod(now, &key);
         }
@@ -295,7 +355,7 @@ impl InvariantChecker {
     /// tainted; resets its history when the node is not.
     fn sample_pod(&mut self, now: Timestamp, key: &str) {
         let Some(pod) = self.pods.get_mut(key) else { return };
-        let node = pod.node.as_ref().and_then(|n| self.nodes.get(n));
+        let node = pod.node.as_deref().and_then(|n| self.nodes.get(n));
         let Some(node) = node.filter(|n| n.tainted_since.is_some()) else {
             if node.is_some() {
                 // Taints gone (I4): the countdown is over.
@@ -316,14 +376,12 @@ impl InvariantChecker {
         }
     }
 
-    fn violate(&mut self, out: &mut Vec<Violation>, invariant: Invariant, at: Timestamp, detail: String) {
-        *self.violations.entry(invariant).or_default() += 1;
-        out.push(Violation { invariant, at, detail });
-    }
-
-    /// Checks one action before it is applied. `zones` are the engine's zone
-    /// reports after the tick that issued it; `all_zones_down` is the
-    /// engine's master-disruption flag after that tick.
+    /// Checks one action before it is applied, counts what it breaks and
+    /// takes it as sent: [`InvariantChecker::judge`], then
+    /// [`InvariantChecker::count`], then [`InvariantChecker::commit`].
+    /// `zones` are the engine's zone reports after the tick that issued it;
+    /// `all_zones_down` is the engine's master-disruption flag after that
+    /// tick.
     pub fn check_action(
         &mut self,
         now: Timestamp,
@@ -331,30 +389,72 @@ impl InvariantChecker {
         zones: &[ZoneReport],
         all_zones_down: bool,
     ) -> Vec<Violation> {
+        let out = self.judge(now, action, zones, all_zones_down);
+        self.count(&out);
+        self.commit(now, action, zones);
+        out
+    }
+
+    /// What `action` would break if it were sent now. Changes nothing, so a
+    /// safety interlock can ask before deciding whether to send it.
+    pub fn judge(&self, now: Timestamp, action: &Action, zones: &[ZoneReport], all_zones_down: bool) -> Vec<Violation> {
         let mut out = Vec::new();
         let kind = &action.kind;
-        if let Some(slot) = kind.slot() {
-            let issued = self.step_writes.entry(slot).or_default();
-            let twice = issued.contains(kind);
-            issued.push(kind.clone());
-            if twice {
-                self.violate(
-                    &mut out,
-                    Invariant::NoDuplicateInFlightWrite,
-                    now,
-                    format!("{kind:?} issued twice in one step"),
-                );
-            }
+        if let Some(slot) = kind.slot()
+            && self.step_writes.get(&slot).is_some_and(|issued| issued.contains(kind))
+        {
+            out.push(Violation {
+                invariant: Invariant::NoDuplicateInFlightWrite,
+                at: now,
+                detail: format!("{kind:?} issued twice in one step"),
+            });
         }
         match kind {
             ActionKind::PatchNodeTaints { node, add, remove, .. } => {
-                self.check_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out)
+                self.judge_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out)
             }
-            ActionKind::DeletePod { pod, .. } => self.check_deletion(now, pod, &mut out),
-            ActionKind::UpdateNodeConditions { node, conditions } => self.own_condition_write(node, conditions),
+            ActionKind::DeletePod { pod, .. } => self.judge_deletion(now, pod, &mut out),
             _ => {}
         }
         out
+    }
+
+    /// Adds `violations` to the tally [`InvariantChecker::broken`] reports
+    /// (whether or not the action that broke them was sent).
+    pub fn count(&mut self, violations: &[Violation]) {
+        for v in violations {
+            *self.violations.entry(v.invariant).or_default() += 1;
+        }
+    }
+
+    /// Takes `action` as sent: it is in flight until
+    /// [`InvariantChecker::end_step`], a new NoExecute taint is the zone's
+    /// latest, and the controller's own condition write is remembered. An
+    /// action a safety interlock held back is not committed.
+    pub fn commit(&mut self, now: Timestamp, action: &Action, zones: &[ZoneReport]) {
+        let kind = &action.kind;
+        if let Some(slot) = kind.slot() {
+            self.step_writes.entry(slot).or_default().push(kind.clone());
+        }
+        match kind {
+            ActionKind::PatchNodeTaints { node, add, .. } => {
+                // Only a node getting its first controller taint goes
+                // through the zone's rate limiter (a swap does not).
+                let Some(mirror) = self.nodes.get(node) else { return };
+                if !add.iter().any(is_controller_noexecute) || mirror.taints.iter().any(is_controller_noexecute) {
+                    return;
+                }
+                let zone = mirror.zone.clone();
+                let rate = self.zone_rate(&zone, zones);
+                self.zone_taints.insert(zone, (now, rate));
+            }
+            ActionKind::UpdateNodeConditions { node, conditions } => self.own_condition_write(node, conditions),
+            _ => {}
+        }
+    }
+
+    fn zone_rate(&self, zone: &ZoneKey, zones: &[ZoneReport]) -> f64 {
+        zones.iter().find(|z| &z.key == zone).map_or(self.config.node_eviction_rate, |z| z.rate)
     }
 
     /// The controller's own condition write is no heartbeat: the mirror
@@ -370,8 +470,8 @@ impl InvariantChecker {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn check_taint_patch(
-        &mut self,
+    fn judge_taint_patch(
+        &self,
         now: Timestamp,
         node: &str,
         add: &[Taint],
@@ -380,13 +480,11 @@ impl InvariantChecker {
         all_zones_down: bool,
         out: &mut Vec<Violation>,
     ) {
-        let controller_key = |t: &Taint| {
-            t.effect == TaintEffect::NoExecute && (t.key == keys::TAINT_NOT_READY || t.key == keys::TAINT_UNREACHABLE)
-        };
         let both = |taints: &[Taint]| {
             taints.iter().any(|t| t.is(keys::TAINT_NOT_READY, TaintEffect::NoExecute))
                 && taints.iter().any(|t| t.is(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute))
         };
+        let violate = |out: &mut Vec<Violation>, invariant, detail| out.push(Violation { invariant, at: now, detail });
         let Some(mirror) = self.nodes.get(node) else { return };
         let mut after: Vec<Taint> = mirror.taints.clone();
         after.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
@@ -394,39 +492,35 @@ impl InvariantChecker {
         // Only a write that brings the two together counts: a node someone
         // else gave both taints is not the controller's doing.
         if both(&after) && !both(&mirror.taints) {
-            self.violate(out, Invariant::NeverBothNoExecuteTaints, now, format!("node {node} would carry both"));
+            violate(out, Invariant::NeverBothNoExecuteTaints, format!("node {node} would carry both"));
         }
-        let Some(added) = add.iter().find(|t| controller_key(t)) else { return };
+        let Some(added) = add.iter().find(|t| is_controller_noexecute(t)) else { return };
         if self.all_down_before && all_zones_down {
-            self.violate(
+            violate(
                 out,
                 Invariant::NoTaintWhileAllZonesDown,
-                now,
                 format!("{} added to node {node} while every zone is fully disrupted", added.short()),
             );
         }
         // A swap replaces the opposite taint at once; only a node getting its
         // first controller taint goes through the zone's rate limiter.
-        let Some(mirror) = self.nodes.get(node) else { return };
-        if mirror.taints.iter().any(controller_key) {
+        if mirror.taints.iter().any(is_controller_noexecute) {
             return;
         }
-        let zone = mirror.zone.clone();
-        let rate = zones.iter().find(|z| z.key == zone).map_or(self.config.node_eviction_rate, |z| z.rate);
+        let zone = &mirror.zone;
+        let rate = self.zone_rate(zone, zones);
         if rate <= 0.0 {
-            self.violate(
+            violate(
                 out,
                 Invariant::ZoneRateRespected,
-                now,
                 format!("{} added to node {node} in zone {zone:?} whose rate is 0", added.short()),
             );
-        } else if let Some(&(last, last_rate)) = self.zone_taints.get(&zone) {
+        } else if let Some(&(last, last_rate)) = self.zone_taints.get(zone) {
             let interval = Span::from_secs_f64(1.0 / rate.max(last_rate)).unwrap_or(Span::ZERO);
             if now - last < interval {
-                self.violate(
+                violate(
                     out,
                     Invariant::ZoneRateRespected,
-                    now,
                     format!(
                         "node {node} tainted {} after the previous taint in zone {zone:?} (rate {rate}/s allows one per {interval})",
                         now - last
@@ -434,21 +528,16 @@ impl InvariantChecker {
                 );
             }
         }
-        self.zone_taints.insert(zone, (now, rate));
     }
 
-    fn check_deletion(&mut self, now: Timestamp, key: &str, out: &mut Vec<Violation>) {
-        let Some(pod) = self.pods.get(key).cloned() else { return };
+    fn judge_deletion(&self, now: Timestamp, key: &str, out: &mut Vec<Violation>) {
+        let violate = |out: &mut Vec<Violation>, invariant, detail| out.push(Violation { invariant, at: now, detail });
+        let Some(pod) = self.pods.get(key) else { return };
         if !self.config.enable_taint_manager {
             if pod.daemonset {
-                self.violate(
-                    out,
-                    Invariant::NoDaemonSetPodDeletedInLegacyMode,
-                    now,
-                    format!("DaemonSet pod {key} deleted"),
-                );
+                violate(out, Invariant::NoDaemonSetPodDeletedInLegacyMode, format!("DaemonSet pod {key} deleted"));
             }
-            let node = pod.node.as_ref().and_then(|n| self.nodes.get(n));
+            let node = pod.node.as_deref().and_then(|n| self.nodes.get(n));
             let allowed_from = node.and_then(|n| match n.ready {
                 Some(ConditionStatus::True) | None => None,
                 Some(ConditionStatus::False) => Some(n.last_transition + self.config.pod_eviction_timeout),
@@ -456,10 +545,9 @@ impl InvariantChecker {
             });
             match allowed_from {
                 Some(from) if now > from => {}
-                _ => self.violate(
+                _ => violate(
                     out,
                     Invariant::NoEvictionBeforeDeadline,
-                    now,
                     format!(
                         "pod {key} deleted in legacy mode but its node {:?} was not unready for pod-eviction-timeout (allowed after {allowed_from:?})",
                         pod.node
@@ -473,10 +561,9 @@ impl InvariantChecker {
         }
         match (pod.since, pod.min_seconds) {
             (Some(since), Some(s)) if now >= since + Span::from_secs(s.max(0)) => {}
-            (since, seconds) => self.violate(
+            (since, seconds) => violate(
                 out,
                 Invariant::NoEvictionBeforeDeadline,
-                now,
                 format!(
                     "pod {key} deleted before its tolerations allow (tainted since {since:?}, smallest tolerationSeconds {seconds:?}, tolerations {:?})",
                     pod.tolerations
@@ -501,100 +588,15 @@ impl InvariantChecker {
         self.zone_taints.clear();
         self.step_writes.clear();
     }
-
-    /// Observes the whole cluster at once, for drivers that do not forward
-    /// individual observations (costs O(cluster size)).
-    pub fn observe_cluster(&mut self, now: Timestamp, cluster: &crate::Cluster) {
-        for obs in cluster.state() {
-            self.observe(now, &obs);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use nodewarden_engine::{ActionId, NodeSnapshot, WriteSlot, ZoneState};
-    use nodewarden_model::{NodeCondition, TolerationOperator};
+    use nodewarden_engine::{ActionId, ZoneState};
+    use nodewarden_model::NodeCondition;
 
     use super::*;
-
-    fn t(s: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(s)
-    }
-
-    fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Observation {
-        let mut labels = BTreeMap::new();
-        labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string());
-        Observation::NodeUpserted(NodeSnapshot {
-            name: name.into(),
-            created: t(-3600),
-            labels,
-            conditions: vec![NodeCondition {
-                kind: ConditionType::Ready,
-                status: ready,
-                reason: String::new(),
-                message: String::new(),
-                last_heartbeat: t(0),
-                last_transition: t(0),
-            }],
-            taints,
-            unschedulable: false,
-        })
-    }
-
-    fn pod(key: &str, node: &str, seconds: Option<i64>, daemonset: bool) -> Observation {
-        Observation::PodUpserted(PodSnapshot {
-            key: key.into(),
-            uid: "u".into(),
-            node: Some(node.into()),
-            daemonset,
-            ready: Some(true),
-            terminating: false,
-            tolerations: vec![Toleration {
-                key: keys::TAINT_UNREACHABLE.into(),
-                operator: TolerationOperator::Exists,
-                value: String::new(),
-                effect: Some(TaintEffect::NoExecute),
-                seconds,
-            }],
-        })
-    }
-
-    fn unreachable() -> Taint {
-        Taint::new(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute)
-    }
-
-    fn delete(key: &str) -> Action {
-        let why = nodewarden_engine::Explanation {
-            pod: key.into(),
-            node: "n".into(),
-            node_facts: None,
-            taints: vec![],
-            tainting: None,
-            verdict: nodewarden_engine::explain::Verdict::NotTolerated { taint: unreachable() },
-            scheduled_at: t(0),
-            due_at: t(0),
-            deleted_at: t(0),
-        };
-        Action {
-            id: ActionId(9),
-            kind: ActionKind::DeletePod {
-                pod: key.into(),
-                uid: "u".into(),
-                mode: nodewarden_model::DeletionMode::Delete,
-                why: Box::new(why),
-            },
-        }
-    }
-
-    fn taint_patch(node: &str, add: Vec<Taint>, remove: Vec<Taint>) -> Action {
-        Action {
-            id: ActionId(1),
-            kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::NoExecuteTaints },
-        }
-    }
+    use crate::fixtures::{delete, node, pod, t, taint_patch, unreachable};
 
     fn zone(rate: f64) -> Vec<ZoneReport> {
         vec![ZoneReport {

@@ -4,14 +4,16 @@
 //! Event driven: ingest and the tainting systems put changed nodes and pods
 //! in the [`TaintManagerInbox`]; deadlines sit in [`DeletionTimers`], a heap
 //! keyed by deadline, so an idle tick costs one peek however many deletions
-//! are pending.
+//! are pending. A deletion the API server refused comes back here
+//! ([`retry_refused_deletions`]) and is retried with backoff.
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, taint::Decision};
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
-use crate::explain::{Explanation, NodeFacts, Verdict};
+use crate::explain::{Explanation, Verdict};
+use crate::metric_names;
 use crate::resources::*;
 
 /// Backoff before retrying a refused deletion: 1 s, doubling, at most 5 min.
@@ -20,13 +22,34 @@ pub fn retry_backoff(failures: u32) -> Span {
     Span::from_secs(secs.min(300))
 }
 
-/// Schedules (or re-schedules) `pod`'s deletion at `at`, keeping the basis
-/// it was decided on (used to retry a refused deletion).
-pub fn schedule(world: &mut World, pod: Entity, at: Timestamp) {
-    let now = world.resource::<Now>().0;
-    let seq = world.resource_mut::<DeletionTimers>().push(at, pod);
-    if let Some(mut pending) = world.get_mut::<PendingDeletion>(pod) {
-        pending.0 = Some(Deadline { created: now, fire_at: at, seq });
+/// A refused taint-based deletion is retried on its own timer, with
+/// [`retry_backoff`], on the basis it was decided on (kept in its
+/// [`PendingDeletion`]), and announced with a `FailedEviction` Warning Event.
+/// Upstream gives up after a few quick tries; a pod whose tolerations ran
+/// out should not outstay them because of one refusal.
+pub fn retry_refused_deletions(
+    now: Res<Now>,
+    mut refused: ResMut<RefusedDeletions>,
+    mut timers: ResMut<DeletionTimers>,
+    mut pending: Query<&mut PendingDeletion>,
+    mut outbox: ResMut<Outbox>,
+) {
+    let now = now.0;
+    for RefusedDeletion { pod: entity, key: pod, reason, failures } in refused.0.drain(..) {
+        let backoff = retry_backoff(failures);
+        let at = now + backoff;
+        let seq = timers.push(at, entity);
+        if let Ok(mut pending) = pending.get_mut(entity) {
+            pending.set(Some(Deadline { created: now, fire_at: at, seq }));
+        }
+        let retry = format!("retrying in {backoff}");
+        tracing::warn!(pod = %pod, failures, %reason, "pod deletion refused; {retry}");
+        outbox.event(
+            ObjectRef::Pod(pod.clone()),
+            EventType::Warning,
+            "FailedEviction",
+            format!("Deleting Pod {pod} was refused ({reason}); {retry} (refusal {failures})"),
+        );
     }
 }
 
@@ -66,8 +89,7 @@ fn plan(pending: Option<Deadline>, taints: &[Taint], pod: &Pod, now: Timestamp) 
     }
 }
 
-type PodQuery<'w, 's> =
-    Query<'w, 's, (&'static Pod, &'static mut PodProgress, &'static mut PendingDeletion, &'static mut DeletionBasis)>;
+type PodQuery<'w, 's> = Query<'w, 's, (&'static mut Pod, &'static mut PendingDeletion)>;
 
 /// Applies [`plan`] to one pod.
 fn process_pod(
@@ -78,16 +100,16 @@ fn process_pod(
     timers: &mut DeletionTimers,
     outbox: &mut Outbox,
 ) {
-    let Ok((pod, _, mut pending, mut basis)) = pods.get_mut(pod_entity) else { return };
-    match plan(pending.0, taints, pod, now) {
+    let Ok((pod, mut pending)) = pods.get_mut(pod_entity) else { return };
+    match plan(pending.get(), taints, &pod, now) {
         Plan::Keep => {}
         Plan::Cancel => {
             // The heap entry goes stale with it.
-            basis.0 = None;
-            if pending.0.take().is_some() {
+            pending.set_basis(None);
+            if pending.set(None).is_some() {
                 tracing::info!(pod = %pod.key, "pod tolerates the node's taints now; deletion cancelled");
                 outbox.event(
-                    ObjectRef::Pod(pod.key.clone()),
+                    ObjectRef::Pod(pod.key.to_string()),
                     EventType::Normal,
                     "TaintManagerEviction",
                     format!("Cancelling deletion of Pod {}", pod.key),
@@ -96,8 +118,8 @@ fn process_pod(
         }
         Plan::At(created, due, verdict) => {
             let seq = timers.push(due, pod_entity);
-            pending.0 = Some(Deadline { created, fire_at: due, seq });
-            basis.0 = Some(Basis { taints: taints.to_vec(), verdict, scheduled_at: created });
+            pending.set(Some(Deadline { created, fire_at: due, seq }));
+            pending.set_basis(Some(Basis { taints: taints.to_vec(), verdict, scheduled_at: created }));
             tracing::debug!(pod = %pod.key, %due, "pod deletion scheduled");
         }
     }
@@ -142,8 +164,7 @@ pub fn taint_manager(
             process_pod(pod, &[], now, &mut pods, &mut timers, &mut outbox);
         }
     }
-    cleared.clear();
-    inbox.cleared = cleared;
+    inbox.cleared = recycle(cleared);
 
     // Node updates go before pod updates, as upstream orders them.
     let mut node_list = std::mem::take(&mut inbox.nodes);
@@ -160,15 +181,14 @@ pub fn taint_manager(
             process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
         }
     }
-    node_list.clear();
-    inbox.nodes = node_list;
+    inbox.nodes = recycle(node_list);
 
     let mut pod_list = std::mem::take(&mut inbox.pods);
     pod_list.sort_unstable();
     pod_list.dedup();
     for &pod in &pod_list {
         let Ok((p, ..)) = pods.get(pod) else { continue };
-        let Some(&node) = p.node.as_ref().and_then(|n| node_index.0.get(n)) else { continue };
+        let Some(&node) = p.node.as_deref().and_then(|n| node_index.0.get(n)) else { continue };
         let Ok((_, _, seen)) = nodes.get(node) else { continue };
         // A node without NoExecute taints: nothing to do (I4 cancelled
         // everything when they went).
@@ -176,8 +196,7 @@ pub fn taint_manager(
             process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
         }
     }
-    pod_list.clear();
-    inbox.pods = pod_list;
+    inbox.pods = recycle(pod_list);
 
     // Fire what is due.
     while let Some(&std::cmp::Reverse((at, seq, pod))) = timers.heap.peek() {
@@ -185,22 +204,22 @@ pub fn taint_manager(
             break;
         }
         timers.heap.pop();
-        let Ok((p, mut progress, mut pending, basis)) = pods.get_mut(pod) else { continue };
-        let Some(deadline) = pending.0.filter(|d| d.seq == seq) else { continue };
-        pending.0 = None;
-        if p.terminating || progress.deletion_requested {
+        let Ok((mut p, mut pending)) = pods.get_mut(pod) else { continue };
+        let Some(deadline) = pending.get().filter(|d| d.seq == seq) else { continue };
+        pending.set(None);
+        if p.terminating || p.progress.deletion_requested {
             continue;
         }
-        let Some(basis) = basis.0.clone() else { continue };
-        let node_name = p.node.clone().unwrap_or_default();
-        let node_facts = node_index.0.get(&node_name).and_then(|&n| facts.get(n).ok());
-        let tainting = node_facts
+        let Some(basis) = pending.basis().cloned() else { continue };
+        let node_name = p.node.as_deref().unwrap_or_default().to_string();
+        let known = node_index.0.get(&node_name).and_then(|&n| facts.get(n).ok());
+        let tainting = known
             .and_then(|(_, _, _, record)| record.0.clone())
             .filter(|r| basis.taints.iter().any(|t| t.same_as(&r.taint) && t.time_added == r.taint.time_added));
         let why = Explanation {
-            pod: p.key.clone(),
+            pod: p.key.to_string(),
             node: node_name,
-            node_facts: node_facts.map(|(h, r, l, _)| NodeFacts::of(h, r, l, &settings.0)),
+            node_facts: known.map(|(h, r, l, _)| node_facts(h, r, l, &settings.0)),
             taints: basis.taints,
             tainting,
             verdict: basis.verdict,
@@ -208,26 +227,26 @@ pub fn taint_manager(
             due_at: deadline.fire_at,
             deleted_at: now,
         };
-        progress.deletion_requested = true;
-        metrics::histogram!("taint_eviction_controller_pod_deletion_duration_seconds")
+        p.progress.deletion_requested = true;
+        metrics::histogram!(metric_names::TAINT_EVICTION_POD_DELETION_DURATION_SECONDS)
             .record((now - deadline.fire_at).as_secs_f64());
-        metrics::histogram!("nodewarden_taint_to_deletion_seconds").record((now - why.scheduled_at).as_secs_f64());
-        metrics::counter!("taint_eviction_controller_pod_deletions_total").increment(1);
+        metrics::histogram!(metric_names::TAINT_TO_DELETION_SECONDS).record((now - why.scheduled_at).as_secs_f64());
+        metrics::counter!(metric_names::TAINT_EVICTION_POD_DELETIONS_TOTAL).increment(1);
         let line = why.one_line();
         tracing::info!(pod = %p.key, why = %line, "deleting pod: NoExecute taint no longer tolerated");
         outbox.event(
-            ObjectRef::Pod(p.key.clone()),
+            ObjectRef::Pod(p.key.to_string()),
             EventType::Normal,
             "TaintManagerEviction",
             format!("Marking for deletion Pod {}: {line}", p.key),
         );
-        if !progress.disruption_target {
-            progress.disruption_target = true;
-            outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.clone(), uid: p.uid.clone() });
+        if !p.progress.disruption_target {
+            p.progress.disruption_target = true;
+            outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.to_string(), uid: p.uid.to_string() });
         }
         outbox.write(ActionKind::DeletePod {
-            pod: p.key.clone(),
-            uid: p.uid.clone(),
+            pod: p.key.to_string(),
+            uid: p.uid.to_string(),
             mode: settings.0.pod_deletion_mode,
             why: Box::new(why),
         });
@@ -247,7 +266,8 @@ mod tests {
             daemonset: false,
             ready: Some(true),
             terminating: false,
-            tolerations: tols,
+            tolerations: tols.into(),
+            progress: PodProgress::default(),
         }
     }
     fn tol(seconds: Option<i64>) -> Toleration {

@@ -1,0 +1,526 @@
+//! The served cluster's object store: every object as compact JSON with
+//! its resourceVersion, one global resourceVersion counter (etcd's
+//! revision), and per kind a bounded window of past changes for watch
+//! resume, a broadcast of new changes, and short-lived snapshots that keep
+//! paged lists consistent.
+//!
+//! Invariants:
+//! - every write is atomic and serialised under one lock: it either lands
+//!   whole, with a resourceVersion greater than every earlier one, and is
+//!   broadcast to watchers in resourceVersion order, or changes nothing;
+//! - a watch from resourceVersion N sees exactly the changes after N, or is
+//!   told 410 Gone when some of them have left the window;
+//! - the pages of one list come from one snapshot (the resourceVersion of
+//!   the first page), as etcd serves them.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::error::ApiError;
+use crate::resource::Kind;
+
+/// A stored object.
+#[derive(Debug)]
+pub struct Obj {
+    /// `namespace/name`, or `name` for cluster-scoped kinds: the etcd key
+    /// order lists come in.
+    pub key: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`.
+    pub rv: u64,
+    /// `metadata.labels`, sorted by key (a flat list: most objects have
+    /// one or two, and a map per object would cost more than the object).
+    pub labels: Labels,
+    /// The selectable fields' values in the resource's field order, joined
+    /// by NUL (one allocation per object; field selectors never parse JSON).
+    pub fields: Box<str>,
+    /// What it is.
+    pub kind: Kind,
+    /// The object as served.
+    pub json: Bytes,
+}
+
+impl Obj {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.key.rsplit_once('/').map_or(&self.key, |(_, n)| n)
+    }
+
+    /// `metadata.namespace`, empty for cluster-scoped kinds.
+    pub fn namespace(&self) -> &str {
+        self.key.rsplit_once('/').map_or("", |(ns, _)| ns)
+    }
+
+    /// The object as a JSON value.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+
+    /// A selectable field's value.
+    pub fn field(&self, name: &str) -> Option<String> {
+        match name {
+            "metadata.name" => Some(self.name().to_string()),
+            "metadata.namespace" => Some(self.namespace().to_string()),
+            _ => {
+                let names = self.kind.resource().fields;
+                let i =
+                    names.iter().position(|f| *f == name).or_else(|| (name == NODE_READY).then_some(names.len()))?;
+                self.fields.split('\0').nth(i).map(str::to_string)
+            }
+        }
+    }
+}
+
+/// The kind of a watch event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Changed.
+    Modified,
+    /// Deleted (the object as it was, at the deletion's resourceVersion).
+    Deleted,
+}
+
+impl EventType {
+    /// `ADDED`, `MODIFIED`, `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as watchers receive it.
+#[derive(Debug)]
+pub struct Change {
+    /// The resourceVersion of the change.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after (for a deletion: its last state).
+    pub obj: Arc<Obj>,
+    /// The object before, for selector transitions.
+    pub prev: Option<Arc<Obj>>,
+}
+
+type Items = imbl::OrdMap<String, Arc<Obj>>;
+
+struct Table {
+    items: Items,
+    history: VecDeque<Arc<Change>>,
+    /// Changes with rv up to this one have left the window.
+    expired_upto: u64,
+    tx: broadcast::Sender<Arc<Change>>,
+    snapshots: VecDeque<(u64, Instant, Items)>,
+}
+
+/// Store limits.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreLimits {
+    /// Changes kept per kind for watch resume (upstream's watch cache keeps
+    /// a similar window; older resourceVersions get 410 Gone).
+    pub history: usize,
+    /// How long a paged list's snapshot lives (etcd compacts every 5m).
+    pub snapshot_ttl: Duration,
+    /// Snapshots kept per kind.
+    pub snapshots: usize,
+    /// Changes a watcher may fall behind before its watch is closed.
+    pub watch_buffer: usize,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits { history: 100_000, snapshot_ttl: Duration::from_secs(300), snapshots: 32, watch_buffer: 65_536 }
+    }
+}
+
+/// The store.
+pub struct Store {
+    inner: Mutex<Inner>,
+    limits: StoreLimits,
+}
+
+/// The store under its lock.
+pub struct Inner {
+    rv: u64,
+    uid_seq: u64,
+    tables: Vec<Table>,
+    limits: StoreLimits,
+}
+
+/// A consistent list: the resourceVersion it was read at and the
+/// objects, in key order, from the start key on.
+pub struct Snapshot {
+    /// The list's resourceVersion.
+    pub rv: u64,
+    items: Items,
+}
+
+impl Snapshot {
+    /// Objects from `start` (inclusive) on, within `prefix` when given.
+    pub fn iter_from<'a>(&'a self, start: &str, prefix: Option<&'a str>) -> impl Iterator<Item = &'a Arc<Obj>> + 'a {
+        let lower = match prefix {
+            Some(p) if p > start => p.to_string(),
+            _ => start.to_string(),
+        };
+        self.items.range(lower..).take_while(move |(k, _)| prefix.is_none_or(|p| k.starts_with(p))).map(|(_, v)| v)
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// A watch's start: the changes already past and the subscription for the
+/// rest.
+pub struct WatchStart {
+    /// The store's resourceVersion when the watch started.
+    pub rv: u64,
+    /// Changes after the requested resourceVersion, in order.
+    pub backlog: Vec<Arc<Change>>,
+    /// The current objects, when the watch starts with them (no or `0`
+    /// resourceVersion).
+    pub initial: Option<Snapshot>,
+    /// New changes.
+    pub rx: broadcast::Receiver<Arc<Change>>,
+}
+
+/// What a continue token holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Continue {
+    /// The first page's resourceVersion.
+    pub rv: u64,
+    /// The key to resume from.
+    pub start: String,
+}
+
+impl Continue {
+    /// Encodes it as upstream does (base64 of a small JSON document).
+    pub fn encode(&self) -> String {
+        let doc = json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": self.start});
+        base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
+    }
+
+    /// Decodes a client's token; 400 when it is not one of ours.
+    pub fn decode(token: &str) -> Result<Continue, ApiError> {
+        let bad = |why: &str| ApiError::BadRequest(format!("continue key is not valid: {why}"));
+        let raw = base64::engine::general_purpose::URL_SAFE
+            .decode(token)
+            .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
+            .map_err(|_| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+        let v: Value = serde_json::from_slice(&raw).map_err(|_| bad("not a continue token"))?;
+        if v["v"] != "meta.k8s.io/v1" {
+            return Err(bad("server does not recognize this encoded key"));
+        }
+        let rv = v["rv"].as_u64().ok_or_else(|| bad("no resourceVersion"))?;
+        let start = v["start"].as_str().ok_or_else(|| bad("no start key"))?.to_string();
+        Ok(Continue { rv, start })
+    }
+}
+
+/// The message upstream gives a continue token whose snapshot is gone.
+pub const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+impl Store {
+    /// An empty store.
+    pub fn new(limits: StoreLimits) -> Store {
+        let tables = Kind::ALL
+            .iter()
+            .map(|_| Table {
+                items: Items::new(),
+                history: VecDeque::new(),
+                expired_upto: 0,
+                tx: broadcast::channel(limits.watch_buffer.max(16)).0,
+                snapshots: VecDeque::new(),
+            })
+            .collect();
+        Store { inner: Mutex::new(Inner { rv: 0, uid_seq: 0, tables, limits }), limits }
+    }
+
+    /// Locks the store for a read or an atomic write.
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The limits it runs with.
+    pub fn limits(&self) -> StoreLimits {
+        self.limits
+    }
+}
+
+/// A node's Ready condition status (`True`, `False`, `Unknown`, or empty
+/// when it has none), kept beside the selectable fields so the kubelets and
+/// the status line never parse a node to read it. Not selectable.
+pub const NODE_READY: &str = "nodewarden.internal/ready";
+
+/// An object's labels.
+#[derive(Debug, Default)]
+pub struct Labels(pub Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// The value of a label.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.0[i].1)
+    }
+}
+
+/// Extracts the selectable fields of a kind from its JSON.
+fn fields_of(kind: Kind, v: &Value) -> Box<str> {
+    let res = kind.resource();
+    let mut extra = Vec::new();
+    if kind == Kind::Node {
+        let ready = v
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .and_then(|c| c["status"].as_str())
+            .unwrap_or_default();
+        extra.push((NODE_READY, ready.to_string()));
+    }
+    res.fields
+        .iter()
+        .map(|f| {
+            let path = match *f {
+                "source" => "source.component",
+                other => other,
+            };
+            let mut cur = v;
+            for part in path.split('.') {
+                cur = cur.get(part).unwrap_or(&Value::Null);
+            }
+            match cur {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                Value::Null if matches!(*f, "spec.unschedulable" | "spec.hostNetwork") => "false".to_string(),
+                _ => String::new(),
+            }
+        })
+        .chain(extra.into_iter().map(|(_, v)| v))
+        .collect::<Vec<_>>()
+        .join("\0")
+        .into_boxed_str()
+}
+
+fn labels_of(v: &Value) -> Labels {
+    // serde_json's map is ordered by key.
+    Labels(
+        v.pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.as_str().into(), s.into()))).collect())
+            .unwrap_or_default(),
+    )
+}
+
+/// The store key of an object.
+pub fn key_of(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") }
+}
+
+impl Inner {
+    /// The current resourceVersion.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    fn table(&self, kind: Kind) -> &Table {
+        &self.tables[kind.index()]
+    }
+
+    fn table_mut(&mut self, kind: Kind) -> &mut Table {
+        &mut self.tables[kind.index()]
+    }
+
+    /// A fresh uid.
+    pub fn next_uid(&mut self) -> String {
+        self.uid_seq += 1;
+        let n = self.uid_seq;
+        // A UUID-shaped uid, unique within this server's life.
+        format!(
+            "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+            (n >> 32) as u32 ^ 0x6e77_6172,
+            (n >> 16) & 0xffff,
+            n & 0xfff,
+            (n >> 12) & 0xfff,
+            n
+        )
+    }
+
+    /// The object at `key`.
+    pub fn get(&self, kind: Kind, key: &str) -> Option<Arc<Obj>> {
+        self.table(kind).items.get(key).cloned()
+    }
+
+    /// Number of objects of a kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        self.table(kind).items.len()
+    }
+
+    /// Every object of a kind now (cheap: the map is persistent).
+    pub fn snapshot(&self, kind: Kind) -> Snapshot {
+        Snapshot { rv: self.rv, items: self.table(kind).items.clone() }
+    }
+
+    /// Keeps the current state of a kind for the continue token of a
+    /// paged list at `rv`.
+    pub fn keep_snapshot(&mut self, kind: Kind, snap: &Snapshot) {
+        let limits = self.limits;
+        let t = self.table_mut(kind);
+        let now = Instant::now();
+        t.snapshots.retain(|(_, at, _)| now.duration_since(*at) < limits.snapshot_ttl);
+        if t.snapshots.iter().any(|(rv, _, _)| *rv == snap.rv) {
+            return;
+        }
+        t.snapshots.push_back((snap.rv, now, snap.items.clone()));
+        while t.snapshots.len() > limits.snapshots {
+            t.snapshots.pop_front();
+        }
+    }
+
+    /// The snapshot a continue token points at; `None` once expired.
+    pub fn kept_snapshot(&mut self, kind: Kind, rv: u64) -> Option<Snapshot> {
+        let ttl = self.limits.snapshot_ttl;
+        let t = self.table_mut(kind);
+        let now = Instant::now();
+        t.snapshots.retain(|(_, at, _)| now.duration_since(*at) < ttl);
+        t.snapshots.iter().find(|(r, _, _)| *r == rv).map(|(rv, _, items)| Snapshot { rv: *rv, items: items.clone() })
+    }
+
+    /// Starts a watch after `from` (`None`: with the current objects
+    /// first). 410 Gone when changes after `from` have left the window.
+    pub fn watch(&mut self, kind: Kind, from: Option<u64>) -> Result<WatchStart, ApiError> {
+        let rv = self.rv;
+        let t = self.table(kind);
+        let rx = t.tx.subscribe();
+        match from {
+            None => Ok(WatchStart { rv, backlog: Vec::new(), initial: Some(self.snapshot(kind)), rx }),
+            Some(n) if n < t.expired_upto => {
+                Err(ApiError::Gone(format!("too old resource version: {n} ({})", t.expired_upto)))
+            }
+            Some(n) => {
+                let start = t.history.partition_point(|c| c.rv <= n);
+                let backlog = t.history.iter().skip(start).cloned().collect();
+                Ok(WatchStart { rv, backlog, initial: None, rx })
+            }
+        }
+    }
+
+    /// Stores `value` as a new version of the object at `key` (creating it
+    /// when `prev` is `None`), with a new resourceVersion, and tells the
+    /// watchers. The caller has validated it.
+    pub fn commit(&mut self, kind: Kind, key: &str, mut value: Value, deleted: bool) -> Arc<Obj> {
+        self.rv += 1;
+        let rv = self.rv;
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let uid = value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+        let obj = Arc::new(Obj {
+            key: key.to_string(),
+            uid,
+            rv,
+            labels: labels_of(&value),
+            fields: fields_of(kind, &value),
+            kind,
+            json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+        });
+        let history_cap = self.limits.history.max(1);
+        let t = self.table_mut(kind);
+        let prev = if deleted { t.items.remove(key) } else { t.items.insert(key.to_string(), obj.clone()) };
+        let change_kind = match (&prev, deleted) {
+            (_, true) => EventType::Deleted,
+            (None, false) => EventType::Added,
+            (Some(_), false) => EventType::Modified,
+        };
+        let change = Arc::new(Change { rv, kind: change_kind, obj: obj.clone(), prev });
+        t.history.push_back(change.clone());
+        while t.history.len() > history_cap {
+            if let Some(old) = t.history.pop_front() {
+                t.expired_upto = old.rv;
+            }
+        }
+        // No receivers is not an error: nobody watches.
+        let _ = t.tx.send(change);
+        obj
+    }
+
+    /// Tells everyone watching a kind that it is over (their receivers
+    /// see the channel closed), e.g. for an injected watch drop.
+    pub fn close_watches(&mut self, kind: Kind) {
+        let cap = self.limits.watch_buffer.max(16);
+        self.table_mut(kind).tx = broadcast::channel(cap).0;
+    }
+}
+
+/// True when `rv` (a client's resourceVersion string) parses; 400 if not.
+pub fn parse_rv(s: &str) -> Result<u64, ApiError> {
+    s.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Value {
+        json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "uid": "u", "labels": {"z": "a"}}, "spec": {}})
+    }
+
+    #[test]
+    fn commits_bump_rv_and_feed_history_and_watchers() {
+        let store = Store::new(StoreLimits { history: 2, ..StoreLimits::default() });
+        let mut s = store.lock();
+        let mut w = match s.watch(Kind::Node, Some(0)) {
+            Ok(w) => w,
+            Err(e) => panic!("{e}"),
+        };
+        let a = s.commit(Kind::Node, "a", node("a"), false);
+        assert_eq!((a.rv, a.name(), a.namespace()), (1, "a", ""));
+        assert_eq!(a.field("spec.unschedulable").as_deref(), Some("false"));
+        assert_eq!(a.value()["metadata"]["resourceVersion"], "1");
+        s.commit(Kind::Node, "b", node("b"), false);
+        s.commit(Kind::Node, "a", node("a"), true);
+        assert!(s.get(Kind::Node, "a").is_none());
+        assert_eq!(w.rx.try_recv().map(|c| (c.rv, c.kind)).ok(), Some((1, EventType::Added)));
+        // Window of two: rv 1 is gone, so a watch from 0 is too old.
+        assert!(
+            matches!(s.watch(Kind::Node, Some(0)), Err(ApiError::Gone(m)) if m == "too old resource version: 0 (1)")
+        );
+        let w = s.watch(Kind::Node, Some(1)).ok().map(|w| w.backlog.iter().map(|c| c.rv).collect::<Vec<_>>());
+        assert_eq!(w, Some(vec![2, 3]));
+    }
+
+    #[test]
+    fn snapshots_are_stable_and_continue_tokens_round_trip() {
+        let store = Store::new(StoreLimits::default());
+        let mut s = store.lock();
+        for n in ["a/x", "a/y", "b/x"] {
+            s.commit(Kind::Pod, n, json!({"metadata": {"name": n}}), false);
+        }
+        let snap = s.snapshot(Kind::Pod);
+        s.keep_snapshot(Kind::Pod, &snap);
+        s.commit(Kind::Pod, "a/z", json!({"metadata": {}}), false);
+        let kept = s
+            .kept_snapshot(Kind::Pod, snap.rv)
+            .map(|k| k.iter_from("", Some("a/")).map(|o| o.key.clone()).collect::<Vec<_>>());
+        assert_eq!(kept, Some(vec!["a/x".to_string(), "a/y".to_string()]));
+        let c = Continue { rv: 7, start: "a/y\u{0}".into() };
+        assert_eq!(Continue::decode(&c.encode()), Ok(c));
+        assert!(Continue::decode("!!").is_err());
+    }
+}

@@ -1,0 +1,688 @@
+//! The served cluster: a generated fleet (or a scenario file's cluster) in
+//! the store, its simulated kubelets heartbeating on the wall clock, the
+//! scenario's fault plan and the API fault plan played out in real time,
+//! the disruption controller's PDB status, and optionally nodewarden's own
+//! controller in-process.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nodewarden_controller::Controller;
+use nodewarden_engine::Observation;
+use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp};
+use nodewarden_sim::faults::{Fault, FaultPlan};
+use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
+use nodewarden_sim::{AdmissionDefaults, Builtin, Cluster, EventAction, KubeletApi, KubeletTiming, Kubelets, Scenario};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::clock::TimeBase;
+use crate::convert::{self, NODE_LEASE_NAMESPACE};
+use crate::faults::{ApiFault, ApiFaults, PlannedApiFault};
+use crate::resource::Kind;
+use crate::served_api::{self, ServedApi};
+use crate::server::{ServerConfig, Shared};
+use crate::store::{Inner, NODE_READY, Store, StoreLimits, key_of};
+
+/// What cluster to serve.
+#[derive(Clone, Debug)]
+pub enum ServeSource {
+    /// A generated fleet, and optionally a built-in scenario's fault plan.
+    Fleet(FleetSpec, Option<Builtin>),
+    /// A scenario file's nodes, pods, kubelet settings and events.
+    File(Box<Scenario>),
+}
+
+/// How to serve it.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The cluster.
+    pub source: ServeSource,
+    /// Kubelet periods (a scenario file brings its own).
+    pub timing: KubeletTiming,
+    /// `leaseDurationSeconds` of the node Leases (a quarter of it is
+    /// `timing.lease_every` for a real kubelet).
+    pub lease_duration_secs: i64,
+    /// The scenario's timeline runs this many times faster than real time
+    /// (1 = real time; tests use more).
+    pub scenario_speed: f64,
+    /// API faults to play out.
+    pub api_faults: Vec<PlannedApiFault>,
+    /// Run nodewarden's engine in-process with this configuration.
+    pub controller: Option<ControllerConfig>,
+    /// HTTP settings.
+    pub server: ServerConfig,
+    /// Store limits.
+    pub limits: StoreLimits,
+    /// How often kubelets, faults and the controller are driven.
+    pub tick: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            source: ServeSource::Fleet(FleetSpec { nodes: 3, zones: 1, pods_per_node: 3, seed: 1 }, None),
+            timing: KubeletTiming::default(),
+            lease_duration_secs: 40,
+            scenario_speed: 1.0,
+            api_faults: Vec::new(),
+            controller: None,
+            server: ServerConfig::default(),
+            limits: StoreLimits::default(),
+            tick: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Why the cluster could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The fleet's shape cannot work.
+    #[error("{0}")]
+    Fleet(String),
+    /// The controller refused its configuration.
+    #[error("the engine refused the configuration: {0}")]
+    Config(#[from] nodewarden_model::ConfigError),
+    /// The listener failed.
+    #[error("cannot serve: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A one-line status, updated as the cluster runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusLine {
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Nodes stored.
+    pub nodes: usize,
+    /// Nodes whose Ready is not True.
+    pub not_ready: usize,
+    /// Pods stored.
+    pub pods: usize,
+    /// The store's resourceVersion.
+    pub resource_version: u64,
+    /// What the fault plans did last.
+    pub last_fault: String,
+}
+
+impl std::fmt::Display for StatusLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "up {}s  nodes {} ({} not ready)  pods {}  rv {}{}",
+            self.uptime_secs,
+            self.nodes,
+            self.not_ready,
+            self.pods,
+            self.resource_version,
+            if self.last_fault.is_empty() { String::new() } else { format!("  last fault: {}", self.last_fault) }
+        )
+    }
+}
+
+/// A running served cluster.
+pub struct Served {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The shared state (store, faults, time).
+    pub shared: Arc<Shared>,
+    status: Arc<Mutex<StatusLine>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Served {
+    /// Builds the cluster and serves it on `listener`.
+    pub async fn start(opts: ServeOptions, listener: TcpListener) -> Result<Served, ServeError> {
+        let addr = listener.local_addr()?;
+        let time = TimeBase::starting_now();
+        let admission = match &opts.source {
+            ServeSource::File(s) => AdmissionDefaults::from(&s.cluster),
+            ServeSource::Fleet(..) => AdmissionDefaults::default(),
+        };
+        let shared = Arc::new(Shared {
+            store: Store::new(opts.limits),
+            time,
+            faults: ApiFaults::default(),
+            config: opts.server.clone(),
+            admission,
+            addr: std::sync::OnceLock::new(),
+        });
+        let (kubelets, plan, name) = populate(&opts, &shared)?;
+        let controller = match &opts.controller {
+            Some(config) => {
+                let mut c = Controller::new(config.clone(), time.now())?;
+                for o in served_api::state(&shared) {
+                    c.observe(time.now(), o);
+                }
+                Some(c)
+            }
+            None => None,
+        };
+        let status = Arc::new(Mutex::new(StatusLine::default()));
+        let server = tokio::spawn(crate::server::serve(listener, shared.clone()));
+        let driver = Driver {
+            shared: shared.clone(),
+            kubelets,
+            plan,
+            next_fault: 0,
+            api_faults: opts.api_faults.clone(),
+            next_api_fault: 0,
+            speed: if opts.scenario_speed.is_finite() && opts.scenario_speed > 0.0 { opts.scenario_speed } else { 1.0 },
+            lease_duration: opts.lease_duration_secs,
+            started: Instant::now(),
+            status: status.clone(),
+            controller,
+            watches: None,
+            tick: opts.tick,
+        };
+        info!(%addr, scenario = %name, "serving the simulated cluster");
+        let driver = tokio::spawn(driver.run());
+        Ok(Served { addr, shared, status, tasks: vec![server, driver] })
+    }
+
+    /// The API faults, to inject by hand.
+    pub fn faults(&self) -> &ApiFaults {
+        &self.shared.faults
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig pointing at it.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig(&self.url())
+    }
+
+    /// The status line now.
+    pub fn status(&self) -> StatusLine {
+        self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Stops serving and driving.
+    pub fn stop(self) {
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A kubeconfig for a server at `url` (plain HTTP, no credentials).
+pub fn kubeconfig(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: nodewarden-sim\n  cluster:\n    server: {url}\ncontexts:\n- name: nodewarden-sim\n  context:\n    cluster: nodewarden-sim\n    user: nodewarden-sim\n    namespace: default\ncurrent-context: nodewarden-sim\nusers:\n- name: nodewarden-sim\n  user: {{}}\npreferences: {{}}\n"
+    )
+}
+
+fn create_namespace(s: &mut Inner, time: &TimeBase, name: &str) {
+    if s.get(Kind::Namespace, name).is_some() {
+        return;
+    }
+    let uid = s.next_uid();
+    let v = json!({
+        "kind": "Namespace", "apiVersion": "v1",
+        "metadata": {"name": name, "uid": uid, "creationTimestamp": time.time(Timestamp::EPOCH), "labels": {"kubernetes.io/metadata.name": name}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    });
+    s.commit(Kind::Namespace, name, v, false);
+}
+
+/// Fills the store from the simulator's cluster.
+fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, String), ServeError> {
+    let time = sh.time;
+    let mut cluster;
+    let mut kubelets;
+    let plan;
+    let name;
+    match &opts.source {
+        ServeSource::Fleet(spec, builtin) => {
+            if spec.nodes == 0 || spec.zones == 0 || spec.zones > spec.nodes {
+                return Err(ServeError::Fleet(format!(
+                    "a fleet needs at least one node and 1..=nodes zones (got {} nodes, {} zones)",
+                    spec.nodes, spec.zones
+                )));
+            }
+            cluster = Cluster::new(AdmissionDefaults::default());
+            kubelets = Kubelets::new(opts.timing).with_jitter(LEASE_JITTER, spec.seed);
+            let layout = fleet::build(spec, &opts.timing, &mut cluster, &mut kubelets);
+            plan = builtin.map_or_else(FaultPlan::new, |b| b.plan(&layout, spec.seed));
+            name = builtin.map_or_else(|| "no scenario".to_string(), |b| b.name().to_string());
+        }
+        ServeSource::File(scenario) => {
+            let (c, k) = Cluster::from_scenario(scenario);
+            cluster = c;
+            kubelets = k;
+            let mut p = FaultPlan::new();
+            for e in &scenario.events {
+                // A restart is the in-process controller's (with
+                // `--controller`), not a change to the served cluster.
+                let fault = match &e.action {
+                    EventAction::RestartController => Fault::RestartController,
+                    other => Fault::Event(other.clone()),
+                };
+                p.add(Timestamp::EPOCH + e.at, fault, "");
+            }
+            plan = p;
+            name = "scenario file".to_string();
+        }
+    }
+    let mut s = sh.store.lock();
+    for ns in ["default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE] {
+        create_namespace(&mut s, &time, ns);
+    }
+    let mut node_uids = std::collections::HashMap::new();
+    for (i, n) in cluster.nodes().enumerate() {
+        let uid = s.next_uid();
+        let v = convert::node_json(n, &uid, i, &time);
+        s.commit(Kind::Node, &n.name, v, false);
+        if let Some(renew) = cluster.lease(&n.name) {
+            let luid = s.next_uid();
+            let lv =
+                convert::lease_json_created(&n.name, &uid, &luid, n.created, renew, opts.lease_duration_secs, &time);
+            s.commit(Kind::Lease, &key_of(NODE_LEASE_NAMESPACE, &n.name), lv, false);
+        }
+        node_uids.insert(n.name.clone(), (uid, i));
+    }
+    let mut daemonsets = std::collections::BTreeMap::new();
+    for (j, p) in cluster.pods().filter(|p| !p.deleted).enumerate() {
+        let snap = p.snapshot();
+        let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
+        create_namespace(&mut s, &time, &ns);
+        let uid = s.next_uid();
+        let host = snap.node.as_ref().and_then(|n| node_uids.get(n)).map(|(_, i)| convert::node_ip(*i));
+        let created = Timestamp::EPOCH - Span::from_secs(24 * 3600);
+        let mut v = convert::pod_json(
+            &snap,
+            &uid,
+            created,
+            host.as_deref(),
+            &format!("10.{}.{}.{}", 128 + (j >> 16) % 64, (j >> 8) & 0xff, j & 0xff),
+            &time,
+        );
+        if snap.daemonset
+            && let Some(owner) = v.pointer("/metadata/ownerReferences/0").cloned()
+        {
+            daemonsets
+                .entry((ns.clone(), owner["name"].as_str().unwrap_or_default().to_string()))
+                .or_insert(owner["uid"].clone());
+        }
+        if let Some(reason) = &p.reason {
+            v["status"]["reason"] = json!(reason);
+        }
+        s.commit(Kind::Pod, &snap.key, v, false);
+    }
+    let n_nodes = cluster.nodes().count();
+    for ((ns, name), uid) in daemonsets {
+        let v = json!({
+            "kind": "DaemonSet", "apiVersion": "apps/v1",
+            "metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1, "creationTimestamp": time.time(Timestamp::EPOCH - Span::from_secs(30 * 86400)), "labels": {"app": name}},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}], "tolerations": [{"operator": "Exists"}]}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                "revisionHistoryLimit": 10,
+            },
+            "status": {"currentNumberScheduled": n_nodes, "desiredNumberScheduled": n_nodes, "numberReady": n_nodes, "updatedNumberScheduled": n_nodes, "numberAvailable": n_nodes, "numberMisscheduled": 0, "observedGeneration": 1},
+        });
+        s.commit(Kind::DaemonSet, &key_of(&ns, &name), v, false);
+    }
+    Ok((kubelets, plan, name))
+}
+
+/// Called when a client creates an object, before it is stored: what
+/// admission and the simulated kubelets would add.
+pub fn on_create(sh: &Shared, s: &Inner, kind: Kind, v: &mut Value, now: Timestamp) {
+    match kind {
+        Kind::Pod => {
+            // DefaultTolerationSeconds admission.
+            let mut tols: Vec<nodewarden_model::Toleration> = v
+                .pointer("/spec/tolerations")
+                .and_then(Value::as_array)
+                .map(|t| t.iter().map(convert::toleration).collect())
+                .unwrap_or_default();
+            let before = tols.len();
+            sh.admission.admit(&mut tols);
+            if tols.len() != before
+                && let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                let mut list = spec.get("tolerations").and_then(Value::as_array).cloned().unwrap_or_default();
+                list.extend(tols[before..].iter().map(convert::toleration_json));
+                spec.insert("tolerations".into(), Value::Array(list));
+            }
+            if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+                for (k, d) in [
+                    ("restartPolicy", json!("Always")),
+                    ("terminationGracePeriodSeconds", json!(30)),
+                    ("dnsPolicy", json!("ClusterFirst")),
+                    ("schedulerName", json!("default-scheduler")),
+                    ("serviceAccountName", json!("default")),
+                    ("securityContext", json!({})),
+                    ("enableServiceLinks", json!(true)),
+                    ("priority", json!(0)),
+                    ("preemptionPolicy", json!("PreemptLowerPriority")),
+                ] {
+                    spec.entry(k).or_insert(d);
+                }
+            }
+            // A pod bound to a Ready node is started by its kubelet at once.
+            let node = v.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default().to_string();
+            let node_obj = if node.is_empty() { None } else { s.get(Kind::Node, &node) };
+            let host = node_obj.as_ref().and_then(|n| {
+                let nv = n.value();
+                let ready = convert::node_snapshot(&nv, &sh.time)
+                    .conditions
+                    .iter()
+                    .any(|c| c.kind == nodewarden_model::ConditionType::Ready && c.status == ConditionStatus::True);
+                ready.then(|| {
+                    nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string()
+                })
+            });
+            let ip = format!("10.250.{}.{}", (s.rv() >> 8) & 0xff, s.rv() & 0xff);
+            v["status"] = convert::running_status(host.is_some(), true, now, host.as_deref(), &ip, &sh.time);
+        }
+        Kind::Namespace => {
+            let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            v["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            v["spec"]["finalizers"] = json!(["kubernetes"]);
+            v["status"] = json!({"phase": "Active"});
+        }
+        _ => {}
+    }
+}
+
+/// The simulated kubelets' view of the store.
+pub struct StoreKubelets<'a> {
+    /// The store, locked.
+    pub s: &'a mut Inner,
+    /// Time formats.
+    pub time: TimeBase,
+    /// The Leases' duration.
+    pub lease_duration: i64,
+}
+
+impl KubeletApi for StoreKubelets<'_> {
+    fn ready_status(&self, node: &str) -> Option<Option<ConditionStatus>> {
+        let n = self.s.get(Kind::Node, node)?;
+        Some(match n.field(NODE_READY).as_deref() {
+            Some("True") => Some(ConditionStatus::True),
+            Some("False") => Some(ConditionStatus::False),
+            Some("") | None => None,
+            Some(_) => Some(ConditionStatus::Unknown),
+        })
+    }
+
+    fn renew_lease(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
+        let key = key_of(NODE_LEASE_NAMESPACE, node);
+        let v = match self.s.get(Kind::Lease, &key) {
+            Some(l) => {
+                let mut v = l.value();
+                v["spec"]["renewTime"] = json!(self.time.micro_time(now));
+                v["spec"]["holderIdentity"] = json!(node);
+                v
+            }
+            None => {
+                let Some(n) = self.s.get(Kind::Node, node) else { return Vec::new() };
+                let uid = self.s.next_uid();
+                convert::lease_json(node, &n.uid, &uid, now, self.lease_duration, &self.time)
+            }
+        };
+        self.s.commit(Kind::Lease, &key, v, false);
+        Vec::new()
+    }
+
+    fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
+        let Some(n) = self.s.get(Kind::Node, node) else { return Vec::new() };
+        let mut v = n.value();
+        let at = self.time.time(now);
+        let mut found = false;
+        if let Some(cs) = v.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+            for c in cs.iter_mut() {
+                let kind = c["type"].as_str().unwrap_or_default().to_string();
+                match kind.as_str() {
+                    "Ready" => {
+                        found = true;
+                        if c["status"] != "True" {
+                            c["lastTransitionTime"] = json!(at);
+                        }
+                        c["status"] = json!("True");
+                        c["reason"] = json!("KubeletReady");
+                        c["message"] = json!("kubelet is posting ready status");
+                        c["lastHeartbeatTime"] = json!(at);
+                    }
+                    t @ ("MemoryPressure" | "DiskPressure" | "PIDPressure") => {
+                        if c["status"] != "False" {
+                            c["lastTransitionTime"] = json!(at);
+                        }
+                        c["status"] = json!("False");
+                        c["reason"] = json!(match t {
+                            "MemoryPressure" => "KubeletHasSufficientMemory",
+                            "DiskPressure" => "KubeletHasNoDiskPressure",
+                            _ => "KubeletHasSufficientPID",
+                        });
+                        c["lastHeartbeatTime"] = json!(at);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !found {
+            let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": at, "lastTransitionTime": at});
+            match v.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+                Some(cs) => cs.push(ready),
+                None => v["status"]["conditions"] = json!([ready]),
+            }
+        }
+        self.s.commit(Kind::Node, node, v, false);
+        Vec::new()
+    }
+}
+
+struct Driver {
+    shared: Arc<Shared>,
+    kubelets: Kubelets,
+    plan: FaultPlan,
+    next_fault: usize,
+    api_faults: Vec<PlannedApiFault>,
+    next_api_fault: usize,
+    speed: f64,
+    lease_duration: i64,
+    started: Instant,
+    status: Arc<Mutex<StatusLine>>,
+    controller: Option<Controller>,
+    watches: Option<served_api::Feeds>,
+    tick: Duration,
+}
+
+impl Driver {
+    async fn run(mut self) {
+        let mut tick = tokio::time::interval(self.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_pdb = Instant::now();
+        let mut last_status = Instant::now() - Duration::from_secs(10);
+        if self.controller.is_some() {
+            self.watches = Some(served_api::Feeds::subscribe(&self.shared));
+        }
+        loop {
+            tick.tick().await;
+            let now = self.shared.time.now();
+            self.play_faults(now);
+            {
+                let mut s = self.shared.store.lock();
+                let mut api = StoreKubelets { s: &mut s, time: self.shared.time, lease_duration: self.lease_duration };
+                self.kubelets.run_until(now, &mut api);
+            }
+            if last_pdb.elapsed() >= Duration::from_secs(1) {
+                crate::pdb::refresh(&self.shared);
+                last_pdb = Instant::now();
+            }
+            self.step_controller(now);
+            if last_status.elapsed() >= Duration::from_secs(1) {
+                self.update_status();
+                last_status = Instant::now();
+            }
+        }
+    }
+
+    fn update_status(&self) {
+        let s = self.shared.store.lock();
+        let nodes = s.snapshot(Kind::Node);
+        let not_ready = nodes.iter_from("", None).filter(|n| n.field(NODE_READY).as_deref() != Some("True")).count();
+        let mut st = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        st.uptime_secs = self.started.elapsed().as_secs();
+        st.nodes = nodes.len();
+        st.not_ready = not_ready;
+        st.pods = s.count(Kind::Pod);
+        st.resource_version = s.rv();
+    }
+
+    fn note(&self, what: String) {
+        info!("{what}");
+        self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).last_fault = what;
+    }
+
+    fn play_faults(&mut self, now: Timestamp) {
+        let elapsed = self.started.elapsed();
+        while let Some(f) = self.api_faults.get(self.next_api_fault).cloned() {
+            if f.at > elapsed {
+                break;
+            }
+            self.shared.faults.inject(f.fault.clone(), f.lasts);
+            self.note(format!(
+                "{}{}",
+                f.fault,
+                f.lasts.map_or(String::new(), |d| format!(" for {}s", d.as_secs_f64()))
+            ));
+            self.next_api_fault += 1;
+        }
+        let scaled = Timestamp::EPOCH
+            + Span::from_secs_f64((now - Timestamp::EPOCH).as_secs_f64() * self.speed).unwrap_or(Span::ZERO);
+        while let Some(f) = self.plan.faults().get(self.next_fault).cloned() {
+            if f.at > scaled {
+                break;
+            }
+            self.next_fault += 1;
+            if !f.what.is_empty() {
+                self.note(f.what.clone());
+            }
+            self.apply_fault(now, &f.fault);
+        }
+    }
+
+    fn apply_fault(&mut self, now: Timestamp, fault: &Fault) {
+        let sh = self.shared.clone();
+        match fault {
+            Fault::Crash(nodes) => nodes.iter().for_each(|n| self.kubelets.stop(n)),
+            Fault::Partition(nodes) => nodes.iter().for_each(|n| self.kubelets.set_partitioned(n, true)),
+            Fault::Heal(nodes) => nodes.iter().for_each(|n| self.kubelets.set_partitioned(n, false)),
+            Fault::Recover(nodes) => {
+                let mut s = sh.store.lock();
+                let mut api = StoreKubelets { s: &mut s, time: sh.time, lease_duration: self.lease_duration };
+                for n in nodes {
+                    self.kubelets.start(n, now, &mut api);
+                }
+            }
+            Fault::ControlPlaneDown => sh.faults.inject(ApiFault::Outage, None),
+            Fault::ControlPlaneUp => sh.faults.clear(),
+            Fault::RestartController => {
+                if let Some(c) = &mut self.controller {
+                    if let Err(e) = c.restart(now) {
+                        warn!(error = %e, "controller restart failed");
+                    }
+                    for o in served_api::state(&sh) {
+                        c.observe(now, o);
+                    }
+                }
+            }
+            Fault::Event(action) => self.apply_event(now, action),
+        }
+    }
+
+    /// A scenario file's event, applied through a scratch copy of the
+    /// simulator's cluster holding the objects it touches, so the event
+    /// means here exactly what it means in replay.
+    fn apply_event(&mut self, now: Timestamp, action: &EventAction) {
+        let sh = self.shared.clone();
+        let time = sh.time;
+        let mut s = sh.store.lock();
+        let mut scratch = Cluster::new(sh.admission);
+        let node_name = match action {
+            EventAction::SetReady(a) => Some(a.node.clone()),
+            EventAction::SetCondition(a) => Some(a.node.clone()),
+            EventAction::RemoveCondition(a) => Some(a.node.clone()),
+            EventAction::SetTaints(a) => Some(a.node.clone()),
+            EventAction::SetUnschedulable(a) => Some(a.node.clone()),
+            EventAction::SetLabels(a) => Some(a.node.clone()),
+            EventAction::SetLease(a) => Some(a.node.clone()),
+            _ => None,
+        };
+        if let Some(n) = &node_name
+            && let Some(obj) = s.get(Kind::Node, n)
+        {
+            scratch.put_node(convert::node_snapshot(&obj.value(), &time));
+        }
+        let obs = match action {
+            EventAction::DeletePod(key) => {
+                if let Some(p) = s.get(Kind::Pod, key) {
+                    s.commit(Kind::Pod, key, p.value(), true);
+                }
+                Vec::new()
+            }
+            EventAction::DeleteNode(n) => {
+                self.kubelets.stop(n);
+                for (kind, key) in [(Kind::Node, n.clone()), (Kind::Lease, key_of(NODE_LEASE_NAMESPACE, n))] {
+                    if let Some(o) = s.get(kind, &key) {
+                        s.commit(kind, &key, o.value(), true);
+                    }
+                }
+                Vec::new()
+            }
+            EventAction::SetTolerations(a) => {
+                if let Some(p) = s.get(Kind::Pod, &a.pod) {
+                    let mut v = p.value();
+                    v["spec"]["tolerations"] =
+                        json!(a.tolerations.iter().map(convert::toleration_json).collect::<Vec<_>>());
+                    s.commit(Kind::Pod, &a.pod, v, false);
+                }
+                Vec::new()
+            }
+            EventAction::BindPod(a) => {
+                if let Some(p) = s.get(Kind::Pod, &a.pod) {
+                    let mut v = p.value();
+                    v["spec"]["nodeName"] = json!(a.node);
+                    s.commit(Kind::Pod, &a.pod, v, false);
+                }
+                Vec::new()
+            }
+            EventAction::AddPod(spec) => scratch.add_pod(spec),
+            EventAction::KubeletStart(nodes) => {
+                let mut api = StoreKubelets { s: &mut s, time, lease_duration: self.lease_duration };
+                for n in nodes {
+                    self.kubelets.start(n, now, &mut api);
+                }
+                Vec::new()
+            }
+            other => nodewarden_sim::faults::apply_event(&mut scratch, &mut self.kubelets, now, other),
+        };
+        for o in obs {
+            served_api::write_observation(&mut s, &time, self.lease_duration, o);
+        }
+    }
+
+    fn step_controller(&mut self, now: Timestamp) {
+        let Some(controller) = &mut self.controller else { return };
+        let sh = self.shared.clone();
+        let outage = sh.faults.outage();
+        if let Some(feeds) = &mut self.watches {
+            for o in feeds.drain(&sh, outage) {
+                controller.observe(now, o);
+            }
+        }
+        let mut api = ServedApi { shared: &sh };
+        controller.step(now, &mut api, &mut |_| {});
+    }
+}

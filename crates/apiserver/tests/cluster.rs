@@ -1,0 +1,149 @@
+//! The served cluster over time: kubelets on the wall clock, a built-in
+//! scenario played out, and nodewarden's controller in-process.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{OrFail, client, fast_kubelets, options, start};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, ListParams};
+use nodewarden_apiserver::ServeSource;
+use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_sim::Builtin;
+use nodewarden_sim::fleet::FleetSpec;
+
+fn renew_age(l: &Lease) -> Duration {
+    let renew = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0.as_millisecond()).unwrap_or(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    Duration::from_millis((now - renew).max(0) as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelets_renew_on_the_wall_clock_and_a_crash_stops_one() {
+    let mut opts = options(10, 2);
+    opts.source =
+        ServeSource::Fleet(FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 }, Some(Builtin::NodeCrash));
+    // node-crash crashes 1% (one node) at 1m: at 60x, after 1 s.
+    opts.scenario_speed = 60.0;
+    let served = start(opts).await;
+    let c = client(&served, true);
+    let leases: Api<Lease> = Api::namespaced(c, "kube-node-lease");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let all = leases.list(&ListParams::default()).await.or_fail("leases").items;
+        assert_eq!(all.len(), 10);
+        for l in &all {
+            let name = l.metadata.name.clone().unwrap_or_default();
+            let age = renew_age(l);
+            if name == "node-000005" {
+                assert!(age >= Duration::from_millis(1000), "{name} crashed at 1 s but renewed {age:?} ago");
+            } else {
+                assert!(age < Duration::from_millis(700), "{name} renewed {age:?} ago");
+            }
+        }
+        assert!(served.status().last_fault.contains("crash"), "{}", served.status());
+    })
+    .await
+    .or_fail("timed out");
+    served.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_controller_marks_and_taints_a_crashed_node() {
+    let mut opts = options(10, 2);
+    opts.source =
+        ServeSource::Fleet(FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 }, Some(Builtin::NodeCrash));
+    opts.scenario_speed = 60.0;
+    opts.timing = fast_kubelets();
+    opts.controller = Some(ControllerConfig {
+        node_monitor_period: Span::from_millis(200),
+        node_monitor_grace_period: Span::from_secs(2),
+        node_startup_grace_period: Span::from_secs(2),
+        ..ControllerConfig::default()
+    });
+    let served = start(opts).await;
+    let c = client(&served, true);
+    let nodes: Api<Node> = Api::all(c.clone());
+    tokio::time::timeout(Duration::from_secs(25), async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let n = nodes.get("node-000005").await.or_fail("get");
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status.clone());
+            let tainted = n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
+                ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+            });
+            if ready.as_deref() == Some("Unknown") && tainted {
+                break;
+            }
+        }
+        // The others stay Ready and untainted.
+        for n in nodes.list(&ListParams::default()).await.or_fail("list").items {
+            if n.metadata.name.as_deref() == Some("node-000005") {
+                continue;
+            }
+            let taints = n.spec.and_then(|s| s.taints).unwrap_or_default();
+            assert!(taints.is_empty(), "{:?}", n.metadata.name);
+        }
+        let events: Api<Event> = Api::namespaced(c.clone(), "default");
+        let evs =
+            events.list(&ListParams::default().fields("involvedObject.name=node-000005")).await.or_fail("events").items;
+        assert!(evs.iter().any(|e| e.reason.as_deref() == Some("NodeNotReady")), "{evs:?}");
+    })
+    .await
+    .or_fail("timed out waiting for the controller");
+    served.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_files_events_play_out_on_the_wall_clock() {
+    let scenario = nodewarden_sim::parse_scenario(
+        r#"
+name: served file
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+- {name: b, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+pods:
+- {name: default/web, node: a}
+events:
+- {at: 1s, set-labels: {node: b, labels: {team: blue}}}
+- {at: 1s, delete-pod: default/web}
+- {at: 2s, add-pod: {name: default/late, node: b}}
+"#,
+    )
+    .or_fail("scenario");
+    let mut opts = options(0, 0);
+    opts.source = ServeSource::File(Box::new(scenario));
+    // Ten times real time: the events land at 0.1 s and 0.2 s.
+    opts.scenario_speed = 10.0;
+    let served = start(opts).await;
+    let c = client(&served, true);
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c, "default");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let labelled = nodes.get("b").await.or_fail("get b").metadata.labels.unwrap_or_default();
+            let names: Vec<String> = pods
+                .list(&ListParams::default())
+                .await
+                .or_fail("pods")
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            if labelled.get("team").map(String::as_str) == Some("blue") && names == ["late"] {
+                break;
+            }
+        }
+    })
+    .await
+    .or_fail("timed out waiting for the file's events");
+    served.stop();
+}

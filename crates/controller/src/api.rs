@@ -1,0 +1,46 @@
+//! The place actions are carried out: the seam between the control loop
+//! and whatever stores the cluster.
+
+use nodewarden_engine::{Action, Observation, WriteOutcome};
+use nodewarden_model::Timestamp;
+
+/// What carrying out one action did, as the back end tells it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Applied {
+    /// To feed back to the engine, in order: the write's
+    /// `WriteFinished`, then the object as it now is (after a refusal, its
+    /// current state, so the engine converges on the truth). Empty for
+    /// Events, and for a back end that answers later (it then hands the
+    /// answer in as an observation of its own).
+    pub observations: Vec<Observation>,
+    /// The write's outcome when it is known now; `None` for Events, which
+    /// are not writes, and for writes whose answer comes later.
+    pub outcome: Option<WriteOutcome>,
+    /// Set when the back end itself saw the controller break its contract
+    /// (for example a write to a pod that was already deleted). The
+    /// simulated API server checks this; a real one does not say.
+    pub violation: Option<String>,
+}
+
+impl Applied {
+    /// A write that was refused and came back with the object's current
+    /// state: the engine has something new to act on in the same instant.
+    pub fn refused_with_state(&self) -> bool {
+        matches!(self.outcome, Some(WriteOutcome::Failed(_)))
+            && self.observations.iter().any(|o| !matches!(o, Observation::WriteFinished { .. }))
+    }
+}
+
+/// Where the controller's actions are carried out: the in-memory cluster of
+/// the simulator, or an adapter to a real API server.
+///
+/// Observations that do not answer an action (watch events, kubelet
+/// heartbeats) reach the engine through
+/// [`Controller::observe`](crate::Controller::observe), from whoever
+/// produces them; this trait only carries actions out.
+pub trait ClusterApi {
+    /// Carries out one action at `now` and says what happened. Called only
+    /// for actions the safety interlock let through, in the order the
+    /// engine issued them.
+    fn apply(&mut self, now: Timestamp, action: &Action) -> Applied;
+}

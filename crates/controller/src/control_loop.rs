@@ -1,0 +1,435 @@
+//! The control loop, written once: tick, judge, apply or hold back, feed
+//! back, and tick again within the instant when a refusal brought news.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use nodewarden_engine::{Action, Engine, ObjectRef, Observation, WriteOutcome, WriteSlot};
+use nodewarden_model::{ConfigError, ControllerConfig, Timestamp};
+
+use crate::api::{Applied, ClusterApi};
+use crate::invariants::{Invariant, InvariantChecker, Violation};
+
+/// How many times the engine ticks within one instant to learn of writes
+/// that were refused with fresh state. A real API server answers in
+/// milliseconds, so the engine hears of a refusal (a conflict, a deleted
+/// object, a budget that forbids an eviction) before time moves on; the
+/// bound keeps an API that refuses every retry from holding the loop.
+/// Periodic loops do not run twice in one instant, only the event-driven
+/// handlers do.
+pub const MAX_REFUSAL_ROUNDS: usize = 8;
+
+/// Counter of actions the safety interlock held back, labelled
+/// `invariant` with the rule's snake_case name. Always 0 in a correct
+/// controller; anything else is a bug worth a page.
+pub const INTERLOCK_METRIC: &str = "nodewarden_safety_interlock_blocked_total";
+
+/// The reason a held-back write is reported to the engine with.
+const HELD_BACK: &str = "held back by the safety interlock";
+
+/// What one action came to.
+#[derive(Debug)]
+pub struct Handled<'a> {
+    /// The action, as the engine issued it.
+    pub action: &'a Action,
+    /// The invariants it would break; not empty exactly when it was held
+    /// back.
+    pub violations: &'a [Violation],
+    /// What the back end did with it; `None` when the interlock held it
+    /// back (it was never sent).
+    pub applied: Option<&'a Applied>,
+}
+
+/// What a driver may want to see of a step, as it happens.
+pub enum StepEvent<'a> {
+    /// The engine ticked (once, or again in a refusal round) and issued
+    /// `actions`; `took` is the tick's wall time when a clock was lent
+    /// with [`Controller::measure_with`].
+    Ticked {
+        /// The engine right after the tick (zones, phase timings).
+        engine: &'a Engine,
+        /// The actions it issued.
+        actions: &'a [Action],
+        /// How long the tick took, if measured.
+        took: Option<Duration>,
+    },
+    /// One action was judged and applied or held back.
+    Handled(Handled<'a>),
+}
+
+/// Tallies of one [`Controller::step`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepSummary {
+    /// Engine ticks, refusal rounds included.
+    pub ticks: usize,
+    /// Actions the engine issued.
+    pub actions: usize,
+    /// Actions the interlock held back.
+    pub held_back: usize,
+    /// Writes the back end refused.
+    pub refused: usize,
+}
+
+/// The engine, the invariant checker that guards it, and the loop between
+/// them and a [`ClusterApi`].
+pub struct Controller {
+    config: ControllerConfig,
+    engine: Engine,
+    checker: InvariantChecker,
+    stopwatch: Option<fn() -> Instant>,
+    /// (rule, object and slot) pairs already logged at error level: a
+    /// held-back write is usually issued again at the next pass, and one
+    /// loud line per object is what a person can read.
+    logged: HashSet<(Invariant, Option<(ObjectRef, WriteSlot)>)>,
+}
+
+impl Controller {
+    /// A controller whose engine starts at `start`. Refuses a configuration
+    /// that cannot work.
+    pub fn new(config: ControllerConfig, start: Timestamp) -> Result<Controller, ConfigError> {
+        let engine = Engine::new(config.clone(), start)?;
+        let checker = InvariantChecker::new(&config);
+        Ok(Controller { config, engine, checker, stopwatch: None, logged: HashSet::new() })
+    }
+
+    /// Replaces the engine with a fresh one started at `at`, as a restarted
+    /// process would be: it keeps nothing, and the driver sends it the
+    /// cluster again. The checker keeps what it knows of the cluster (the
+    /// cluster did not restart) and forgets what was in flight.
+    pub fn restart(&mut self, at: Timestamp) -> Result<(), ConfigError> {
+        self.engine = Engine::new(self.config.clone(), at)?;
+        if let Some(clock) = self.stopwatch {
+            self.engine.measure_with(clock);
+        }
+        self.checker.controller_restarted();
+        self.logged.clear();
+        Ok(())
+    }
+
+    /// Lends a clock for figures only (tick and phase durations, the
+    /// health-pass histogram); no decision ever reads it.
+    pub fn measure_with(&mut self, clock: fn() -> Instant) {
+        self.stopwatch = Some(clock);
+        self.engine.measure_with(clock);
+    }
+
+    /// The engine, for its reports (zones, next due time, timings).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The invariant checker, for its verdicts.
+    pub fn checker(&self) -> &InvariantChecker {
+        &self.checker
+    }
+
+    /// The configuration the engine runs with.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// Takes the controller apart, for measuring what each part holds (the
+    /// engine's memory apart from the interlock's mirror of the cluster).
+    pub fn into_parts(self) -> (Engine, InvariantChecker) {
+        (self.engine, self.checker)
+    }
+
+    /// When the engine next has work; see [`Engine::next_due`].
+    pub fn next_due(&self) -> Timestamp {
+        self.engine.next_due()
+    }
+
+    /// Hands one observation to the checker and the engine.
+    pub fn observe(&mut self, now: Timestamp, observation: Observation) {
+        self.checker.observe(now, &observation);
+        self.engine.observe(observation);
+    }
+
+    /// Hands several observations over, in order.
+    pub fn observe_all(&mut self, now: Timestamp, observations: impl IntoIterator<Item = Observation>) {
+        for o in observations {
+            self.observe(now, o);
+        }
+    }
+
+    /// One instant of the loop at `now`: tick the engine, judge each action
+    /// it issued, hold back those that would break an invariant, apply the
+    /// rest through `api` in order and feed back what it answers. When a
+    /// write was refused with fresh state, tick again at `now` (at most
+    /// [`MAX_REFUSAL_ROUNDS`] ticks in all). `events` sees every tick and
+    /// every action as it happens.
+    pub fn step(
+        &mut self,
+        now: Timestamp,
+        api: &mut dyn ClusterApi,
+        events: &mut dyn FnMut(StepEvent<'_>),
+    ) -> StepSummary {
+        let mut summary = StepSummary::default();
+        for _ in 0..MAX_REFUSAL_ROUNDS {
+            let started = self.stopwatch.map(|clock| clock());
+            let actions = self.engine.tick(now);
+            let took = self.stopwatch.zip(started).map(|(clock, s)| clock().duration_since(s));
+            summary.ticks += 1;
+            summary.actions += actions.len();
+            events(StepEvent::Ticked { engine: &self.engine, actions: &actions, took });
+            let all_down = self.engine.all_zones_down();
+            let again = self.carry_out(now, &actions, api, events, &mut summary);
+            self.checker.end_step(all_down);
+            if !again {
+                break;
+            }
+        }
+        summary
+    }
+
+    /// Judges `actions` in order, holds back those that would break an
+    /// invariant and applies the rest; true when a write was refused with
+    /// fresh state (the engine should tick again at `now`).
+    fn carry_out(
+        &mut self,
+        now: Timestamp,
+        actions: &[Action],
+        api: &mut dyn ClusterApi,
+        events: &mut dyn FnMut(StepEvent<'_>),
+        summary: &mut StepSummary,
+    ) -> bool {
+        let zones = self.engine.zones();
+        let all_down = self.engine.all_zones_down();
+        let mut again = false;
+        for action in actions {
+            let violations = self.checker.judge(now, action, &zones, all_down);
+            self.checker.count(&violations);
+            if !violations.is_empty() {
+                summary.held_back += 1;
+                self.hold_back(action, &violations);
+                events(StepEvent::Handled(Handled { action, violations: &violations, applied: None }));
+                continue;
+            }
+            self.checker.commit(now, action, &zones);
+            let applied = api.apply(now, action);
+            if matches!(applied.outcome, Some(WriteOutcome::Failed(_))) {
+                summary.refused += 1;
+            }
+            again |= applied.refused_with_state();
+            events(StepEvent::Handled(Handled { action, violations: &[], applied: Some(&applied) }));
+            self.observe_all(now, applied.observations);
+        }
+        again
+    }
+
+    /// Keeps `action` from the API: logs why, counts it, and tells the
+    /// engine the write failed so it is not left in flight (the engine
+    /// treats it as any refused write and may try again later, when the
+    /// facts may allow it).
+    fn hold_back(&mut self, action: &Action, violations: &[Violation]) {
+        let slot = action.kind.slot();
+        let object = slot.as_ref().map_or_else(|| "an Event".to_string(), |(o, s)| format!("{s:?} of {o}"));
+        // A deletion carries the engine's reasons: what it believed, which
+        // the checker's detail contradicts.
+        let engine_said = match &action.kind {
+            nodewarden_engine::ActionKind::DeletePod { why, .. } => why.one_line(),
+            _ => format!("{:?}", action.kind),
+        };
+        for v in violations {
+            metrics::counter!(INTERLOCK_METRIC, "invariant" => v.invariant.name()).increment(1);
+            if self.logged.insert((v.invariant, slot.clone())) {
+                tracing::error!(
+                    invariant = v.invariant.name(),
+                    write = %object,
+                    engine_said = %engine_said,
+                    "safety interlock held back a write (not sent; the controller goes on): {}",
+                    v.detail
+                );
+            } else {
+                tracing::debug!(invariant = v.invariant.name(), write = %object, "held back again: {}", v.detail);
+            }
+        }
+        if slot.is_some() {
+            let rules: Vec<&str> = violations.iter().map(|v| v.invariant.name()).collect();
+            let reason = format!("{HELD_BACK}: {}", rules.join(", "));
+            self.engine.observe(Observation::WriteFinished { id: action.id, outcome: WriteOutcome::Failed(reason) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The interlock, shown one invariant at a time: a wrong action is
+    //! injected where the engine's own actions go, and must not reach the
+    //! API while a right one does.
+
+    use nodewarden_engine::ActionKind;
+    use nodewarden_model::ConditionStatus;
+
+    use super::*;
+    use crate::fixtures::{delete, node, not_ready, pod, t, taint_patch, unreachable};
+
+    /// Applies everything it is given, as a fast API server would.
+    #[derive(Default)]
+    struct Recorder {
+        applied: Vec<ActionKind>,
+    }
+
+    impl ClusterApi for Recorder {
+        fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
+            self.applied.push(action.kind.clone());
+            let done = WriteOutcome::Done;
+            Applied {
+                observations: vec![Observation::WriteFinished { id: action.id, outcome: done.clone() }],
+                outcome: action.kind.slot().map(|_| done),
+                violation: None,
+            }
+        }
+    }
+
+    /// Hands `actions` to the loop as if the engine had issued them at
+    /// `now`; returns what reached the API and the rules that held the
+    /// others back.
+    fn inject(c: &mut Controller, now: Timestamp, actions: Vec<Action>) -> (Vec<ActionKind>, Vec<Invariant>) {
+        let mut api = Recorder::default();
+        let mut held = Vec::new();
+        let mut summary = StepSummary::default();
+        let pending_before = c.engine.pending_observations();
+        c.carry_out(
+            now,
+            &actions,
+            &mut api,
+            &mut |e| {
+                if let StepEvent::Handled(h) = e {
+                    assert_eq!(h.applied.is_none(), !h.violations.is_empty(), "held back exactly when wrong");
+                    held.extend(h.violations.iter().map(|v| v.invariant));
+                }
+            },
+            &mut summary,
+        );
+        c.checker.end_step(c.engine.all_zones_down());
+        assert_eq!(summary.held_back + api.applied.len(), actions.len());
+        // Every write, sent or held back, is answered to the engine, so
+        // none stays in flight.
+        let writes = actions.iter().filter(|a| a.kind.slot().is_some()).count();
+        assert_eq!(c.engine.pending_observations() - pending_before, writes);
+        (api.applied, held)
+    }
+
+    fn controller(config: ControllerConfig) -> Controller {
+        Controller::new(config, t(0)).expect("valid configuration")
+    }
+
+    #[test]
+    fn a_write_that_gives_a_node_both_noexecute_taints_is_held_back() {
+        let mut c = controller(ControllerConfig::default());
+        c.observe(t(0), node("n1", ConditionStatus::Unknown, vec![unreachable()]));
+        let (sent, held) = inject(&mut c, t(1), vec![taint_patch("n1", vec![not_ready()], vec![])]);
+        assert!(sent.is_empty());
+        assert_eq!(held, [Invariant::NeverBothNoExecuteTaints]);
+        // The swap the engine really makes goes through.
+        let (sent, held) = inject(&mut c, t(2), vec![taint_patch("n1", vec![not_ready()], vec![unreachable()])]);
+        assert_eq!((sent.len(), held.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_taint_while_every_zone_is_down_is_held_back() {
+        let mut c = controller(ControllerConfig::default());
+        c.observe(t(0), node("n1", ConditionStatus::False, vec![]));
+        let mut api = Recorder::default();
+        for at in [0, 5] {
+            let _ = c.step(t(at), &mut api, &mut |_| {});
+        }
+        assert!(c.engine().all_zones_down(), "the only zone has no ready node");
+        let (sent, held) = inject(&mut c, t(6), vec![taint_patch("n1", vec![not_ready()], vec![])]);
+        assert!(sent.is_empty());
+        assert!(held.contains(&Invariant::NoTaintWhileAllZonesDown), "{held:?}");
+    }
+
+    #[test]
+    fn a_second_taint_inside_the_zone_interval_is_held_back() {
+        let mut c = controller(ControllerConfig::default());
+        for n in ["n1", "n2", "n3"] {
+            c.observe(t(0), node(n, ConditionStatus::Unknown, vec![]));
+        }
+        let (sent, _) = inject(&mut c, t(1), vec![taint_patch("n1", vec![unreachable()], vec![])]);
+        assert_eq!(sent.len(), 1);
+        // 0.1 per second: the next one may go on at 11 s, not at 2 s.
+        let (sent, held) = inject(&mut c, t(2), vec![taint_patch("n2", vec![unreachable()], vec![])]);
+        assert!(sent.is_empty());
+        assert_eq!(held, [Invariant::ZoneRateRespected]);
+        // The held-back taint was never sent, so the interval still runs
+        // from the first: at 11 s the next may go on.
+        let (sent, held) = inject(&mut c, t(11), vec![taint_patch("n3", vec![unreachable()], vec![])]);
+        assert_eq!((sent.len(), held.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_deletion_before_the_toleration_ends_is_held_back() {
+        let mut c = controller(ControllerConfig::default());
+        c.observe(t(0), node("n1", ConditionStatus::Unknown, vec![]));
+        c.observe(t(0), pod("ns/p", "n1", Some(300), false));
+        c.observe(t(10), node("n1", ConditionStatus::Unknown, vec![unreachable()]));
+        let (sent, held) = inject(&mut c, t(20), vec![delete("ns/p")]);
+        assert!(sent.is_empty());
+        assert_eq!(held, [Invariant::NoEvictionBeforeDeadline]);
+        let (sent, held) = inject(&mut c, t(310), vec![delete("ns/p")]);
+        assert_eq!((sent.len(), held.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_daemonset_pod_deletion_in_legacy_mode_is_held_back() {
+        let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
+        let mut c = controller(config);
+        c.observe(t(0), node("n1", ConditionStatus::False, vec![]));
+        c.observe(t(0), pod("ns/ds", "n1", None, true));
+        c.observe(t(0), pod("ns/web", "n1", None, false));
+        // Seen not Ready from 0 s: at 301 s the 5 minute
+        // pod-eviction-timeout has run out, for the DaemonSet pod too.
+        let (sent, held) = inject(&mut c, t(301), vec![delete("ns/ds"), delete("ns/web")]);
+        assert_eq!(held, [Invariant::NoDaemonSetPodDeletedInLegacyMode]);
+        assert!(matches!(&sent[..], [ActionKind::DeletePod { pod, .. }] if pod == "ns/web"), "{sent:?}");
+    }
+
+    #[test]
+    fn the_same_write_twice_in_one_step_is_held_back() {
+        let mut c = controller(ControllerConfig::default());
+        c.observe(t(0), node("n1", ConditionStatus::Unknown, vec![]));
+        let patch = taint_patch("n1", vec![], vec![unreachable()]);
+        let (sent, held) = inject(&mut c, t(1), vec![patch.clone(), patch]);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(held, [Invariant::NoDuplicateInFlightWrite]);
+    }
+
+    #[test]
+    fn the_engines_own_actions_pass_and_refusals_are_retried_within_the_instant() {
+        /// Refuses every write with the node's state, as a conflict would.
+        struct Refuser(usize);
+        impl ClusterApi for Refuser {
+            fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
+                self.0 += 1;
+                let failed = WriteOutcome::Failed("conflict".into());
+                Applied {
+                    observations: vec![
+                        Observation::WriteFinished { id: action.id, outcome: failed.clone() },
+                        node("n1", ConditionStatus::True, vec![]),
+                    ],
+                    outcome: action.kind.slot().map(|_| failed),
+                    violation: None,
+                }
+            }
+        }
+        let mut c = controller(ControllerConfig::default());
+        c.observe(t(0), node("n1", ConditionStatus::True, vec![]));
+        let mut api = Recorder::default();
+        let first = c.step(t(0), &mut api, &mut |_| {});
+        assert_eq!((first.held_back, first.ticks), (0, 1));
+        // A silent node goes Unknown after the grace period; that write is
+        // refused every time, and the loop gives up after the bound.
+        let mut refuser = Refuser(0);
+        let mut summary = StepSummary::default();
+        let mut at = 5;
+        while summary.actions == 0 && at < 120 {
+            summary = c.step(t(at), &mut refuser, &mut |_| {});
+            at += 5;
+        }
+        assert_eq!(summary.held_back, 0);
+        assert!(summary.refused > 0);
+        assert!(summary.ticks > 1 && summary.ticks <= MAX_REFUSAL_ROUNDS, "{summary:?}");
+    }
+}

@@ -1,0 +1,101 @@
+//! Objects and actions the crate's tests build again and again: a node in
+//! zone `z`, a pod tolerating `unreachable` for so long, a deletion, a
+//! NoExecute taint patch.
+
+use std::collections::BTreeMap;
+
+use nodewarden_engine::explain::Verdict;
+use nodewarden_engine::{Action, ActionId, ActionKind, Explanation, NodeSnapshot, Observation, PodSnapshot, WriteSlot};
+use nodewarden_model::{
+    ConditionStatus, ConditionType, DeletionMode, NodeCondition, Span, Taint, TaintEffect, Timestamp, Toleration,
+    TolerationOperator, keys,
+};
+
+/// `secs` seconds after the epoch.
+pub(crate) fn t(secs: i64) -> Timestamp {
+    Timestamp::EPOCH + Span::from_secs(secs)
+}
+
+/// A node in zone `z`, created an hour ago, with this Ready status (heart
+/// beat and transition at 0 s) and these taints.
+pub(crate) fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Observation {
+    let mut labels = BTreeMap::new();
+    labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string());
+    Observation::NodeUpserted(NodeSnapshot {
+        name: name.into(),
+        created: t(-3600),
+        labels,
+        conditions: vec![NodeCondition {
+            kind: ConditionType::Ready,
+            status: ready,
+            reason: String::new(),
+            message: String::new(),
+            last_heartbeat: t(0),
+            last_transition: t(0),
+        }],
+        taints,
+        unschedulable: false,
+    })
+}
+
+/// A pod on `node` tolerating `unreachable` for `seconds` (`None`:
+/// forever), owned by a DaemonSet or not.
+pub(crate) fn pod(key: &str, node: &str, seconds: Option<i64>, daemonset: bool) -> Observation {
+    Observation::PodUpserted(PodSnapshot {
+        key: key.into(),
+        uid: "u".into(),
+        node: Some(node.into()),
+        daemonset,
+        ready: Some(true),
+        terminating: false,
+        tolerations: vec![Toleration {
+            key: keys::TAINT_UNREACHABLE.into(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: Some(TaintEffect::NoExecute),
+            seconds,
+        }],
+    })
+}
+
+/// The `unreachable` NoExecute taint.
+pub(crate) fn unreachable() -> Taint {
+    Taint::new(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute)
+}
+
+/// The `not-ready` NoExecute taint.
+pub(crate) fn not_ready() -> Taint {
+    Taint::new(keys::TAINT_NOT_READY, TaintEffect::NoExecute)
+}
+
+/// Deletes the pod, as if its `unreachable` taint were not tolerated.
+pub(crate) fn delete(key: &str) -> Action {
+    let why = Explanation {
+        pod: key.into(),
+        node: "n".into(),
+        node_facts: None,
+        taints: vec![],
+        tainting: None,
+        verdict: Verdict::NotTolerated { taint: unreachable() },
+        scheduled_at: t(0),
+        due_at: t(0),
+        deleted_at: t(0),
+    };
+    Action {
+        id: ActionId(9),
+        kind: ActionKind::DeletePod {
+            pod: key.into(),
+            uid: "u".into(),
+            mode: DeletionMode::Delete,
+            why: Box::new(why),
+        },
+    }
+}
+
+/// A NoExecute taint patch of the node.
+pub(crate) fn taint_patch(node: &str, add: Vec<Taint>, remove: Vec<Taint>) -> Action {
+    Action {
+        id: ActionId(1),
+        kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::NoExecuteTaints },
+    }
+}

@@ -1,0 +1,26 @@
+//! The one loop that drives nodewarden's engine, whatever is on the other
+//! side: the in-memory cluster of replay and `nodewarden sim`, the
+//! reference harness of the fuzzers, and (next) a real API server.
+//!
+//! A [`Controller`] owns an [`Engine`](nodewarden_engine::Engine) and an
+//! [`InvariantChecker`]. Each [`Controller::step`] ticks the engine, judges
+//! every action it issued against the safety invariants, holds back any
+//! action that would break one (the **safety interlock**: logged with its
+//! explanation, counted in a metric, reported to the engine as a refused
+//! write), hands the rest to a [`ClusterApi`], feeds what the API answered
+//! back, and ticks again within the same instant when a write was refused
+//! with fresh state, a bounded number of times.
+//!
+//! This crate knows neither the scenario format nor Kubernetes types: the
+//! back end turns actions into writes and answers in
+//! [`Observation`](nodewarden_engine::Observation)s.
+
+mod api;
+mod control_loop;
+#[cfg(test)]
+mod fixtures;
+pub mod invariants;
+
+pub use api::{Applied, ClusterApi};
+pub use control_loop::{Controller, Handled, INTERLOCK_METRIC, MAX_REFUSAL_ROUNDS, StepEvent, StepSummary};
+pub use invariants::{Invariant, InvariantChecker, Violation};

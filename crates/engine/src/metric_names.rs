@@ -1,0 +1,50 @@
+//! Every metric the engine records, by name, in one place: what it measures,
+//! its labels, and whether the name is upstream's (kept exactly, so existing
+//! dashboards and alerts work) or nodewarden's own (`nodewarden_` prefix).
+//! docs/semantics.md lists the same names for operators.
+//!
+//! (Named `metric_names`, not `metrics`, so it never shadows the `metrics`
+//! crate whose macros record them.)
+
+/// Label on the per-zone metrics: the zone key as `region/zone` (empty for
+/// nodes without zone labels).
+pub const ZONE: &str = "zone";
+
+/// Gauge {zone}, upstream: percent of the zone's counted nodes that are
+/// Ready (100 for a zone with none), at the last monitor pass.
+pub const ZONE_HEALTH: &str = "node_collector_zone_health";
+
+/// Gauge {zone}, upstream: nodes counted in the zone at the last monitor
+/// pass (nodes excluded from disruption are not).
+pub const ZONE_SIZE: &str = "node_collector_zone_size";
+
+/// Gauge {zone}, upstream: counted nodes of the zone whose Ready was not
+/// True at the last monitor pass.
+pub const UNHEALTHY_NODES_IN_ZONE: &str = "node_collector_unhealthy_nodes_in_zone";
+
+/// Counter {zone}, upstream: NoExecute taints added by the tainting pass,
+/// or, in legacy mode, nodes whose pods the eviction pass deleted.
+pub const EVICTIONS_TOTAL: &str = "node_collector_evictions_total";
+
+/// Histogram, upstream: seconds one whole health-monitor pass took.
+/// Recorded only when the driver lends a clock (`Engine::measure_with`).
+pub const UPDATE_ALL_NODES_HEALTH_DURATION_SECONDS: &str = "node_collector_update_all_nodes_health_duration_seconds";
+
+/// Counter, upstream: pods the taint manager deleted.
+pub const TAINT_EVICTION_POD_DELETIONS_TOTAL: &str = "taint_eviction_controller_pod_deletions_total";
+
+/// Histogram, upstream: seconds from a taint-based deletion's deadline to
+/// its issue, on the engine's clock (upstream's own is broken).
+pub const TAINT_EVICTION_POD_DELETION_DURATION_SECONDS: &str =
+    "taint_eviction_controller_pod_deletion_duration_seconds";
+
+/// Histogram, ours: seconds from the taint manager first acting on a pod's
+/// taint (the deletion being scheduled) to the pod's deletion.
+pub const TAINT_TO_DELETION_SECONDS: &str = "nodewarden_taint_to_deletion_seconds";
+
+/// Counter, ours: pods deleted by legacy eviction.
+pub const LEGACY_POD_DELETIONS_TOTAL: &str = "nodewarden_legacy_pod_deletions_total";
+
+/// Counter, ours: writes the API server refused (any kind: node status,
+/// taints, labels, pod status, deletions).
+pub const WRITE_FAILURES_TOTAL: &str = "nodewarden_write_failures_total";

@@ -1,0 +1,149 @@
+//! The engine's own thread: it owns the [`Controller`] (engine and safety
+//! interlock), takes [`Input`]s from the crossbeam channel the watchers and
+//! the writer send into, and steps the controller when an observation
+//! arrives or the engine's next due time comes, whichever is first.
+//!
+//! No decision is taken before every watch has listed once: until then
+//! observations are handed to the engine (which only queues them) and the
+//! loop does not step. The engine's clock is the machine's monotonic clock
+//! anchored to the wall clock at start ([`EngineClock`]), so a wall-clock
+//! jump never moves a deadline.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use nodewarden_controller::{ClusterApi, Controller, StepEvent};
+use nodewarden_engine::Observation;
+use nodewarden_model::{Span, Timestamp};
+
+use crate::watch::Watched;
+
+/// What reaches the engine thread.
+#[derive(Debug)]
+pub enum Input {
+    /// A watched change, or a write's answer (`WriteFinished`, then the
+    /// object's state).
+    Observe(Observation),
+    /// This watch has completed its first list.
+    Synced(Watched),
+    /// Stop stepping and return (shutdown, or leadership lost).
+    Stop,
+}
+
+/// The engine's time: Unix nanoseconds at start, then the monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineClock {
+    start_instant: Instant,
+    start: Timestamp,
+}
+
+impl EngineClock {
+    /// Anchored now.
+    pub fn starting_now() -> EngineClock {
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
+        EngineClock { start_instant: Instant::now(), start: Timestamp::from_nanos(unix) }
+    }
+
+    /// The engine's time now.
+    pub fn now(&self) -> Timestamp {
+        let elapsed = i64::try_from(self.start_instant.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        self.start + Span::from_nanos(elapsed)
+    }
+
+    /// The monotonic instant of an engine time (now, for times past).
+    pub fn instant_of(&self, t: Timestamp) -> Instant {
+        let ahead = (t - self.now()).as_nanos();
+        Instant::now() + Duration::from_nanos(u64::try_from(ahead).unwrap_or(0))
+    }
+}
+
+/// What `/readyz` and `/healthz` read: caches synced, and the last time
+/// the loop went round (Unix nanoseconds).
+#[derive(Debug, Default)]
+pub struct Health {
+    /// Every watch has listed once.
+    pub synced: AtomicBool,
+    /// When the engine thread last woke, Unix nanoseconds.
+    pub last_beat_unix_nanos: AtomicI64,
+}
+
+impl Health {
+    fn beat(&self) {
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
+        self.last_beat_unix_nanos.store(unix, Ordering::Relaxed);
+    }
+
+    /// True when the loop has gone round within `limit`.
+    pub fn alive_within(&self, limit: Duration) -> bool {
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
+        let last = self.last_beat_unix_nanos.load(Ordering::Relaxed);
+        u64::try_from(unix.saturating_sub(last)).unwrap_or(0) < u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The loop never sleeps longer than this, so `/healthz` sees it beat.
+const MAX_SLEEP: Duration = Duration::from_secs(1);
+
+/// At most this many queued inputs are taken in before a step, so a flood
+/// (a 300k-pod list) cannot starve the engine's deadlines.
+const BATCH: usize = 50_000;
+
+/// The engine thread's state and loop.
+pub struct EngineThread {
+    /// The one control loop.
+    pub controller: Controller,
+    /// Its time.
+    pub clock: EngineClock,
+    /// Shared with the HTTP endpoints.
+    pub health: Arc<Health>,
+}
+
+impl EngineThread {
+    /// Runs until [`Input::Stop`] or until every sender is gone. Each wake:
+    /// take in what arrived, then, once every watch has synced, one
+    /// `Controller::step` at the current time through `api`.
+    pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
+        let mut waiting: BTreeSet<Watched> = Watched::ALL.into_iter().collect();
+        let started = Instant::now();
+        loop {
+            self.health.beat();
+            let deadline = if waiting.is_empty() {
+                self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
+            } else {
+                Instant::now() + MAX_SLEEP
+            };
+            let first = match rx.recv_deadline(deadline) {
+                Ok(i) => Some(i),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut taken = 0;
+            let mut next = first;
+            while let Some(input) = next {
+                match input {
+                    Input::Observe(o) => self.controller.observe(self.clock.now(), o),
+                    Input::Synced(w) => {
+                        waiting.remove(&w);
+                        tracing::info!(watch = w.as_str(), "cache synced");
+                        if waiting.is_empty() {
+                            self.health.synced.store(true, Ordering::Relaxed);
+                            tracing::info!(
+                                after_ms = started.elapsed().as_millis() as u64,
+                                "every cache synced; deciding from now on"
+                            );
+                        }
+                    }
+                    Input::Stop => return,
+                }
+                taken += 1;
+                next = if taken < BATCH { rx.try_recv().ok() } else { None };
+            }
+            if waiting.is_empty() {
+                self.controller.step(self.clock.now(), api, events);
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! nodewarden's adapter to a real Kubernetes API server (kube-rs).
+//!
+//! It makes no lifecycle decision. It turns watched objects into the
+//! engine's [`Observation`](nodewarden_engine::Observation)s
+//! ([`convert`], [`watch`]), runs the one control loop
+//! ([`nodewarden_controller::Controller`]) on a thread of its own that wakes
+//! on an observation or at the engine's next due time ([`engine_thread`]),
+//! and carries the actions the safety interlock let through out as API
+//! calls with client-side rate limits, retries and preconditions
+//! ([`writer`]), answering each with `WriteFinished` and the object's fresh
+//! state through the same channel the watchers use.
+//!
+//! ```text
+//!  watchers (tokio) --Input--> crossbeam channel --> engine thread: Controller::step
+//!        ^                           ^                        | actions (judged)
+//!        | API                       | WriteFinished + state  v
+//!        +------------------------ writer (tokio) <-- KubeApi (ClusterApi)
+//! ```
+
+pub mod convert;
+pub mod engine_thread;
+pub mod runner;
+pub mod watch;
+pub mod writer;
+
+pub use engine_thread::{EngineClock, EngineThread, Health, Input};
+pub use runner::{RunOptions, Running, start};
+pub use watch::{Watched, spawn_watchers};
+pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};

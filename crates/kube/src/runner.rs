@@ -1,0 +1,82 @@
+//! Everything `nodewarden run` starts, in one place: the watchers, the
+//! writer (or the dry-run recorder) and the engine thread, wired through
+//! one crossbeam channel.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use kube::Client;
+use nodewarden_controller::Controller;
+use nodewarden_engine::Action;
+use nodewarden_model::{ConfigError, ControllerConfig};
+
+use crate::engine_thread::{EngineClock, EngineThread, Health, Input};
+use crate::watch::spawn_watchers;
+use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
+
+/// What to run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// The engine's configuration (kube-controller-manager's flags).
+    pub config: ControllerConfig,
+    /// Decide and log, write nothing (`--dry-run`).
+    pub dry_run: bool,
+    /// Rate limits, retries, Event identity.
+    pub writer: WriterOptions,
+}
+
+/// A running controller.
+pub struct Running {
+    /// Read by `/readyz` and `/healthz`.
+    pub health: Arc<Health>,
+    tx: Sender<Input>,
+    engine: Option<std::thread::JoinHandle<Vec<Action>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts the watchers, the writer and the engine thread on the current
+/// tokio runtime. Refuses a configuration that cannot work.
+pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
+    let clock = EngineClock::starting_now();
+    let mut controller = Controller::new(opts.config.clone(), clock.now())?;
+    controller.measure_with(std::time::Instant::now);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let health = Arc::new(Health::default());
+    let mut tasks = spawn_watchers(&client, &tx);
+    let mut thread = EngineThread { controller, clock, health: health.clone() };
+    let engine = if opts.dry_run {
+        std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
+            let mut api = DryRunApi::default();
+            thread.run(&rx, &mut api, &mut |_| {});
+            api.actions
+        })
+    } else {
+        let (mut api, writer) = spawn_writer(client, tx.clone(), opts.writer);
+        tasks.push(writer);
+        std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
+            thread.run(&rx, &mut api, &mut |_| {});
+            Vec::new()
+        })
+    };
+    let engine = match engine {
+        Ok(h) => Some(h),
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the engine thread");
+            None
+        }
+    };
+    Ok(Running { health, tx, engine, tasks })
+}
+
+impl Running {
+    /// Stops writing at once (the writer and the watchers are aborted, so
+    /// no request is sent after this returns), then ends the engine
+    /// thread. Returns, in `--dry-run`, every action it would have taken.
+    pub fn stop(mut self) -> Vec<Action> {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let _ = self.tx.send(Input::Stop);
+        self.engine.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}

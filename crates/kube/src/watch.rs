@@ -1,0 +1,233 @@
+//! Watches on Nodes, Pods and node Leases (kube-runtime's watcher: initial
+//! list, resumed watches, a fresh list on 410 Gone, bookmarks), turned into
+//! observations and sent down the engine's channel.
+//!
+//! Nothing of an object is kept but its key: the object is converted
+//! ([`crate::convert`]) and dropped as it arrives. The keys are what a
+//! re-list needs to tell the engine which objects were deleted while the
+//! watch was away (a watcher's re-list reports only what exists).
+//!
+//! DaemonSets are not watched: the engine recognises a DaemonSet pod by
+//! its controller owner reference (docs/semantics.md), which a pod carries
+//! itself, so legacy eviction needs no DaemonSet cache.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+
+use crossbeam_channel::Sender;
+use futures_util::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use nodewarden_engine::Observation;
+use serde::de::DeserializeOwned;
+
+use crate::convert::{self, NODE_LEASE_NAMESPACE};
+use crate::engine_thread::Input;
+
+/// The caches the engine waits for before its first decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Watched {
+    /// `nodes`.
+    Nodes,
+    /// `pods`, every namespace.
+    Pods,
+    /// `leases` in `kube-node-lease`.
+    Leases,
+}
+
+impl Watched {
+    /// Every watch the engine needs.
+    pub const ALL: [Watched; 3] = [Watched::Nodes, Watched::Pods, Watched::Leases];
+
+    /// For logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Watched::Nodes => "nodes",
+            Watched::Pods => "pods",
+            Watched::Leases => "leases",
+        }
+    }
+}
+
+/// A kind the engine watches: how to key it and what it tells the engine.
+trait WatchedKind: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
+    const WATCHED: Watched;
+    /// The key a deletion is reported under; `None` for an object the
+    /// conversion ignores.
+    fn key(&self) -> Option<String>;
+    /// The observation of the object as it now is.
+    fn upserted(&self) -> Option<Observation>;
+    /// The observation of its deletion.
+    fn deleted(key: String) -> Observation;
+}
+
+impl WatchedKind for Node {
+    const WATCHED: Watched = Watched::Nodes;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn upserted(&self) -> Option<Observation> {
+        convert::node_snapshot(self).map(Observation::NodeUpserted)
+    }
+    fn deleted(name: String) -> Observation {
+        Observation::NodeDeleted { name }
+    }
+}
+
+impl WatchedKind for Pod {
+    const WATCHED: Watched = Watched::Pods;
+    fn key(&self) -> Option<String> {
+        Some(format!("{}/{}", self.metadata.namespace.as_deref()?, self.metadata.name.as_deref()?))
+    }
+    fn upserted(&self) -> Option<Observation> {
+        convert::pod_snapshot(self).map(Observation::PodUpserted)
+    }
+    fn deleted(key: String) -> Observation {
+        Observation::PodDeleted { key }
+    }
+}
+
+impl WatchedKind for Lease {
+    const WATCHED: Watched = Watched::Leases;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn upserted(&self) -> Option<Observation> {
+        convert::lease_observation(self)
+    }
+    fn deleted(node: String) -> Observation {
+        Observation::LeaseDeleted { node }
+    }
+}
+
+/// Starts the three watchers on the current tokio runtime. Each sends
+/// [`Input::Observe`] for every change and [`Input::Synced`] once, after
+/// its first complete list. They end when the channel's receiver is gone.
+pub fn spawn_watchers(client: &Client, tx: &Sender<Input>) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(run::<Node>(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run::<Pod>(Api::all(client.clone()), tx.clone())),
+        tokio::spawn(run::<Lease>(Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE), tx.clone())),
+    ]
+}
+
+/// What one watcher knows between events: the keys that exist, and during
+/// a (re-)list the keys the list has shown so far.
+#[derive(Default)]
+struct Keys {
+    known: HashSet<String>,
+    relisting: Option<HashSet<String>>,
+    synced: bool,
+}
+
+impl Keys {
+    /// The observations (and sync notice) one watcher event gives.
+    fn on_event<K: WatchedKind>(&mut self, event: Event<K>) -> Vec<Input> {
+        let mut out = Vec::new();
+        match event {
+            Event::Init => self.relisting = Some(HashSet::new()),
+            Event::InitApply(obj) => {
+                if let (Some(key), Some(o)) = (obj.key(), obj.upserted()) {
+                    self.relisting.get_or_insert_with(HashSet::new).insert(key);
+                    out.push(Input::Observe(o));
+                }
+            }
+            Event::InitDone => {
+                let fresh = self.relisting.take().unwrap_or_default();
+                let gone: Vec<String> = self.known.difference(&fresh).cloned().collect();
+                if !gone.is_empty() {
+                    tracing::info!(
+                        kind = K::WATCHED.as_str(),
+                        deleted = gone.len(),
+                        "re-list found objects deleted while the watch was away"
+                    );
+                }
+                out.extend(gone.into_iter().map(|k| Input::Observe(K::deleted(k))));
+                self.known = fresh;
+                if !self.synced {
+                    self.synced = true;
+                    out.push(Input::Synced(K::WATCHED));
+                }
+            }
+            Event::Apply(obj) => {
+                if let (Some(key), Some(o)) = (obj.key(), obj.upserted()) {
+                    self.known.insert(key);
+                    out.push(Input::Observe(o));
+                }
+            }
+            Event::Delete(obj) => {
+                if let Some(key) = obj.key()
+                    && self.known.remove(&key)
+                {
+                    out.push(Input::Observe(K::deleted(key)));
+                }
+            }
+        }
+        out
+    }
+}
+
+async fn run<K: WatchedKind>(api: Api<K>, tx: Sender<Input>) {
+    let config = watcher::Config::default().page_size(500);
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut keys = Keys::default();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => {
+                for input in keys.on_event(event) {
+                    if tx.send(input).is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                metrics::counter!("nodewarden_watch_errors_total", "resource" => K::WATCHED.as_str()).increment(1);
+                tracing::warn!(kind = K::WATCHED.as_str(), error = %e, "watch failed; retrying with backoff");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str) -> Node {
+        Node { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..Node::default() }
+    }
+
+    fn observed(inputs: &[Input]) -> Vec<String> {
+        inputs
+            .iter()
+            .map(|i| match i {
+                Input::Observe(Observation::NodeUpserted(n)) => format!("+{}", n.name),
+                Input::Observe(Observation::NodeDeleted { name }) => format!("-{name}"),
+                Input::Synced(w) => format!("synced {}", w.as_str()),
+                _ => "other".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_relist_reports_what_was_deleted_while_away_and_syncs_once() {
+        let mut k = Keys::default();
+        let mut seen = Vec::new();
+        for e in [Event::Init, Event::InitApply(node("a")), Event::InitApply(node("b")), Event::InitDone] {
+            seen.extend(k.on_event(e));
+        }
+        assert_eq!(observed(&seen), ["+a", "+b", "synced nodes"]);
+        let mut seen = Vec::new();
+        for e in [Event::Apply(node("c")), Event::Init, Event::InitApply(node("a")), Event::InitDone] {
+            seen.extend(k.on_event(e));
+        }
+        let mut got = observed(&seen);
+        got[2..].sort();
+        assert_eq!(got, ["+c", "+a", "-b", "-c"]);
+        assert_eq!(observed(&k.on_event(Event::Delete(node("zz")))), Vec::<String>::new());
+        assert_eq!(observed(&k.on_event(Event::Delete(node("a")))), ["-a"]);
+    }
+}

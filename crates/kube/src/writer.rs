@@ -1,0 +1,633 @@
+//! Actions to API calls.
+//!
+//! [`KubeApi`] is the [`ClusterApi`] the engine thread steps through: it
+//! hands each action (already judged by the safety interlock, so a refused
+//! one never gets here) to the async writer and answers "later"
+//! (`outcome: None`). The writer ([`spawn_writer`]) carries it out under a
+//! client-side rate limit (kube-controller-manager's `--kube-api-qps` 20,
+//! `--kube-api-burst` 30), retries 429 and 5xx and transport errors with
+//! backoff (honouring `Retry-After`), and answers through the engine's
+//! channel: `WriteFinished`, then the object as the API returned it, or,
+//! after a refusal, as a fresh read shows it. Every action gets exactly one
+//! `WriteFinished` (Events, which are not writes, get none), so nothing is
+//! issued twice and nothing stays in flight.
+//!
+//! Preconditions: pod writes carry the pod's uid (a delete as a
+//! precondition, a status update by checking the uid of the object it
+//! updates under its resourceVersion); a taint change is one patch guarded
+//! by the node's resourceVersion, recomputed on a fresh read after a
+//! conflict (upstream's `RetryOnConflict`); a node status update that
+//! conflicts goes back to the engine with the fresh node, which decides
+//! again (upstream re-reads and recomputes).
+//!
+//! [`DryRunApi`] is `--dry-run`: it sends nothing, logs and counts every
+//! action, and answers as if the API had accepted it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use k8s_openapi::api::core::v1::{Node, NodeCondition as KNodeCondition, ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::events::v1::Event as KEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Api, Client};
+use nodewarden_controller::{Applied, ClusterApi};
+use nodewarden_engine::{Action, ActionKind, EventType, ObjectRef, Observation, WriteOutcome};
+use nodewarden_model::{DeletionMode, Taint, Timestamp};
+use serde_json::json;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::convert;
+use crate::engine_thread::Input;
+
+/// Counter of actions `--dry-run` would have sent, by action kind.
+pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
+
+/// Counter of API requests retried, by reason (`throttled`, `server_error`,
+/// `transport`).
+pub const RETRY_METRIC: &str = "nodewarden_api_retries_total";
+
+/// How the writer talks to the API.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// `--kube-api-qps`: sustained requests per second.
+    pub qps: f64,
+    /// `--kube-api-burst`: requests allowed at once.
+    pub burst: u32,
+    /// First retry delay; doubles up to `max_backoff`.
+    pub initial_backoff: Duration,
+    /// Longest delay between retries (a `Retry-After` may ask for more).
+    pub max_backoff: Duration,
+    /// A write still failing after this long is reported failed (with the
+    /// object's fresh state when it can be read), so the engine decides
+    /// again on facts rather than sending a stale decision.
+    pub give_up_after: Duration,
+    /// `reportingController` and `source.component` of Events.
+    pub component: String,
+    /// `reportingInstance` of Events (the replica's identity).
+    pub instance: String,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            qps: 20.0,
+            burst: 30,
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(10),
+            give_up_after: Duration::from_secs(600),
+            component: "node-controller".into(),
+            instance: String::new(),
+        }
+    }
+}
+
+/// The short name of an action's kind, for logs and metric labels.
+pub fn action_name(kind: &ActionKind) -> &'static str {
+    match kind {
+        ActionKind::UpdateNodeConditions { .. } => "update_node_conditions",
+        ActionKind::PatchNodeTaints { .. } => "patch_node_taints",
+        ActionKind::PatchNodeLabels { .. } => "patch_node_labels",
+        ActionKind::MarkPodNotReady { .. } => "mark_pod_not_ready",
+        ActionKind::SetPodNodeLost { .. } => "set_pod_node_lost",
+        ActionKind::AddPodDisruptionTarget { .. } => "add_pod_disruption_target",
+        ActionKind::DeletePod { .. } => "delete_pod",
+        ActionKind::RecordEvent(_) => "record_event",
+    }
+}
+
+/// The [`ClusterApi`] of a replica that writes: actions go to the async
+/// writer; their answers come back through the engine's channel.
+pub struct KubeApi {
+    tx: mpsc::UnboundedSender<Action>,
+}
+
+impl ClusterApi for KubeApi {
+    fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
+        if self.tx.send(action.clone()).is_err() && action.kind.slot().is_some() {
+            // The writer is gone (shutting down): nothing is sent, and the
+            // engine must not wait for an answer that will not come.
+            let why = "the writer has stopped".to_string();
+            return Applied {
+                observations: vec![Observation::WriteFinished {
+                    id: action.id,
+                    outcome: WriteOutcome::Failed(why.clone()),
+                }],
+                outcome: Some(WriteOutcome::Failed(why)),
+                violation: None,
+            };
+        }
+        Applied::default()
+    }
+}
+
+/// `--dry-run`: decides as the leader would and sends nothing. Each action
+/// is logged (`would_send`) and counted in [`DRY_RUN_METRIC`]; writes are
+/// answered as accepted, so the engine goes on as if they had been, and
+/// the watches show the cluster as whoever does write leaves it.
+#[derive(Default)]
+pub struct DryRunApi {
+    /// Every action it was handed, for tests and a summary at exit.
+    pub actions: Vec<Action>,
+}
+
+impl ClusterApi for DryRunApi {
+    fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
+        let name = action_name(&action.kind);
+        metrics::counter!(DRY_RUN_METRIC, "action" => name).increment(1);
+        match &action.kind {
+            ActionKind::DeletePod { why, .. } => {
+                tracing::info!(action = name, dry_run = true, "would send {:?}: {}", action.kind.slot(), why.one_line())
+            }
+            ActionKind::RecordEvent(e) => {
+                tracing::info!(action = name, dry_run = true, reason = e.reason, object = %e.object, "would record: {}", e.message)
+            }
+            other => tracing::info!(action = name, dry_run = true, "would send {other:?}"),
+        }
+        self.actions.push(action.clone());
+        if action.kind.slot().is_none() {
+            return Applied::default();
+        }
+        Applied {
+            observations: vec![Observation::WriteFinished { id: action.id, outcome: WriteOutcome::Done }],
+            outcome: Some(WriteOutcome::Done),
+            violation: None,
+        }
+    }
+}
+
+/// A token bucket shared by every request (client-go's flowcontrol
+/// limiter: `qps` tokens a second, at most `burst` saved).
+struct Limiter {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Limiter {
+    fn new(qps: f64, burst: u32) -> Limiter {
+        let burst = f64::from(burst.max(1));
+        Limiter { qps: qps.max(0.001), burst, state: Mutex::new((burst, Instant::now())) }
+    }
+
+    async fn acquire(&self) {
+        let wait = {
+            let mut s = self.state.lock().await;
+            let now = Instant::now();
+            s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.qps).min(self.burst);
+            s.1 = now;
+            s.0 -= 1.0;
+            if s.0 >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-s.0 / self.qps) }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// Starts the writer on the current tokio runtime. Returns the
+/// [`ClusterApi`] the engine thread steps through; the writer answers on
+/// `answers`. Dropping the `KubeApi` ends the writer once the writes under
+/// way have finished; aborting the returned task stops it at once.
+pub fn spawn_writer(
+    client: Client,
+    answers: Sender<Input>,
+    opts: WriterOptions,
+) -> (KubeApi, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Action>();
+    let shared = Arc::new(Writer {
+        client,
+        answers,
+        limiter: Limiter::new(opts.qps, opts.burst),
+        core_events: AtomicBool::new(false),
+        opts,
+    });
+    let task = tokio::spawn(async move {
+        let mut under_way = tokio::task::JoinSet::new();
+        while let Some(action) = rx.recv().await {
+            let w = shared.clone();
+            under_way.spawn(async move { w.carry_out(action).await });
+            while under_way.try_join_next().is_some() {}
+        }
+        while under_way.join_next().await.is_some() {}
+    });
+    (KubeApi { tx }, task)
+}
+
+struct Writer {
+    client: Client,
+    answers: Sender<Input>,
+    limiter: Limiter,
+    /// events.k8s.io is not served: record core/v1 Events.
+    core_events: AtomicBool,
+    opts: WriterOptions,
+}
+
+/// How one attempt ended.
+enum Attempt {
+    /// Accepted; the object as it now is (if known).
+    Done(Vec<Observation>),
+    /// Refused for good (precondition, not found, budget); the object's
+    /// state as far as known.
+    Refused(String, Vec<Observation>),
+}
+
+type ApiResult<T> = Result<T, kube::Error>;
+
+fn code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// The delay a retriable error asks for, or `None` when it is final.
+fn retry_after(e: &kube::Error) -> Option<(Option<Duration>, &'static str)> {
+    match e {
+        kube::Error::Api(s) if s.code == 429 => {
+            // An eviction refused by a budget is a 429 with a
+            // DisruptionBudget cause: an answer, not throttling.
+            let budget = s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "DisruptionBudget"));
+            if budget {
+                return None;
+            }
+            let secs = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+            Some(((secs > 0).then(|| Duration::from_secs(u64::from(secs))), "throttled"))
+        }
+        kube::Error::Api(s) if s.code >= 500 => Some((None, "server_error")),
+        kube::Error::Api(_) => None,
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) | kube::Error::InferConfig(_) => None,
+        _ => Some((None, "transport")),
+    }
+}
+
+fn time(t: Timestamp) -> Option<Time> {
+    k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(t.as_nanos())).ok().map(Time)
+}
+
+fn pod_name(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+fn pod_state(key: &str, pod: Option<&Pod>) -> Vec<Observation> {
+    match pod {
+        None => vec![Observation::PodDeleted { key: key.to_string() }],
+        Some(p) => convert::pod_snapshot(p).map(Observation::PodUpserted).into_iter().collect(),
+    }
+}
+
+fn node_state(name: &str, node: Option<&Node>) -> Vec<Observation> {
+    match node {
+        None => vec![Observation::NodeDeleted { name: name.to_string() }],
+        Some(n) => convert::node_snapshot(n).map(Observation::NodeUpserted).into_iter().collect(),
+    }
+}
+
+fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &Taint) -> bool {
+    k.key == t.key && k.effect == t.effect.as_str()
+}
+
+/// Default create/update parameters (a static, so request futures may
+/// borrow it).
+static POST: PostParams = PostParams { dry_run: false, field_manager: None };
+
+/// Conflict retries for a write recomputed on a fresh read (upstream's
+/// `retry.DefaultRetry` makes 5 attempts).
+const CONFLICT_ATTEMPTS: usize = 5;
+
+impl Writer {
+    /// One request under the rate limit, retried while the error is
+    /// retriable and the write is younger than `give_up_after`.
+    async fn call<T, F, Fut>(&self, since: Instant, mut f: F) -> ApiResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ApiResult<T>>,
+    {
+        let mut backoff = self.opts.initial_backoff;
+        loop {
+            self.limiter.acquire().await;
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let Some((asked, why)) = retry_after(&e) else { return Err(e) };
+                    if since.elapsed() >= self.opts.give_up_after {
+                        return Err(e);
+                    }
+                    metrics::counter!(RETRY_METRIC, "reason" => why).increment(1);
+                    let wait = asked.map_or(backoff, |a| a.max(backoff));
+                    tracing::debug!(error = %e, wait_ms = wait.as_millis() as u64, "API request failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    backoff = (backoff * 2).min(self.opts.max_backoff);
+                }
+            }
+        }
+    }
+
+    async fn carry_out(&self, action: Action) {
+        let since = Instant::now();
+        let name = action_name(&action.kind);
+        if let ActionKind::RecordEvent(ev) = &action.kind {
+            if let Err(e) = self.record_event(since, ev).await {
+                tracing::warn!(reason = ev.reason, object = %ev.object, error = %e, "could not record an Event");
+            }
+            return;
+        }
+        let result = self.write(since, &action.kind).await;
+        let (outcome, state) = match result {
+            Ok(Attempt::Done(state)) => (WriteOutcome::Done, state),
+            Ok(Attempt::Refused(why, state)) => {
+                metrics::counter!("nodewarden_write_refusals_total", "action" => name).increment(1);
+                tracing::info!(action = name, "write refused: {why}");
+                (WriteOutcome::Failed(why), state)
+            }
+            Err(e) => {
+                let why = e.to_string();
+                tracing::warn!(action = name, error = %why, "write failed");
+                (WriteOutcome::Failed(why), self.fresh_state(since, &action.kind).await)
+            }
+        };
+        let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
+        for o in state {
+            let _ = self.answers.send(Input::Observe(o));
+        }
+    }
+
+    /// The object's state after a failure, if it can be read now.
+    async fn fresh_state(&self, since: Instant, kind: &ActionKind) -> Vec<Observation> {
+        let _ = since;
+        match kind.slot() {
+            Some((ObjectRef::Node(n), _)) => {
+                self.limiter.acquire().await;
+                match Api::<Node>::all(self.client.clone()).get_opt(&n).await {
+                    Ok(node) => node_state(&n, node.as_ref()),
+                    Err(_) => Vec::new(),
+                }
+            }
+            Some((ObjectRef::Pod(p), _)) => {
+                let (ns, name) = pod_name(&p);
+                self.limiter.acquire().await;
+                match Api::<Pod>::namespaced(self.client.clone(), ns).get_opt(name).await {
+                    Ok(pod) => pod_state(&p, pod.as_ref()),
+                    Err(_) => Vec::new(),
+                }
+            }
+            None => Vec::new(),
+        }
+    }
+
+    async fn write(&self, since: Instant, kind: &ActionKind) -> ApiResult<Attempt> {
+        match kind {
+            ActionKind::UpdateNodeConditions { node, conditions } => {
+                let api = Api::<Node>::all(self.client.clone());
+                let Some(mut cur) = self.call(since, || api.get_opt(node)).await? else {
+                    return Ok(Attempt::Refused(format!("nodes {node:?} not found"), node_state(node, None)));
+                };
+                let list = cur.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+                for c in conditions {
+                    let k = KNodeCondition {
+                        type_: c.kind.as_str().to_string(),
+                        status: c.status.as_str().to_string(),
+                        reason: Some(c.reason.clone()),
+                        message: Some(c.message.clone()),
+                        last_heartbeat_time: time(c.last_heartbeat),
+                        last_transition_time: time(c.last_transition),
+                    };
+                    match list.iter_mut().find(|x| x.type_ == k.type_) {
+                        Some(x) => *x = k,
+                        None => list.push(k),
+                    }
+                }
+                match self.call(since, || api.replace_status(node, &POST, &cur)).await {
+                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n)))),
+                    Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
+                        let fresh = self.call(since, || api.get_opt(node)).await.ok().flatten();
+                        Ok(Attempt::Refused(e.to_string(), node_state(node, fresh.as_ref())))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                let api = Api::<Node>::all(self.client.clone());
+                let mut last = String::new();
+                for _ in 0..CONFLICT_ATTEMPTS {
+                    let Some(cur) = self.call(since, || api.get_opt(node)).await? else {
+                        return Ok(Attempt::Refused(format!("nodes {node:?} not found"), node_state(node, None)));
+                    };
+                    let old = cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                    let mut taints = old.clone();
+                    taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
+                    for t in add {
+                        taints.retain(|k| !same_taint(k, t));
+                        taints.push(k8s_openapi::api::core::v1::Taint {
+                            key: t.key.clone(),
+                            value: (!t.value.is_empty()).then(|| t.value.clone()),
+                            effect: t.effect.as_str().to_string(),
+                            time_added: t.time_added.and_then(time),
+                        });
+                    }
+                    if taints == old {
+                        return Ok(Attempt::Done(node_state(node, Some(&cur))));
+                    }
+                    let patch = json!({
+                        "metadata": {"resourceVersion": cur.metadata.resource_version},
+                        "spec": {"taints": taints},
+                    });
+                    let pp = PatchParams::default();
+                    let merge = Patch::Merge(&patch);
+                    match self.call(since, || api.patch(node, &pp, &merge)).await {
+                        Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n)))),
+                        Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                        Err(e) if code(&e) == Some(404) => {
+                            return Ok(Attempt::Refused(e.to_string(), node_state(node, None)));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                let fresh = self.call(since, || api.get_opt(node)).await.ok().flatten();
+                Ok(Attempt::Refused(last, node_state(node, fresh.as_ref())))
+            }
+            ActionKind::PatchNodeLabels { node, labels } => {
+                let api = Api::<Node>::all(self.client.clone());
+                let patch = json!({"metadata": {"labels": labels}});
+                let pp = PatchParams::default();
+                let merge = Patch::Merge(&patch);
+                match self.call(since, || api.patch(node, &pp, &merge)).await {
+                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n)))),
+                    Err(e) if code(&e) == Some(404) => Ok(Attempt::Refused(e.to_string(), node_state(node, None))),
+                    Err(e) => Err(e),
+                }
+            }
+            ActionKind::MarkPodNotReady { pod, uid }
+            | ActionKind::SetPodNodeLost { pod, uid, .. }
+            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(since, pod, uid, kind).await,
+            ActionKind::DeletePod { pod, uid, mode, .. } => {
+                let (ns, name) = pod_name(pod);
+                let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+                    ..DeleteParams::default()
+                };
+                let result = match mode {
+                    DeletionMode::Delete => self.call(since, || api.delete(name, &dp)).await.map(|r| r.left()),
+                    DeletionMode::Evict => {
+                        let ep = EvictParams { delete_options: Some(dp.clone()), ..EvictParams::default() };
+                        self.call(since, || api.evict(name, &ep)).await.map(|_| None)
+                    }
+                };
+                match result {
+                    Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => {
+                        Ok(Attempt::Done(pod_state(pod, Some(&p))))
+                    }
+                    Ok(_) => Ok(Attempt::Done(pod_state(pod, None))),
+                    // Already gone: what the deletion wanted.
+                    Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None))),
+                    Err(e) if matches!(code(&e), Some(409 | 429)) => {
+                        let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
+                        Ok(Attempt::Refused(e.to_string(), pod_state(pod, fresh.as_ref())))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            ActionKind::RecordEvent(_) => Ok(Attempt::Done(Vec::new())),
+        }
+    }
+
+    /// A pod status write: read, check the uid, change, update under the
+    /// read's resourceVersion; a conflict re-reads and recomputes.
+    async fn pod_status(&self, since: Instant, key: &str, uid: &str, kind: &ActionKind) -> ApiResult<Attempt> {
+        let (ns, name) = pod_name(key);
+        let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+        let now = || Time(k8s_openapi::jiff::Timestamp::now());
+        let mut last = String::new();
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let Some(mut cur) = self.call(since, || api.get_opt(name)).await? else {
+                return Ok(Attempt::Refused(format!("pods {key:?} not found"), pod_state(key, None)));
+            };
+            if cur.metadata.uid.as_deref() != Some(uid) {
+                let why = format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {:?}",
+                    cur.metadata.uid
+                );
+                return Ok(Attempt::Refused(why, pod_state(key, Some(&cur))));
+            }
+            let status = cur.status.get_or_insert_with(Default::default);
+            match kind {
+                ActionKind::MarkPodNotReady { .. } => {
+                    match status.conditions.get_or_insert_with(Vec::new).iter_mut().find(|c| c.type_ == "Ready") {
+                        Some(c) if c.status != "False" => {
+                            c.status = "False".into();
+                            c.last_transition_time = Some(now());
+                        }
+                        _ => return Ok(Attempt::Done(pod_state(key, Some(&cur)))),
+                    }
+                }
+                ActionKind::SetPodNodeLost { node, .. } => {
+                    status.reason = Some("NodeLost".into());
+                    status.message = Some(format!("Node {node} which was running pod {name} is unresponsive"));
+                }
+                _ => {
+                    let list = status.conditions.get_or_insert_with(Vec::new);
+                    let c = PodCondition {
+                        type_: "DisruptionTarget".into(),
+                        status: "True".into(),
+                        reason: Some("DeletionByTaintManager".into()),
+                        message: Some("Taint manager: deleting due to NoExecute taint".into()),
+                        last_transition_time: Some(now()),
+                        ..PodCondition::default()
+                    };
+                    match list.iter_mut().find(|x| x.type_ == c.type_) {
+                        Some(x) => *x = c,
+                        None => list.push(c),
+                    }
+                }
+            }
+            match self.call(since, || api.replace_status(name, &POST, &cur)).await {
+                Ok(p) => return Ok(Attempt::Done(pod_state(key, Some(&p)))),
+                Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                Err(e) if code(&e) == Some(404) => return Ok(Attempt::Refused(e.to_string(), pod_state(key, None))),
+                Err(e) => return Err(e),
+            }
+        }
+        let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
+        Ok(Attempt::Refused(last, pod_state(key, fresh.as_ref())))
+    }
+
+    /// An Event in events.k8s.io/v1, or core/v1 where that is not served.
+    async fn record_event(&self, since: Instant, ev: &nodewarden_engine::Event) -> ApiResult<()> {
+        let (kind, ns, name) = match &ev.object {
+            ObjectRef::Node(n) => ("Node", "default".to_string(), n.clone()),
+            ObjectRef::Pod(p) => {
+                let (ns, name) = pod_name(p);
+                ("Pod", ns.to_string(), name.to_string())
+            }
+        };
+        let regarding = ObjectReference {
+            kind: Some(kind.into()),
+            api_version: Some("v1".into()),
+            name: Some(name.clone()),
+            namespace: (kind == "Pod").then(|| ns.clone()),
+            ..ObjectReference::default()
+        };
+        let type_ = match ev.kind {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        let meta = ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(ns.clone()),
+            ..ObjectMeta::default()
+        };
+        if !self.core_events.load(Ordering::Relaxed) {
+            let e = KEvent {
+                metadata: meta.clone(),
+                event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+                reason: Some(ev.reason.to_string()),
+                note: Some(ev.message.clone()),
+                type_: Some(type_.into()),
+                action: Some(ev.reason.to_string()),
+                regarding: Some(regarding.clone()),
+                reporting_controller: Some(self.opts.component.clone()),
+                reporting_instance: Some(if self.opts.instance.is_empty() {
+                    self.opts.component.clone()
+                } else {
+                    self.opts.instance.clone()
+                }),
+                ..KEvent::default()
+            };
+            let api = Api::<KEvent>::namespaced(self.client.clone(), &ns);
+            match self.call(since, || api.create(&POST, &e)).await {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if code(&e) == Some(404)
+                        && !matches!(&e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| !d.name.is_empty())) =>
+                {
+                    tracing::info!("events.k8s.io/v1 is not served; recording core/v1 Events");
+                    self.core_events.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let e = k8s_openapi::api::core::v1::Event {
+            metadata: meta,
+            involved_object: regarding,
+            reason: Some(ev.reason.to_string()),
+            message: Some(ev.message.clone()),
+            type_: Some(type_.into()),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(self.opts.component.clone()),
+                host: None,
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            reporting_component: Some(self.opts.component.clone()),
+            reporting_instance: Some(self.opts.instance.clone()),
+            ..Default::default()
+        };
+        let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
+        self.call(since, || api.create(&POST, &e)).await.map(|_| ())
+    }
+}

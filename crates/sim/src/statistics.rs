@@ -1,0 +1,404 @@
+//! What a simulation measures while it runs: per-node failure stories,
+//! per-zone tallies, latencies against what the configuration predicts,
+//! tick costs and a sampled timeline. The driver ([`crate::simulation`])
+//! feeds it faults, zone reports and each action as the simulated API
+//! server carries it out; [`crate::report`] renders what it gathered.
+//!
+//! Nothing here decides anything or feeds the engine: figures only.
+
+use std::collections::HashMap;
+
+use nodewarden_controller::Invariant;
+use nodewarden_engine::explain::Verdict;
+use nodewarden_engine::{Action, ActionKind, ZoneReport, ZoneState};
+use nodewarden_model::keys::{TAINT_NOT_READY, TAINT_UNREACHABLE};
+use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, TaintEffect, Timestamp, ZoneKey};
+
+use crate::admission::AdmissionDefaults;
+use crate::cluster::Cluster;
+use crate::faults::Fault;
+use crate::fleet::Layout;
+use crate::kubelet::KubeletTiming;
+
+/// One node's story, for latencies and per-zone figures.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeTrack {
+    /// Its zone's slot in the tallies.
+    pub(crate) zone: usize,
+    /// Down (crashed or partitioned) since.
+    down_since: Option<Timestamp>,
+    /// The controller set Ready to Unknown during the current episode.
+    seen_dead: Option<Timestamp>,
+    /// A NoExecute taint went on during the current episode.
+    tainted: Option<Timestamp>,
+}
+
+/// Figures for one zone, gathered while the simulation runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ZoneTally {
+    /// `region/zone`.
+    pub key: String,
+    /// Nodes in the zone at the start.
+    pub nodes: usize,
+    /// Pods bound to its nodes at the start.
+    pub pods: usize,
+    /// Failure episodes (a flapping node counts once per time down).
+    pub failures: usize,
+    /// Distinct nodes that failed.
+    pub nodes_failed: usize,
+    /// Failed nodes that came back.
+    pub recoveries: usize,
+    /// First and last failure.
+    pub failed: Option<(Timestamp, Timestamp)>,
+    /// Ready set to Unknown for a down node: count, first, last.
+    pub seen_dead: (usize, Option<(Timestamp, Timestamp)>),
+    /// Ready set to Unknown for a node whose kubelet was fine.
+    pub false_alarms: usize,
+    /// NoExecute taints added: count, first, last.
+    pub tainted: (usize, Option<(Timestamp, Timestamp)>),
+    /// NoExecute taints removed.
+    pub untainted: usize,
+    /// Pods deleted: count, first, last.
+    pub evicted: (usize, Option<(Timestamp, Timestamp)>),
+    /// Deleted pods that belonged to a DaemonSet.
+    pub daemonset_evicted: usize,
+    /// Every (state, rate) the zone went through, with when it started.
+    pub states: Vec<(Timestamp, Option<ZoneState>, f64)>,
+}
+
+fn widen(span: &mut Option<(Timestamp, Timestamp)>, t: Timestamp) {
+    *span = Some(match *span {
+        Some((a, b)) => (a.min(t), b.max(t)),
+        None => (t, t),
+    });
+}
+
+/// One point of the timeline, per zone.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ZoneSample {
+    /// Nodes whose Ready is True.
+    pub ready: usize,
+    /// Ready False.
+    pub not_ready: usize,
+    /// Ready Unknown (the controller stopped hearing from them).
+    pub unknown: usize,
+    /// Nodes with a not-ready or unreachable NoExecute taint.
+    pub tainted: usize,
+    /// Pods deleted so far.
+    pub evicted: usize,
+}
+
+/// Latencies in seconds, each with what the configuration predicts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Latencies {
+    /// Failure to Ready=Unknown.
+    pub detection: Vec<f64>,
+    /// Ready=Unknown to NoExecute taint.
+    pub tainting: Vec<f64>,
+    /// Taint to deletion, minus what the pod's toleration allowed (0 =
+    /// exactly on time; never negative when the controller is right).
+    pub eviction_vs_toleration: Vec<f64>,
+    /// Taint to deletion.
+    pub eviction: Vec<f64>,
+}
+
+/// Wall-clock cost of the engine's ticks, in nanoseconds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TickCosts {
+    /// Whole ticks (ingest included).
+    pub tick: Vec<u64>,
+    /// Per phase, in the engine's order.
+    pub phases: Vec<(&'static str, Vec<u64>)>,
+}
+
+/// Counts for the progress line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Virtual time now.
+    pub now: Timestamp,
+    /// Where the run ends.
+    pub end: Timestamp,
+    /// Nodes now not Ready (False or Unknown).
+    pub not_ready: usize,
+    /// Nodes now carrying a NoExecute taint.
+    pub tainted: usize,
+    /// Pods deleted so far.
+    pub evicted: usize,
+    /// Safety violations so far.
+    pub violations: usize,
+}
+
+/// Everything a finished simulation gathered.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The scenario's name.
+    pub scenario: String,
+    /// What it does.
+    pub description: String,
+    /// The controller's flags.
+    pub config: ControllerConfig,
+    /// Admission's default toleration seconds.
+    pub admission: AdmissionDefaults,
+    /// Kubelet cadence.
+    pub kubelet: KubeletTiming,
+    /// Nodes at the start.
+    pub nodes: usize,
+    /// Pods at the start.
+    pub pods: usize,
+    /// Simulated span.
+    pub simulated: Span,
+    /// Steps taken (engine ticks, refusal rounds not counted).
+    pub steps: u64,
+    /// Observations sent to the engine.
+    pub observations: u64,
+    /// Actions the engine emitted.
+    pub actions: u64,
+    /// Writes that failed.
+    pub writes_failed: u64,
+    /// Controller restarts.
+    pub restarts: usize,
+    /// The faults, with their times, for people.
+    pub faults: Vec<(Timestamp, String)>,
+    /// Per zone, in zone order.
+    pub zones: Vec<ZoneTally>,
+    /// Latencies.
+    pub latencies: Latencies,
+    /// Tick costs (empty unless measured).
+    pub costs: TickCosts,
+    /// Timeline: (time, per-zone sample).
+    pub timeline: Vec<(Timestamp, Vec<ZoneSample>)>,
+    /// Each invariant with whether it held.
+    pub safety: Vec<(Invariant, bool)>,
+    /// Writes the cluster refused as contract breaks (to a deleted or
+    /// terminating pod).
+    pub contract_violations: usize,
+    /// The first violations, for people.
+    pub violations: Vec<String>,
+}
+
+impl Outcome {
+    /// True when every invariant held and no contract was broken.
+    pub fn safe(&self) -> bool {
+        self.safety.iter().all(|(_, ok)| *ok) && self.contract_violations == 0
+    }
+}
+
+fn is_noexecute(t: &nodewarden_model::Taint) -> bool {
+    t.effect == TaintEffect::NoExecute && (t.key == TAINT_NOT_READY || t.key == TAINT_UNREACHABLE)
+}
+
+/// The figures gathered so far, and the indexes that place a node in its
+/// zone.
+#[derive(Debug, Default)]
+pub(crate) struct Statistics {
+    pub(crate) zone_keys: Vec<String>,
+    zone_index: HashMap<String, usize>,
+    pub(crate) node_index: HashMap<String, usize>,
+    pub(crate) nodes: Vec<NodeTrack>,
+    pub(crate) tally: Vec<ZoneTally>,
+    pub(crate) latencies: Latencies,
+    pub(crate) costs: TickCosts,
+    pub(crate) timeline: Vec<(Timestamp, Vec<ZoneSample>)>,
+    pub(crate) sample_every: Span,
+    pub(crate) next_sample: Timestamp,
+    pub(crate) node_count: usize,
+    pub(crate) pod_count: usize,
+    pub(crate) steps: u64,
+    pub(crate) observations: u64,
+    pub(crate) actions: u64,
+    pub(crate) writes_failed: u64,
+    pub(crate) contract_violations: usize,
+    pub(crate) violations: Vec<String>,
+    pub(crate) violation_count: usize,
+}
+
+impl Statistics {
+    pub(crate) fn zone_slot(&mut self, key: String) -> usize {
+        if let Some(&z) = self.zone_index.get(&key) {
+            return z;
+        }
+        let z = self.zone_keys.len();
+        self.zone_index.insert(key.clone(), z);
+        self.zone_keys.push(key.clone());
+        self.tally.push(ZoneTally { key, ..ZoneTally::default() });
+        z
+    }
+
+    pub(crate) fn index_nodes(&mut self, layout: Option<&Layout>, cluster: &Cluster) {
+        if let Some(l) = layout {
+            for z in &l.zones {
+                self.zone_slot(format!("region-1/{z}"));
+            }
+        }
+        let nodes: Vec<(String, String)> =
+            cluster.nodes().map(|n| (n.name.clone(), ZoneKey::from_labels(&n.labels).to_string())).collect();
+        for (name, zone) in nodes {
+            self.track_node(&name, zone);
+        }
+        for p in cluster.pods() {
+            if let Some(&i) = p.node.as_ref().and_then(|n| self.node_index.get(n))
+                && let Some(tally) = self.tally.get_mut(self.nodes[i].zone)
+            {
+                tally.pods += 1;
+            }
+        }
+        self.node_count = self.nodes.len();
+        self.pod_count = cluster.pods().count();
+    }
+
+    pub(crate) fn track_node(&mut self, name: &str, zone: String) -> usize {
+        if let Some(&i) = self.node_index.get(name) {
+            return i;
+        }
+        let z = self.zone_slot(zone);
+        self.tally[z].nodes += 1;
+        let i = self.nodes.len();
+        self.nodes.push(NodeTrack { zone: z, ..NodeTrack::default() });
+        self.node_index.insert(name.to_string(), i);
+        i
+    }
+
+    pub(crate) fn node_slot(&mut self, name: &str, cluster: &Cluster) -> usize {
+        if let Some(&i) = self.node_index.get(name) {
+            return i;
+        }
+        let zone = cluster.node(name).map(|n| ZoneKey::from_labels(&n.labels).to_string()).unwrap_or_default();
+        self.track_node(name, zone)
+    }
+
+    pub(crate) fn note_violation(&mut self, v: String) {
+        self.violation_count += 1;
+        if self.violations.len() < 20 {
+            tracing::warn!("{v}");
+            self.violations.push(v);
+        }
+    }
+
+    pub(crate) fn track_zones(&mut self, t: Timestamp, zones: &[ZoneReport]) {
+        for z in zones {
+            let slot = self.zone_slot(z.key.to_string());
+            let states = &mut self.tally[slot].states;
+            if states.last().is_none_or(|&(_, s, r)| s != z.state || r != z.rate) {
+                states.push((t, z.state, z.rate));
+            }
+        }
+    }
+
+    /// Facts only known before the write lands: the deleted pod's node.
+    pub(crate) fn track_before(&mut self, t: Timestamp, action: &Action, cluster: &Cluster) {
+        let ActionKind::DeletePod { pod, why, .. } = &action.kind else { return };
+        let Some(p) = cluster.pod(pod).filter(|p| !p.deleted) else { return };
+        let daemonset = p.daemonset;
+        let Some(node) = p.node.clone() else { return };
+        let i = self.node_slot(&node, cluster);
+        let tally = &mut self.tally[self.nodes[i].zone];
+        tally.evicted.0 += 1;
+        widen(&mut tally.evicted.1, t);
+        if daemonset {
+            tally.daemonset_evicted += 1;
+        }
+        let tainted_at = cluster
+            .node(&node)
+            .and_then(|n| n.taints.iter().filter(|t| is_noexecute(t)).filter_map(|t| t.time_added).min());
+        let allowed = match &why.verdict {
+            Verdict::NotTolerated { .. } => Some(Span::ZERO),
+            Verdict::TolerationExpired { seconds, .. } => Some(Span::from_secs((*seconds).max(0))),
+            Verdict::EvictionTimeout { .. } => None,
+        };
+        if let Some(at) = tainted_at {
+            let took = (t - at).as_secs_f64();
+            self.latencies.eviction.push(took);
+            if let Some(allowed) = allowed {
+                self.latencies.eviction_vs_toleration.push(took - allowed.as_secs_f64());
+            }
+        }
+    }
+
+    pub(crate) fn track_after(&mut self, t: Timestamp, action: &Action, cluster: &Cluster) {
+        match &action.kind {
+            ActionKind::UpdateNodeConditions { node, conditions } => {
+                let unknown =
+                    conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::Unknown);
+                if !unknown {
+                    return;
+                }
+                let i = self.node_slot(node, cluster);
+                let track = &mut self.nodes[i];
+                let tally = &mut self.tally[track.zone];
+                match track.down_since {
+                    Some(since) if track.seen_dead.is_none() => {
+                        track.seen_dead = Some(t);
+                        tally.seen_dead.0 += 1;
+                        widen(&mut tally.seen_dead.1, t);
+                        self.latencies.detection.push((t - since).as_secs_f64());
+                    }
+                    Some(_) => {}
+                    None => tally.false_alarms += 1,
+                }
+            }
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                let i = self.node_slot(node, cluster);
+                let track = &mut self.nodes[i];
+                let tally = &mut self.tally[track.zone];
+                if add.iter().any(is_noexecute) {
+                    if track.tainted.is_none() {
+                        track.tainted = Some(t);
+                        tally.tainted.0 += 1;
+                        widen(&mut tally.tainted.1, t);
+                        if let Some(seen) = track.seen_dead {
+                            self.latencies.tainting.push((t - seen).as_secs_f64());
+                        }
+                    }
+                } else if remove.iter().any(is_noexecute) {
+                    tally.untainted += 1;
+                    track.tainted = None;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(crate) fn sample(&mut self, t: Timestamp, cluster: &Cluster) {
+        let mut zones = vec![ZoneSample::default(); self.zone_keys.len()];
+        for n in cluster.nodes() {
+            let Some(&i) = self.node_index.get(&n.name) else { continue };
+            let Some(s) = zones.get_mut(self.nodes[i].zone) else { continue };
+            match n.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status) {
+                Some(ConditionStatus::True) => s.ready += 1,
+                Some(ConditionStatus::False) => s.not_ready += 1,
+                _ => s.unknown += 1,
+            }
+            if n.taints.iter().any(is_noexecute) {
+                s.tainted += 1;
+            }
+        }
+        for (s, tally) in zones.iter_mut().zip(&self.tally) {
+            s.evicted = tally.evicted.0;
+        }
+        self.timeline.push((t, zones));
+    }
+
+    /// A fault takes nodes down or brings them back: their failure
+    /// episodes start or end.
+    pub(crate) fn track_fault(&mut self, t: Timestamp, fault: &Fault, cluster: &Cluster) {
+        for n in fault.nodes_down() {
+            let i = self.node_slot(n, cluster);
+            let track = &mut self.nodes[i];
+            if track.down_since.is_none() {
+                track.down_since = Some(t);
+                track.seen_dead = None;
+                track.tainted = None;
+                let tally = &mut self.tally[track.zone];
+                tally.failures += 1;
+                widen(&mut tally.failed, t);
+            }
+        }
+        for n in fault.nodes_up() {
+            let i = self.node_slot(n, cluster);
+            let track = &mut self.nodes[i];
+            if track.down_since.take().is_some() {
+                self.tally[track.zone].recoveries += 1;
+            }
+        }
+    }
+}
