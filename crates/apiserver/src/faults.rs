@@ -145,6 +145,25 @@ pub enum Verdict {
 struct Active {
     fault: ApiFault,
     until: Option<Instant>,
+    only: Option<FaultTarget>,
+}
+
+/// The requests a fault is aimed at, for tests that cut one client off
+/// (one replica of a controller) while others go on. Both parts are
+/// substrings; an empty one matches every request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultTarget {
+    /// Part of the client's `User-Agent`.
+    pub user_agent: String,
+    /// Part of the request path (`/leases/` for leases only).
+    pub path: String,
+}
+
+impl FaultTarget {
+    fn matches(&self, user_agent: Option<&str>, path: Option<&str>) -> bool {
+        let (Some(agent), Some(path)) = (user_agent, path) else { return false };
+        agent.contains(&self.user_agent) && path.contains(&self.path)
+    }
 }
 
 /// The faults in force now.
@@ -167,12 +186,26 @@ impl ApiFaults {
         if fault != ApiFault::DropWatches {
             let until = lasts.map(|d| Instant::now() + d);
             let mut a = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            a.0.push(Active { fault, until });
+            a.0.push(Active { fault, until, only: None });
         }
         // After the outage is in force, so a watch that wakes sees it.
         if drop_watches {
             self.drops.send_modify(|g| *g += 1);
         }
+    }
+
+    /// Puts a fault in force for `lasts` for the requests `target` names
+    /// only. A targeted outage cuts those requests (watches included, when
+    /// they next send) but leaves the listener open for everyone else;
+    /// [`ApiFault::DropWatches`] cannot be targeted and is ignored here.
+    pub fn inject_for(&self, target: FaultTarget, fault: ApiFault, lasts: Option<Duration>) {
+        tracing::info!(%fault, ?lasts, agent = %target.user_agent, path = %target.path, "targeted API fault injected");
+        if fault == ApiFault::DropWatches {
+            return;
+        }
+        let until = lasts.map(|d| Instant::now() + d);
+        let mut a = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        a.0.push(Active { fault, until, only: Some(target) });
     }
 
     /// Ends every fault.
@@ -190,11 +223,17 @@ impl ApiFaults {
         let mut a = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         a.0.retain(|f| f.until.is_none_or(|u| u > now));
-        a.0.iter().any(|f| f.fault == ApiFault::Outage)
+        a.0.iter().any(|f| f.fault == ApiFault::Outage && f.only.is_none())
     }
 
-    /// What a request meets now.
+    /// What a request from inside the server (the in-process controller)
+    /// meets now: untargeted faults only.
     pub fn verdict(&self) -> Verdict {
+        self.verdict_for(None, None)
+    }
+
+    /// What a request with this `User-Agent` and path meets now.
+    pub fn verdict_for(&self, user_agent: Option<&str>, path: Option<&str>) -> Verdict {
         let mut guard = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (active, seed) = &mut *guard;
         let now = Instant::now();
@@ -208,6 +247,9 @@ impl ApiFaults {
         let mut delay = Duration::ZERO;
         let mut fail = None;
         for f in active.iter() {
+            if f.only.as_ref().is_some_and(|t| !t.matches(user_agent, path)) {
+                continue;
+            }
             match &f.fault {
                 ApiFault::Outage => return Verdict::Abort,
                 ApiFault::Latency(d) => delay += *d,
@@ -273,5 +315,20 @@ mod tests {
         f.inject(ApiFault::Outage, Some(Duration::from_secs(60)));
         assert!(f.outage() && matches!(f.verdict(), Verdict::Abort));
         assert!(drops.has_changed().unwrap_or(false));
+    }
+
+    #[test]
+    fn targeted_faults_meet_only_their_requests() {
+        let f = ApiFaults::default();
+        let target = FaultTarget { user_agent: "replica-a".into(), path: "/leases/".into() };
+        f.inject_for(target, ApiFault::Errors { rate: 1.0, code: 503 }, None);
+        let lease = Some("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/nodewarden");
+        assert!(matches!(f.verdict_for(Some("nodewarden (replica-a)"), lease), Verdict::Fail(e, _) if e.code() == 503));
+        assert!(matches!(f.verdict_for(Some("nodewarden (replica-b)"), lease), Verdict::Proceed(_)));
+        assert!(matches!(f.verdict_for(Some("nodewarden (replica-a)"), Some("/api/v1/nodes/n1")), Verdict::Proceed(_)));
+        assert!(matches!(f.verdict(), Verdict::Proceed(_)), "the in-process controller is nobody's replica");
+        f.inject_for(FaultTarget { user_agent: "replica-a".into(), path: String::new() }, ApiFault::Outage, None);
+        assert!(!f.outage(), "the listener stays open for others");
+        assert!(matches!(f.verdict_for(Some("x (replica-a)"), Some("/api")), Verdict::Abort));
     }
 }

@@ -31,8 +31,8 @@ pub mod world;
 
 pub use clock::TimeBase;
 pub use error::ApiError;
-pub use faults::{ApiFault, ApiFaults, PlannedApiFault};
+pub use faults::{ApiFault, ApiFaults, FaultTarget, PlannedApiFault};
 pub use served_api::ServedApi;
-pub use server::ServerConfig;
+pub use server::{ServerConfig, WriteRecord};
 pub use store::StoreLimits;
 pub use world::{ServeError, ServeOptions, ServeSource, Served, StatusLine, kubeconfig};

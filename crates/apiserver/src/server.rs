@@ -40,6 +40,25 @@ pub struct ServerConfig {
     pub bookmark_every: Duration,
     /// Largest request body.
     pub max_body: usize,
+    /// Keep a [`WriteRecord`] of every accepted write (off by default: the
+    /// log grows with every write; tests that check who wrote when turn it
+    /// on).
+    pub record_writes: bool,
+}
+
+/// One write the server accepted: when, by which client, what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// When the answer was ready (the write had taken effect).
+    pub at: std::time::Instant,
+    /// The client's `User-Agent` (kube-rs clients send none unless told).
+    pub user_agent: String,
+    /// POST, PUT, PATCH or DELETE.
+    pub method: String,
+    /// The request path.
+    pub path: String,
+    /// The answer's status code (2xx).
+    pub code: u16,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +67,7 @@ impl Default for ServerConfig {
             min_request_timeout: Duration::from_secs(1800),
             bookmark_every: Duration::from_secs(60),
             max_body: MAX_BODY,
+            record_writes: false,
         }
     }
 }
@@ -66,6 +86,8 @@ pub struct Shared {
     pub admission: AdmissionDefaults,
     /// Where the server listens (for `/api`).
     pub addr: std::sync::OnceLock<SocketAddr>,
+    /// Accepted writes, when [`ServerConfig::record_writes`] is on.
+    pub writes: std::sync::Mutex<Vec<WriteRecord>>,
 }
 
 /// Serves until the listener fails or the task is dropped.
@@ -106,7 +128,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResBody>, Abort> {
-    let (delay, fail) = match sh.faults.verdict() {
+    let agent = req.headers().get(hyper::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let (delay, fail) = match sh.faults.verdict_for(Some(agent.as_deref().unwrap_or_default()), Some(req.uri().path()))
+    {
         Verdict::Abort => return Err(Abort),
         Verdict::Fail(e, d) => (d, Some(e)),
         Verdict::Proceed(d) => (d, None),
@@ -128,6 +152,16 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResB
             http::error_response(&e)
         }
     };
+    if sh.config.record_writes && resp.status().is_success() && !matches!(method, Method::GET | Method::HEAD) {
+        let record = WriteRecord {
+            at: std::time::Instant::now(),
+            user_agent: agent.unwrap_or_default(),
+            method: method.to_string(),
+            path,
+            code: resp.status().as_u16(),
+        };
+        sh.writes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(record);
+    }
     Ok(resp)
 }
 

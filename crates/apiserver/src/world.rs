@@ -149,6 +149,7 @@ impl Served {
             config: opts.server.clone(),
             admission,
             addr: std::sync::OnceLock::new(),
+            writes: std::sync::Mutex::new(Vec::new()),
         });
         let (kubelets, plan, name) = populate(&opts, &shared)?;
         let controller = match &opts.controller {
@@ -181,6 +182,12 @@ impl Served {
         info!(%addr, scenario = %name, "serving the simulated cluster");
         let driver = tokio::spawn(driver.run());
         Ok(Served { addr, shared, status, tasks: vec![server, driver] })
+    }
+
+    /// Every write accepted so far (empty unless
+    /// [`ServerConfig::record_writes`](crate::ServerConfig) is on).
+    pub fn writes(&self) -> Vec<crate::server::WriteRecord> {
+        self.shared.writes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The API faults, to inject by hand.

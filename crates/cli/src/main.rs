@@ -93,7 +93,8 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Replay(args) => replay(&args),
         Command::Run(args) => match run::run(&args) {
-            Ok(()) => EXIT_OK,
+            Ok(run::Ended::Stopped) => EXIT_OK,
+            Ok(run::Ended::LeadershipLost) => EXIT_FAILED,
             Err(e) => {
                 eprintln!("error: {e:#}");
                 EXIT_INVALID

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Args};
-use nodewarden_kube::{Health, RunOptions, WriterOptions};
+use nodewarden_kube::leader;
+use nodewarden_kube::{ElectionConfig, Fence, Health, RunOptions, WriterOptions};
 use nodewarden_model::{ControllerConfig, DeletionMode, Span};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -58,11 +59,32 @@ pub(crate) struct RunArgs {
     /// Client-side burst of requests to the API server.
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
-    /// Leader election. Not implemented yet: only `false` is accepted.
+    /// Elect one writing replica through a Lease (false: this replica
+    /// writes at once; run only one).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     leader_elect: bool,
+    /// How long standby replicas wait, after the leader's Lease record last
+    /// changed, before taking it.
+    #[arg(long, default_value = "15s")]
+    leader_elect_lease_duration: Span,
+    /// How long after its last renewal was sent the leader may still write.
+    #[arg(long, default_value = "10s")]
+    leader_elect_renew_deadline: Span,
+    /// How often standby replicas look at the Lease and the leader renews.
+    #[arg(long, default_value = "2s")]
+    leader_elect_retry_period: Span,
+    /// The leader election Lease's name.
+    #[arg(long, default_value = "nodewarden")]
+    leader_elect_resource_name: String,
+    /// The leader election Lease's namespace.
+    #[arg(long, default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
+    /// The lock kind; only `leases` (upstream's default since 1.24).
+    #[arg(long, default_value = "leases", value_parser = ["leases"])]
+    leader_elect_resource_lock: String,
     /// Read and decide as the leader would, write nothing; log and count
     /// (`nodewarden_dry_run_actions_total`) every action it would take.
+    /// Takes no part in leader election.
     #[arg(long)]
     dry_run: bool,
     /// Where /metrics, /healthz and /readyz are served (plain HTTP).
@@ -90,14 +112,47 @@ fn config(args: &RunArgs) -> anyhow::Result<ControllerConfig> {
     Ok(c)
 }
 
+fn duration(flag: &'static str, span: Span) -> anyhow::Result<Duration> {
+    u64::try_from(span.as_nanos())
+        .map(Duration::from_nanos)
+        .map_err(|_| anyhow::anyhow!("{flag}={span} must not be negative"))
+}
+
+fn election(args: &RunArgs, identity: &str) -> anyhow::Result<ElectionConfig> {
+    let c = ElectionConfig {
+        namespace: args.leader_elect_resource_namespace.clone(),
+        name: args.leader_elect_resource_name.clone(),
+        identity: identity.to_string(),
+        lease_duration: duration("--leader-elect-lease-duration", args.leader_elect_lease_duration)?,
+        renew_deadline: duration("--leader-elect-renew-deadline", args.leader_elect_renew_deadline)?,
+        retry_period: duration("--leader-elect-retry-period", args.leader_elect_retry_period)?,
+    };
+    c.validate()?;
+    Ok(c)
+}
+
+/// How `nodewarden run` ended, when it did not fail to start.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// SIGTERM or Ctrl-C: writes stopped, the Lease released.
+    Stopped,
+    /// The Lease could not be renewed in time: writes stopped at the renew
+    /// deadline; the process exits so that a fresh one (or the standby)
+    /// rebuilds state from the cluster, as kube-controller-manager does.
+    LeadershipLost,
+}
+
+/// Where this replica stands, for `/readyz` and `/healthz`.
+#[derive(Default)]
+struct Role {
+    /// Set once this replica leads (or runs without election) and its
+    /// controller has started.
+    running: std::sync::OnceLock<Arc<Health>>,
+}
+
 /// Checks the flags and the kubeconfig (errors exit 2), then runs until
-/// SIGTERM or Ctrl-C (exit 0).
-pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
-    if args.leader_elect {
-        bail!(
-            "--leader-elect=true: leader election is not implemented yet; run a single replica with --leader-elect=false"
-        );
-    }
+/// SIGTERM or Ctrl-C, or until leadership is lost.
+pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
     if args.log_format != "text" {
         bail!("--log-format={}: only text is implemented yet", args.log_format);
     }
@@ -105,9 +160,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         bail!("--kube-api-qps={} must be a positive number", args.kube_api_qps);
     }
     let config = config(args)?;
+    let identity = leader::process_identity(&hostname());
+    let elect = args.leader_elect && !args.dry_run;
+    let election = if elect { Some(election(args, &identity)?) } else { None };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    rt.block_on(async {
-        let kconfig = match &args.kubeconfig {
+    let ended = rt.block_on(async {
+        let mut kconfig = match &args.kubeconfig {
             Some(path) => {
                 let kc = kube::config::Kubeconfig::read_from(path)
                     .with_context(|| format!("--kubeconfig {}", path.display()))?;
@@ -119,35 +177,83 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
                 kube::Config::infer().await.context("no --kubeconfig and no in-cluster or default configuration")?
             }
         };
+        // The API server's audit log (and our test server) tell replicas
+        // apart by this.
+        let agent = format!("nodewarden/{} ({identity})", env!("CARGO_PKG_VERSION"));
+        kconfig.headers.push((
+            http::header::USER_AGENT,
+            agent.parse().context("the replica's identity is not a valid User-Agent header")?,
+        ));
         let client = kube::Client::try_from(kconfig).context("kube client")?;
         let listener = tokio::net::TcpListener::bind(args.bind_address)
             .await
             .with_context(|| format!("--bind-address {}", args.bind_address))?;
         let metrics = crate::prometheus().install_recorder().context("metrics recorder")?;
-        let writer = WriterOptions {
-            qps: args.kube_api_qps,
-            burst: args.kube_api_burst,
-            instance: hostname(),
-            ..WriterOptions::default()
-        };
-        let running = nodewarden_kube::start(client, RunOptions { config, dry_run: args.dry_run, writer })
-            .context("invalid controller flags")?;
-        tracing::info!(dry_run = args.dry_run, addr = %args.bind_address, "nodewarden run started");
-        let health = running.health.clone();
+        let role = Arc::new(Role::default());
         let stuck_after = Duration::from_secs(30).max(Duration::from_nanos(
             u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3),
         ));
-        tokio::spawn(serve_http(listener, health, metrics, stuck_after));
-        wait_for_signal().await;
-        tracing::info!("stopping: no more writes");
+        tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
+        let signal = wait_for_signal();
+        tokio::pin!(signal);
+        let (fence, leadership) = match election {
+            None => (None, None),
+            Some(election) => {
+                tracing::info!(
+                    identity = %identity,
+                    lease = format!("{}/{}", election.namespace, election.name),
+                    "waiting to become the leader"
+                );
+                let fence = Fence::closed();
+                tokio::select! {
+                    won = nodewarden_kube::campaign(client.clone(), election, fence.clone()) => {
+                        (Some(fence), Some(won.context("leader election")?))
+                    }
+                    () = &mut signal => {
+                        tracing::info!("stopped before becoming the leader");
+                        return anyhow::Ok(Ended::Stopped);
+                    }
+                }
+            }
+        };
+        let writer = WriterOptions {
+            qps: args.kube_api_qps,
+            burst: args.kube_api_burst,
+            instance: identity.clone(),
+            ..WriterOptions::default()
+        };
+        let running = nodewarden_kube::start(client, RunOptions { config, dry_run: args.dry_run, writer, fence })
+            .context("invalid controller flags")?;
+        let _ = role.running.set(running.health.clone());
+        tracing::info!(dry_run = args.dry_run, addr = %args.bind_address, identity = %identity, "nodewarden run started");
+        let lost = async {
+            match &leadership {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let ended = tokio::select! {
+            () = &mut signal => Ended::Stopped,
+            () = lost => Ended::LeadershipLost,
+        };
+        match ended {
+            Ended::Stopped => tracing::info!("stopping: no more writes"),
+            Ended::LeadershipLost => tracing::error!(
+                "leadership lost: the Lease was not renewed within --leader-elect-renew-deadline; \
+                 no more writes; exiting so that a fresh process rebuilds its state from the cluster"
+            ),
+        }
         let would = running.stop();
         if args.dry_run {
             tracing::info!(actions = would.len(), "dry run: actions that would have been taken");
         }
-        anyhow::Ok(())
+        if let Some(l) = leadership {
+            l.release().await;
+        }
+        anyhow::Ok(ended)
     })?;
     rt.shutdown_timeout(Duration::from_secs(2));
-    Ok(())
+    Ok(ended)
 }
 
 fn hostname() -> String {
@@ -176,17 +282,19 @@ async fn wait_for_signal() {
     }
 }
 
-/// `/metrics`, `/healthz` (the engine thread went round recently) and
-/// `/readyz` (every cache synced), one request per connection.
+/// `/metrics`, `/healthz` (the engine thread went round recently; a
+/// standby replica is healthy while it waits) and `/readyz` (every cache
+/// synced; a standby replica is ready, so that rollouts and disruption
+/// budgets count it), one request per connection.
 async fn serve_http(
     listener: tokio::net::TcpListener,
-    health: Arc<Health>,
+    role: Arc<Role>,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
     stuck_after: Duration,
 ) {
     loop {
         let Ok((mut sock, _)) = listener.accept().await else { continue };
-        let health = health.clone();
+        let role = role.clone();
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
@@ -196,12 +304,14 @@ async fn serve_http(
             };
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let (code, body) = match path.split('?').next().unwrap_or("/") {
-                "/metrics" => (200, metrics.render()),
-                "/healthz" | "/livez" if health.alive_within(stuck_after) => (200, "ok".to_string()),
-                "/healthz" | "/livez" => (500, "engine thread stuck".to_string()),
-                "/readyz" if health.synced.load(Ordering::Relaxed) => (200, "ok".to_string()),
-                "/readyz" => (503, "caches not synced".to_string()),
+            let health = role.running.get();
+            let (code, body) = match (path.split('?').next().unwrap_or("/"), health) {
+                ("/metrics", _) => (200, metrics.render()),
+                ("/healthz" | "/livez" | "/readyz", None) => (200, "ok: standby".to_string()),
+                ("/healthz" | "/livez", Some(h)) if h.alive_within(stuck_after) => (200, "ok".to_string()),
+                ("/healthz" | "/livez", Some(_)) => (500, "engine thread stuck".to_string()),
+                ("/readyz", Some(h)) if h.synced.load(Ordering::Relaxed) => (200, "ok".to_string()),
+                ("/readyz", Some(_)) => (503, "caches not synced".to_string()),
                 _ => (404, "not found".to_string()),
             };
             let reason = match code {

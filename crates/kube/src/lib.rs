@@ -19,11 +19,13 @@
 
 pub mod convert;
 pub mod engine_thread;
+pub mod leader;
 pub mod runner;
 pub mod watch;
 pub mod writer;
 
 pub use engine_thread::{EngineClock, EngineThread, Health, Input};
+pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign};
 pub use runner::{RunOptions, Running, start};
 pub use watch::{Watched, spawn_watchers};
 pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};

@@ -11,6 +11,7 @@ use nodewarden_engine::Action;
 use nodewarden_model::{ConfigError, ControllerConfig};
 
 use crate::engine_thread::{EngineClock, EngineThread, Health, Input};
+use crate::leader::Fence;
 use crate::watch::spawn_watchers;
 use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
 
@@ -23,6 +24,10 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Rate limits, retries, Event identity.
     pub writer: WriterOptions,
+    /// The leader-election fence every write asks first; `None` when there
+    /// is no election (`--leader-elect=false`: one replica by the
+    /// operator's word).
+    pub fence: Option<Arc<Fence>>,
 }
 
 /// A running controller.
@@ -51,7 +56,8 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
             api.actions
         })
     } else {
-        let (mut api, writer) = spawn_writer(client, tx.clone(), opts.writer);
+        let fence = opts.fence.clone().unwrap_or_else(Fence::unfenced);
+        let (mut api, writer) = spawn_writer(client, tx.clone(), opts.writer, fence);
         tasks.push(writer);
         std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
             thread.run(&rx, &mut api, &mut |_| {});

@@ -41,9 +41,13 @@ use tokio::sync::{Mutex, mpsc};
 
 use crate::convert;
 use crate::engine_thread::Input;
+use crate::leader::Fence;
 
 /// Counter of actions `--dry-run` would have sent, by action kind.
 pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
+
+/// Counter of requests the leader-election fence held back.
+pub const FENCED_METRIC: &str = "nodewarden_fenced_requests_total";
 
 /// Counter of API requests retried, by reason (`throttled`, `server_error`,
 /// `transport`).
@@ -195,6 +199,7 @@ pub fn spawn_writer(
     client: Client,
     answers: Sender<Input>,
     opts: WriterOptions,
+    fence: Arc<Fence>,
 ) -> (KubeApi, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Action>();
     let shared = Arc::new(Writer {
@@ -203,6 +208,7 @@ pub fn spawn_writer(
         limiter: Limiter::new(opts.qps, opts.burst),
         core_events: AtomicBool::new(false),
         opts,
+        fence,
     });
     let task = tokio::spawn(async move {
         let mut under_way = tokio::task::JoinSet::new();
@@ -223,7 +229,15 @@ struct Writer {
     /// events.k8s.io is not served: record core/v1 Events.
     core_events: AtomicBool,
     opts: WriterOptions,
+    /// Asked before every request: a replica that may not be the leader
+    /// any more sends nothing.
+    fence: Arc<Fence>,
 }
+
+/// The error of a request the fence held back (never sent).
+#[derive(Debug, thiserror::Error)]
+#[error("not sent: this replica's leadership has lapsed (renew deadline passed)")]
+pub struct Fenced;
 
 /// How one attempt ended.
 enum Attempt {
@@ -308,6 +322,11 @@ impl Writer {
         let mut backoff = self.opts.initial_backoff;
         loop {
             self.limiter.acquire().await;
+            // Asked after the rate limiter's wait, right before sending.
+            if !self.fence.allows() {
+                metrics::counter!(FENCED_METRIC).increment(1);
+                return Err(kube::Error::Service(Box::new(Fenced)));
+            }
             match f().await {
                 Ok(v) => return Ok(v),
                 Err(e) => {

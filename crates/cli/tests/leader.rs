@@ -1,0 +1,286 @@
+//! Two `nodewarden run` replicas against one in-process `sim --serve`, with
+//! leader election on short periods (lease 3 s, renew deadline 2 s, retry
+//! 0.5 s). The server records every accepted write with the writer's
+//! User-Agent, which names the replica, so the tests can check that no two
+//! replicas ever wrote in overlapping spans.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodewarden_apiserver::{
+    ApiFault, FaultTarget, ServeOptions, ServeSource, Served, ServerConfig, StoreLimits, WriteRecord,
+};
+use nodewarden_model::Span;
+use nodewarden_sim::KubeletTiming;
+use nodewarden_sim::builtin::Builtin;
+use nodewarden_sim::fleet::FleetSpec;
+
+const LEASE: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_millis(500);
+const CRASHED: &str = "node-000005";
+
+async fn serve() -> Served {
+    let opts = ServeOptions {
+        // node-crash stops one node of ten at 1m: at 60x, after 1 s.
+        source: ServeSource::Fleet(
+            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
+            Some(Builtin::NodeCrash),
+        ),
+        timing: KubeletTiming {
+            lease_every: Span::from_millis(200),
+            update_every: Span::from_millis(200),
+            report_every: Span::from_secs(2),
+        },
+        lease_duration_secs: 1,
+        scenario_speed: 60.0,
+        server: ServerConfig {
+            bookmark_every: Duration::from_millis(300),
+            record_writes: true,
+            ..ServerConfig::default()
+        },
+        limits: StoreLimits::default(),
+        tick: Duration::from_millis(50),
+        ..ServeOptions::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    Served::start(opts, listener).await.expect("start")
+}
+
+/// A replica: its child process, its name and where its log goes.
+struct Replica {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(name: &'static str, kubeconfig: &std::path::Path) -> Replica {
+        let log = std::env::temp_dir().join(format!("nodewarden-leader-{}-{name}.log", std::process::id()));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_nodewarden"))
+            .args(["run", "--kubeconfig"])
+            .arg(kubeconfig)
+            .args([
+                "--bind-address",
+                "127.0.0.1:0",
+                "--leader-elect-lease-duration",
+                "3s",
+                "--leader-elect-renew-deadline",
+                "2s",
+                "--leader-elect-retry-period",
+                "500ms",
+                "--node-monitor-period",
+                "200ms",
+                "--node-monitor-grace-period",
+                "2s",
+                "--node-startup-grace-period",
+                "2s",
+            ])
+            .env("HOSTNAME", name)
+            .env("RUST_LOG", "info,nodewarden_kube::leader=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spawn nodewarden run");
+        Replica { name, child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn writes(&self, all: &[WriteRecord]) -> Vec<WriteRecord> {
+        let tag = format!("({}_", self.name);
+        all.iter().filter(|w| w.user_agent.contains(&tag)).cloned().collect()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+fn client(served: &Served) -> kube::Client {
+    let mut config = kube::Config::new(served.url().parse().expect("url"));
+    config.read_timeout = Some(Duration::from_secs(10));
+    kube::Client::try_from(config).expect("client")
+}
+
+fn kubeconfig(served: &Served, test: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("nodewarden-leader-{}-{test}.kubeconfig", std::process::id()));
+    std::fs::write(&path, served.kubeconfig()).expect("write kubeconfig");
+    path
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    let l = leases.get_opt("nodewarden").await.ok().flatten()?;
+    l.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+/// Waits until the Lease names a holder and returns it.
+async fn wait_for_holder(leases: &Api<Lease>, not: Option<&str>, within: Duration) -> (String, Instant) {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(h) = holder(leases).await
+            && not.is_none_or(|n| !h.starts_with(&format!("{n}_")))
+        {
+            return (h, Instant::now());
+        }
+        assert!(Instant::now() < until, "no new leader within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn tainted(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"))
+}
+
+async fn wait_for_taint(nodes: &Api<Node>, within: Duration) {
+    let until = Instant::now() + within;
+    while !tainted(&nodes.get(CRASHED).await.expect("get node")) {
+        assert!(Instant::now() < until, "{CRASHED} not tainted within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// No write of `after` at or before the last write of `before`.
+fn no_overlap(before: &[WriteRecord], after: &[WriteRecord]) {
+    let (Some(last), Some(first)) = (before.iter().map(|w| w.at).max(), after.iter().map(|w| w.at).min()) else {
+        return;
+    };
+    assert!(last < first, "writes overlap: the old leader wrote {:?} after the new one began", last - first);
+}
+
+/// Which of the two replicas `holder` names.
+fn split<'a>(a: &'a mut Replica, b: &'a mut Replica, holder: &str) -> (&'a mut Replica, &'a mut Replica) {
+    if holder.starts_with(&format!("{}_", a.name)) { (a, b) } else { (b, a) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_writes_and_the_standby_takes_over_after_a_sigkill() {
+    let served = serve().await;
+    let c = client(&served);
+    let path = kubeconfig(&served, "sigkill");
+    let mut a = Replica::start("replica-a", &path);
+    let mut b = Replica::start("replica-b", &path);
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-system");
+    let nodes: Api<Node> = Api::all(c.clone());
+    let (first, _) = wait_for_holder(&leases, None, Duration::from_secs(15)).await;
+    let (leader, standby) = split(&mut a, &mut b, &first);
+    wait_for_taint(&nodes, Duration::from_secs(20)).await;
+    // Only the leader has written; the standby has only read.
+    let writes = served.writes();
+    assert!(!leader.writes(&writes).is_empty());
+    assert!(standby.writes(&writes).is_empty(), "the standby wrote: {:#?}", standby.writes(&writes));
+    assert!(standby.log().contains("standing by"), "{}", standby.log());
+
+    leader.child.kill().expect("SIGKILL the leader");
+    let killed = Instant::now();
+    let last_renewal = leader.writes(&served.writes()).iter().map(|w| w.at).max().expect("leader wrote");
+    let (second, took_over) = wait_for_holder(&leases, Some(leader.name), Duration::from_secs(15)).await;
+    assert!(second.starts_with(&format!("{}_", standby.name)), "{second}");
+    // Upstream's bound: the lease duration after the last renewal, plus a
+    // retry period (and the jitter on it) for the standby to look again.
+    let bound = LEASE + RETRY.mul_f64(1.2) + Duration::from_millis(700);
+    assert!(took_over - last_renewal <= bound, "took over {:?} after the last renewal", took_over - last_renewal);
+    assert!(took_over > killed);
+
+    // The new leader rebuilt its state from the cluster: a user removing
+    // the taint from the still-dead node sees it put back.
+    let remove = serde_json::json!({"spec": {"taints": []}});
+    nodes.patch(CRASHED, &PatchParams::default(), &Patch::Merge(&remove)).await.expect("untaint");
+    wait_for_taint(&nodes, Duration::from_secs(20)).await;
+    let writes = served.writes();
+    assert!(
+        standby.writes(&writes).iter().any(|w| w.path.ends_with(&format!("/nodes/{CRASHED}"))),
+        "the new leader did not write the node: {:#?}",
+        standby.writes(&writes)
+    );
+    no_overlap(&leader.writes(&writes), &standby.writes(&writes));
+    served.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_stops_writing_before_anyone_else_starts() {
+    let served = serve().await;
+    let c = client(&served);
+    let path = kubeconfig(&served, "fence");
+    let mut a = Replica::start("replica-c", &path);
+    let mut b = Replica::start("replica-d", &path);
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-system");
+    let nodes: Api<Node> = Api::all(c.clone());
+    let (first, _) = wait_for_holder(&leases, None, Duration::from_secs(15)).await;
+    let (leader, standby) = split(&mut a, &mut b, &first);
+    wait_for_taint(&nodes, Duration::from_secs(20)).await;
+
+    // The leader can still reach nodes and pods, but its Lease requests
+    // fail: it must stop writing on its own, by its renew deadline.
+    let cut = Instant::now();
+    served.faults().inject_for(
+        FaultTarget { user_agent: format!("({}_", leader.name), path: "/leases/".into() },
+        ApiFault::Errors { rate: 1.0, code: 503 },
+        None,
+    );
+    let (second, took_over) = wait_for_holder(&leases, Some(leader.name), Duration::from_secs(15)).await;
+    assert!(second.starts_with(&format!("{}_", standby.name)), "{second}");
+    let status = tokio::task::block_in_place(|| {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = leader.child.try_wait().expect("wait") {
+                return s;
+            }
+            assert!(Instant::now() < until, "the old leader did not exit: {}", leader.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    assert_eq!(status.code(), Some(1), "{}", leader.log());
+    assert!(leader.log().contains("leadership lost"), "{}", leader.log());
+    assert!(took_over - cut >= LEASE - Duration::from_millis(600), "taken over too early: {:?}", took_over - cut);
+
+    // The new leader acts, and never while the old one could still write.
+    let remove = serde_json::json!({"spec": {"taints": []}});
+    nodes.patch(CRASHED, &PatchParams::default(), &Patch::Merge(&remove)).await.expect("untaint");
+    wait_for_taint(&nodes, Duration::from_secs(20)).await;
+    let writes = served.writes();
+    assert!(!standby.writes(&writes).is_empty());
+    no_overlap(&leader.writes(&writes), &standby.writes(&writes));
+    served.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_releases_the_lease_so_the_standby_takes_over_at_once() {
+    let served = serve().await;
+    let c = client(&served);
+    let path = kubeconfig(&served, "sigterm");
+    let mut a = Replica::start("replica-e", &path);
+    let mut b = Replica::start("replica-f", &path);
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-system");
+    let (first, _) = wait_for_holder(&leases, None, Duration::from_secs(15)).await;
+    let (leader, standby) = split(&mut a, &mut b, &first);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = leader.child.id().to_string();
+    let stopped = Instant::now();
+    let ok = Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+    assert!(ok.success());
+    let status = tokio::task::block_in_place(|| leader.child.wait().expect("wait"));
+    assert_eq!(status.code(), Some(0), "{}", leader.log());
+    assert!(leader.log().contains("released the lease"), "{}", leader.log());
+    let (second, took_over) = wait_for_holder(&leases, Some(leader.name), Duration::from_secs(10)).await;
+    assert!(second.starts_with(&format!("{}_", standby.name)), "{second}");
+    // A released Lease is taken at the standby's next look, well before
+    // the lease duration.
+    assert!(took_over - stopped < LEASE, "took {:?}", took_over - stopped);
+    no_overlap(&leader.writes(&served.writes()), &standby.writes(&served.writes()));
+    served.stop();
+}
