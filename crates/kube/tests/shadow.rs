@@ -1,0 +1,117 @@
+//! `--dry-run` beside a writing replica during a zone outage: the shadow
+//! sends nothing (the server's write log has no request of its), and what
+//! it would have done is what the writing replica did.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig};
+use nodewarden_engine::{Action, ActionKind};
+use nodewarden_kube::{RunOptions, start};
+use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_sim::KubeletTiming;
+use nodewarden_sim::builtin::Builtin;
+use nodewarden_sim::fleet::FleetSpec;
+
+async fn serve() -> Served {
+    let opts = ServeOptions {
+        // zone-outage cuts the first zone off at 1m: at 60x, after 1 s.
+        source: ServeSource::Fleet(
+            FleetSpec { nodes: 12, zones: 2, pods_per_node: 2, seed: 5 },
+            Some(Builtin::ZoneOutage),
+        ),
+        timing: KubeletTiming {
+            lease_every: Span::from_millis(200),
+            update_every: Span::from_millis(200),
+            report_every: Span::from_secs(2),
+        },
+        lease_duration_secs: 1,
+        scenario_speed: 60.0,
+        server: ServerConfig {
+            bookmark_every: Duration::from_millis(300),
+            record_writes: true,
+            ..ServerConfig::default()
+        },
+        tick: Duration::from_millis(50),
+        ..ServeOptions::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    Served::start(opts, listener).await.expect("start")
+}
+
+fn config() -> ControllerConfig {
+    ControllerConfig {
+        node_monitor_period: Span::from_millis(200),
+        node_monitor_grace_period: Span::from_secs(2),
+        node_startup_grace_period: Span::from_secs(2),
+        // Fast enough to taint the whole zone within the test.
+        node_eviction_rate: 5.0,
+        ..ControllerConfig::default()
+    }
+}
+
+fn client(served: &Served, agent: &str) -> kube::Client {
+    let mut c = kube::Config::new(served.url().parse().expect("url"));
+    c.read_timeout = Some(Duration::from_secs(10));
+    c.headers.push((http::header::USER_AGENT, agent.parse().expect("agent")));
+    kube::Client::try_from(c).expect("client")
+}
+
+/// Nodes the actions set Unknown, and nodes they tainted NoExecute.
+fn summary(actions: &[Action]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut unknown = BTreeSet::new();
+    let mut tainted = BTreeSet::new();
+    for a in actions {
+        match &a.kind {
+            ActionKind::UpdateNodeConditions { node, .. } => {
+                unknown.insert(node.clone());
+            }
+            ActionKind::PatchNodeTaints { node, add, .. }
+                if add
+                    .iter()
+                    .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect.as_str() == "NoExecute") =>
+            {
+                tainted.insert(node.clone());
+            }
+            _ => {}
+        }
+    }
+    (unknown, tainted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_replica_writes_nothing_and_would_have_done_what_the_leader_did() {
+    let served = serve().await;
+    let shadow =
+        start(client(&served, "shadow"), RunOptions { config: config(), dry_run: true, ..RunOptions::default() })
+            .expect("config");
+    let leader =
+        start(client(&served, "leader"), RunOptions { config: config(), ..RunOptions::default() }).expect("config");
+    // Outage at ~1 s, grace 2 s, six nodes tainted at 5/s: done by ~6 s.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let would = shadow.stop();
+    leader.stop();
+    let writes = served.writes();
+    assert!(writes.iter().all(|w| w.user_agent != "shadow"), "the shadow wrote: {writes:#?}");
+    let (unknown, tainted) = summary(&would);
+    let written = |status: bool| -> BTreeSet<String> {
+        writes
+            .iter()
+            .filter(|w| w.user_agent == "leader")
+            .filter_map(|w| w.path.strip_prefix("/api/v1/nodes/"))
+            .filter_map(|p| if status { p.strip_suffix("/status") } else { Some(p) })
+            .filter(|p| !p.contains('/'))
+            .map(str::to_string)
+            .collect()
+    };
+    let (leader_unknown, leader_tainted) = (written(true), written(false));
+    let zone: BTreeSet<String> = (0..6).map(|i| format!("node-{i:06}")).collect();
+    assert_eq!(leader_unknown, zone, "the leader marks the zone's six nodes Unknown");
+    assert_eq!(leader_tainted, zone, "and taints them");
+    // The shadow decides on the same facts, but it also sees the leader's
+    // writes: a node the leader marked first needs nothing more, so the
+    // shadow reports a subset, never an action the leader did not take.
+    assert!(unknown.is_subset(&leader_unknown) && unknown.len() >= 3, "{unknown:?}");
+    assert!(tainted.is_subset(&leader_tainted) && !tainted.is_empty(), "{tainted:?}");
+    served.stop();
+}
