@@ -284,3 +284,32 @@ async fn sigterm_releases_the_lease_so_the_standby_takes_over_at_once() {
     no_overlap(&leader.writes(&served.writes()), &standby.writes(&served.writes()));
     served.stop();
 }
+
+#[test]
+fn bad_election_flags_are_refused_naming_the_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodewarden"))
+        .args(["run", "--kubeconfig", "/nonexistent", "--leader-elect-renew-deadline", "20s"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--leader-elect-lease-duration") && err.contains("--leader-elect-renew-deadline"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_namespace_that_does_not_exist_is_a_clear_error() {
+    let served = serve().await;
+    let path = kubeconfig(&served, "nons");
+    let out = tokio::task::block_in_place(|| {
+        Command::new(env!("CARGO_BIN_EXE_nodewarden"))
+            .args(["run", "--kubeconfig"])
+            .arg(&path)
+            .args(["--bind-address", "127.0.0.1:0", "--leader-elect-resource-namespace", "nowhere"])
+            .output()
+            .expect("run")
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nowhere/nodewarden"), "{err}");
+    served.stop();
+}

@@ -387,19 +387,23 @@ async fn round(api: &Api<Lease>, elector: &mut Elector) -> Result<Option<(Instan
         Err(_) => return Ok(None),
     };
     let sent = Instant::now();
-    let written = match elector.plan(sent, wall_now(), current.as_ref()) {
+    let (creating, written) = match elector.plan(sent, wall_now(), current.as_ref()) {
         Plan::HeldBy { holder, expires } => {
             tracing::debug!(%holder, expires_in_ms = expires.saturating_duration_since(sent).as_millis() as u64, "the Lease is held");
             return Ok(None);
         }
-        Plan::Create(l) => tokio::time::timeout(limit, api.create(&PostParams::default(), &l)).await,
-        Plan::Update(l) => tokio::time::timeout(limit, api.replace(&cfg.name, &PostParams::default(), &l)).await,
+        Plan::Create(l) => (true, tokio::time::timeout(limit, api.create(&PostParams::default(), &l)).await),
+        Plan::Update(l) => {
+            (false, tokio::time::timeout(limit, api.replace(&cfg.name, &PostParams::default(), &l)).await)
+        }
     };
     match written {
         Ok(Ok(l)) => {
             elector.wrote(Instant::now(), &l);
             Ok(Some((sent + cfg.renew_deadline, l)))
         }
+        // Creating answers 404 only when the namespace does not exist.
+        Ok(Err(kube::Error::Api(s))) if creating && s.code == 404 => Err(api_err(kube::Error::Api(s))),
         Ok(Err(e)) if transient(&e) => {
             tracing::debug!(error = %e, "could not write the leader election Lease; trying again");
             Ok(None)
