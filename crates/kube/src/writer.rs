@@ -12,6 +12,10 @@
 //! `WriteFinished` (Events, which are not writes, get none), so nothing is
 //! issued twice and nothing stays in flight.
 //!
+//! Order: writes to different objects go out in parallel; writes to one
+//! object go out one after another in the order the engine issued them, so
+//! a node is never seen tainted `unreachable` before it is seen `Unknown`.
+//!
 //! Preconditions: pod writes carry the pod's uid (a delete as a
 //! precondition, a status update by checking the uid of the object it
 //! updates under its resourceVersion); a taint change is one patch guarded
@@ -23,6 +27,7 @@
 //! [`DryRunApi`] is `--dry-run`: it sends nothing, logs and counts every
 //! action, and answers as if the API had accepted it.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -211,13 +216,47 @@ pub fn spawn_writer(
         fence,
     });
     let task = tokio::spawn(async move {
-        let mut under_way = tokio::task::JoinSet::new();
-        while let Some(action) = rx.recv().await {
+        // Writes to different objects go out in parallel; writes to one
+        // object go out one at a time, in the order the engine issued them
+        // (its Unknown status before its taint, as upstream's separate
+        // passes order them), each waiting for the one before to finish.
+        let mut under_way: tokio::task::JoinSet<Option<ObjectRef>> = tokio::task::JoinSet::new();
+        let mut waiting: HashMap<ObjectRef, VecDeque<Action>> = HashMap::new();
+        let start = |under_way: &mut tokio::task::JoinSet<Option<ObjectRef>>, action: Action| {
             let w = shared.clone();
-            under_way.spawn(async move { w.carry_out(action).await });
-            while under_way.try_join_next().is_some() {}
+            let object = action.kind.slot().map(|(o, _)| o);
+            under_way.spawn(async move {
+                w.carry_out(action).await;
+                object
+            });
+        };
+        let mut open = true;
+        while open || !under_way.is_empty() {
+            tokio::select! {
+                next = rx.recv(), if open => match next {
+                    None => open = false,
+                    Some(action) => match action.kind.slot().map(|(o, _)| o) {
+                        Some(object) if waiting.contains_key(&object) => {
+                            waiting.entry(object).or_default().push_back(action);
+                        }
+                        Some(object) => {
+                            waiting.insert(object, VecDeque::new());
+                            start(&mut under_way, action);
+                        }
+                        None => start(&mut under_way, action),
+                    },
+                },
+                Some(done) = under_way.join_next(), if !under_way.is_empty() => {
+                    let Ok(Some(object)) = done else { continue };
+                    match waiting.get_mut(&object).and_then(VecDeque::pop_front) {
+                        Some(action) => start(&mut under_way, action),
+                        None => {
+                            waiting.remove(&object);
+                        }
+                    }
+                }
+            }
         }
-        while under_way.join_next().await.is_some() {}
     });
     (KubeApi { tx }, task)
 }
