@@ -2,8 +2,10 @@
 //! list, resumed watches, a fresh list on 410 Gone, bookmarks), turned into
 //! observations and sent down the engine's channel.
 //!
-//! Nothing of an object is kept but its key: the object is converted
-//! ([`crate::convert`]) and dropped as it arrives. The keys are what a
+//! Nothing of an object is kept but its key: the object is read leniently
+//! as it is decoded ([`crate::trimmed`], [`crate::convert`]), so one
+//! malformed object is logged and read conservatively instead of failing
+//! its whole list page, and only its observation travels on. The keys are what a
 //! re-list needs to tell the engine which objects were deleted while the
 //! watch was away (a watcher's re-list reports only what exists).
 //!
@@ -12,20 +14,20 @@
 //! itself, so legacy eviction needs no DaemonSet cache.
 
 use std::collections::HashSet;
-use std::fmt::Debug;
 
 use crossbeam_channel::Sender;
 use futures_util::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use nodewarden_engine::Observation;
-use serde::de::DeserializeOwned;
 
-use crate::convert::{self, NODE_LEASE_NAMESPACE};
+use crate::convert::NODE_LEASE_NAMESPACE;
 use crate::engine_thread::Input;
+use crate::trimmed::{Readable, Trimmed};
 
 /// The caches the engine waits for before its first decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,25 +54,20 @@ impl Watched {
     }
 }
 
-/// A kind the engine watches: how to key it and what it tells the engine.
-trait WatchedKind: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
+/// A kind the engine watches: how to key it and what its deletion tells
+/// the engine. Objects arrive as [`Trimmed`], already read.
+trait WatchedKind: Readable + Send + 'static {
     const WATCHED: Watched;
-    /// The key a deletion is reported under; `None` for an object the
-    /// conversion ignores.
-    fn key(&self) -> Option<String>;
-    /// The observation of the object as it now is.
-    fn upserted(&self) -> Option<Observation>;
+    /// The key a deletion is reported under.
+    fn key(meta: &ObjectMeta) -> Option<String>;
     /// The observation of its deletion.
     fn deleted(key: String) -> Observation;
 }
 
 impl WatchedKind for Node {
     const WATCHED: Watched = Watched::Nodes;
-    fn key(&self) -> Option<String> {
-        self.metadata.name.clone()
-    }
-    fn upserted(&self) -> Option<Observation> {
-        convert::node_snapshot(self).map(Observation::NodeUpserted)
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        meta.name.clone()
     }
     fn deleted(name: String) -> Observation {
         Observation::NodeDeleted { name }
@@ -79,11 +76,8 @@ impl WatchedKind for Node {
 
 impl WatchedKind for Pod {
     const WATCHED: Watched = Watched::Pods;
-    fn key(&self) -> Option<String> {
-        Some(format!("{}/{}", self.metadata.namespace.as_deref()?, self.metadata.name.as_deref()?))
-    }
-    fn upserted(&self) -> Option<Observation> {
-        convert::pod_snapshot(self).map(Observation::PodUpserted)
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        Some(format!("{}/{}", meta.namespace.as_deref()?, meta.name.as_deref()?))
     }
     fn deleted(key: String) -> Observation {
         Observation::PodDeleted { key }
@@ -92,15 +86,17 @@ impl WatchedKind for Pod {
 
 impl WatchedKind for Lease {
     const WATCHED: Watched = Watched::Leases;
-    fn key(&self) -> Option<String> {
-        self.metadata.name.clone()
-    }
-    fn upserted(&self) -> Option<Observation> {
-        convert::lease_observation(self)
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        meta.name.clone()
     }
     fn deleted(node: String) -> Observation {
         Observation::LeaseDeleted { node }
     }
+}
+
+/// The key and reading of an object, when it has both.
+fn keyed<K: WatchedKind>(obj: Trimmed<K>) -> Option<(String, Observation)> {
+    Some((K::key(&obj.metadata)?, obj.reading?))
 }
 
 /// Starts the three watchers on the current tokio runtime. Each sends
@@ -125,12 +121,12 @@ struct Keys {
 
 impl Keys {
     /// The observations (and sync notice) one watcher event gives.
-    fn on_event<K: WatchedKind>(&mut self, event: Event<K>) -> Vec<Input> {
+    fn on_event<K: WatchedKind>(&mut self, event: Event<Trimmed<K>>) -> Vec<Input> {
         let mut out = Vec::new();
         match event {
             Event::Init => self.relisting = Some(HashSet::new()),
             Event::InitApply(obj) => {
-                if let (Some(key), Some(o)) = (obj.key(), obj.upserted()) {
+                if let Some((key, o)) = keyed(obj) {
                     self.relisting.get_or_insert_with(HashSet::new).insert(key);
                     out.push(Input::Observe(o));
                 }
@@ -153,13 +149,13 @@ impl Keys {
                 }
             }
             Event::Apply(obj) => {
-                if let (Some(key), Some(o)) = (obj.key(), obj.upserted()) {
+                if let Some((key, o)) = keyed(obj) {
                     self.known.insert(key);
                     out.push(Input::Observe(o));
                 }
             }
             Event::Delete(obj) => {
-                if let Some(key) = obj.key()
+                if let Some(key) = K::key(&obj.metadata)
                     && self.known.remove(&key)
                 {
                     out.push(Input::Observe(K::deleted(key)));
@@ -170,7 +166,7 @@ impl Keys {
     }
 }
 
-async fn run<K: WatchedKind>(api: Api<K>, tx: Sender<Input>) {
+async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
     let config = watcher::Config::default().page_size(500);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut keys = Keys::default();
@@ -194,10 +190,11 @@ async fn run<K: WatchedKind>(api: Api<K>, tx: Sender<Input>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use nodewarden_model::Timestamp;
+    use serde_json::json;
 
-    fn node(name: &str) -> Node {
-        Node { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..Node::default() }
+    fn node(name: &str) -> Trimmed<Node> {
+        Trimmed::from_json(&json!({"metadata": {"name": name}}), Timestamp::EPOCH)
     }
 
     fn observed(inputs: &[Input]) -> Vec<String> {

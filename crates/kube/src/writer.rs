@@ -41,6 +41,7 @@ use tokio::sync::{Mutex, mpsc};
 
 use crate::convert;
 use crate::engine_thread::Input;
+use crate::trimmed::Trimmed;
 
 /// Counter of actions `--dry-run` would have sent, by action kind.
 pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
@@ -345,7 +346,7 @@ impl Writer {
             Err(e) => {
                 let why = e.to_string();
                 tracing::warn!(action = name, error = %why, "write failed");
-                (WriteOutcome::Failed(why), self.fresh_state(since, &action.kind).await)
+                (WriteOutcome::Failed(why), self.fresh_state(&action.kind).await)
             }
         };
         let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
@@ -354,22 +355,25 @@ impl Writer {
         }
     }
 
-    /// The object's state after a failure, if it can be read now.
-    async fn fresh_state(&self, since: Instant, kind: &ActionKind) -> Vec<Observation> {
-        let _ = since;
+    /// The object's state after a failure, if it can be read now. Read
+    /// leniently ([`Trimmed`]), so a malformed object still tells the
+    /// engine what it can.
+    async fn fresh_state(&self, kind: &ActionKind) -> Vec<Observation> {
         match kind.slot() {
             Some((ObjectRef::Node(n), _)) => {
                 self.limiter.acquire().await;
-                match Api::<Node>::all(self.client.clone()).get_opt(&n).await {
-                    Ok(node) => node_state(&n, node.as_ref()),
+                match Api::<Trimmed<Node>>::all(self.client.clone()).get_opt(&n).await {
+                    Ok(None) => vec![Observation::NodeDeleted { name: n }],
+                    Ok(Some(node)) => node.reading.into_iter().collect(),
                     Err(_) => Vec::new(),
                 }
             }
             Some((ObjectRef::Pod(p), _)) => {
                 let (ns, name) = pod_name(&p);
                 self.limiter.acquire().await;
-                match Api::<Pod>::namespaced(self.client.clone(), ns).get_opt(name).await {
-                    Ok(pod) => pod_state(&p, pod.as_ref()),
+                match Api::<Trimmed<Pod>>::namespaced(self.client.clone(), ns).get_opt(name).await {
+                    Ok(None) => vec![Observation::PodDeleted { key: p }],
+                    Ok(Some(pod)) => pod.reading.into_iter().collect(),
                     Err(_) => Vec::new(),
                 }
             }
