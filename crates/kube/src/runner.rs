@@ -3,6 +3,7 @@
 //! one crossbeam channel.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use kube::Client;
@@ -51,7 +52,10 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
             api.actions
         })
     } else {
-        let (mut api, writer) = spawn_writer(client, tx.clone(), opts.writer);
+        let mut writer_opts = opts.writer;
+        writer_opts.stale_after =
+            Duration::from_nanos(u64::try_from(opts.config.node_monitor_period.as_nanos()).unwrap_or(0));
+        let (mut api, writer) = spawn_writer(client, tx.clone(), writer_opts);
         tasks.push(writer);
         std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
             thread.run(&rx, &mut api, &mut |_| {});

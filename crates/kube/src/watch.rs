@@ -14,6 +14,7 @@
 //! itself, so legacy eviction needs no DaemonSet cache.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_util::StreamExt;
@@ -21,6 +22,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use nodewarden_engine::Observation;
@@ -166,22 +168,94 @@ impl Keys {
     }
 }
 
+/// After a failure, a watch that delivers again counts as caught up once
+/// this long has passed since its first event (a resumed watch replays
+/// what it missed in its first moments), or at once when it re-listed.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// A failing watch that has reported no error for this long is connected
+/// again, even if nothing changed since (longer than [`WATCH_BACKOFF_MAX`],
+/// so retries failing in an outage keep it down).
+const QUIET: Duration = Duration::from_secs(10);
+
+/// The longest wait between attempts of a failing watch (kube-runtime's
+/// default waits up to 30 s: after an outage, that is how long the engine
+/// would stay blind).
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(4);
+
+/// Doubling from 250 ms to [`WATCH_BACKOFF_MAX`], reset by a success.
+struct WatchBackoff(Duration);
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.0;
+        self.0 = (self.0 * 2).min(WATCH_BACKOFF_MAX);
+        Some(now)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.0 = Duration::from_millis(250);
+    }
+}
+
 async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
     let config = watcher::Config::default().page_size(500);
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, config).backoff(WatchBackoff(Duration::from_millis(250))).boxed();
     let mut keys = Keys::default();
-    while let Some(item) = stream.next().await {
+    // Since when the watch has been failing (its last error), and when it
+    // first delivered again.
+    let mut failing: Option<Instant> = None;
+    let mut delivering: Option<Instant> = None;
+    loop {
+        let up_at = match (failing, delivering) {
+            (Some(_), Some(first)) => Some(first + SETTLE),
+            (Some(last_error), None) => Some(last_error + QUIET),
+            _ => None,
+        };
+        let wake = up_at.map(tokio::time::Instant::from_std);
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = async { if let Some(w) = wake { tokio::time::sleep_until(w).await } }, if wake.is_some() => {
+                failing = None;
+                delivering = None;
+                if tx.send(Input::WatchUp(K::WATCHED)).is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(item) = item else { return };
         match item {
             Ok(event) => {
+                let relisted = matches!(event, Event::InitDone);
                 for input in keys.on_event(event) {
                     if tx.send(input).is_err() {
                         return;
+                    }
+                }
+                if failing.is_some() {
+                    if relisted {
+                        failing = None;
+                        delivering = None;
+                        if tx.send(Input::WatchUp(K::WATCHED)).is_err() {
+                            return;
+                        }
+                    } else if delivering.is_none() && keys.relisting.is_none() {
+                        delivering = Some(Instant::now());
                     }
                 }
             }
             Err(e) => {
                 metrics::counter!("nodewarden_watch_errors_total", "resource" => K::WATCHED.as_str()).increment(1);
                 tracing::warn!(kind = K::WATCHED.as_str(), error = %e, "watch failed; retrying with backoff");
+                if failing.is_none() && tx.send(Input::WatchDown(K::WATCHED)).is_err() {
+                    return;
+                }
+                failing = Some(Instant::now());
+                delivering = None;
             }
         }
     }

@@ -118,3 +118,181 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// One request that reached the API server through a [`Proxy`], with the
+/// server's answer.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// `GET`, `PUT`, `PATCH`, `DELETE`, `POST`.
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The HTTP status the server answered.
+    pub status: u16,
+    /// When the answer came (wall clock, as the controller's timestamps).
+    pub at: std::time::SystemTime,
+}
+
+/// A recording HTTP/1 proxy in front of the served API: every request the
+/// server answered is logged, so tests count what reached the server per
+/// object. A request the server does not answer (an outage) is not logged,
+/// and the client's connection is cut, as the server would cut it.
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    log: Log,
+    task: tokio::task::JoinHandle<()>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+type Log = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
+
+/// Sends one request on to the server, on a connection of its own, and
+/// logs the answer.
+async fn forward(
+    upstream: std::net::SocketAddr,
+    req: hyper::Request<hyper::body::Incoming>,
+    log: Log,
+) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let up = tokio::net::TcpStream::connect(upstream).await.map_err(|e| Box::new(e) as BoxError)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(up))
+        .await
+        .map_err(|e| Box::new(e) as BoxError)?;
+    tokio::spawn(conn);
+    let resp = sender.send_request(req).await.map_err(|e| Box::new(e) as BoxError)?;
+    let seen = Seen { method, path, status: resp.status().as_u16(), at: std::time::SystemTime::now() };
+    log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(seen);
+    Ok(resp)
+}
+
+impl Proxy {
+    /// Proxies to `served`.
+    pub async fn start(served: &Served) -> Proxy {
+        let upstream = served.addr;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shared = log.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let log = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| forward(upstream, req, log.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(true)
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Proxy { addr, log, task }
+    }
+
+    /// A client that goes through the proxy.
+    pub fn client(&self) -> kube::Client {
+        let mut config = kube::Config::new(format!("http://{}", self.addr).parse().expect("url"));
+        config.read_timeout = Some(Duration::from_secs(10));
+        config.connect_timeout = Some(Duration::from_secs(2));
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// Every request answered so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The answered requests other than reads (`GET`, watches included)
+    /// to `path`.
+    pub fn writes_to(&self, path: &str) -> Vec<Seen> {
+        self.seen().into_iter().filter(|s| s.method != "GET" && s.path == path).collect()
+    }
+
+    /// Stops proxying.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// The path of pod `default/NAME`.
+pub fn pod_path(name: &str) -> String {
+    format!("/api/v1/namespaces/default/pods/{name}")
+}
+
+/// What the store saw happen, recorded from its own change feed: which
+/// nodes ever carried a NoExecute taint (and when it was first seen), and
+/// which pods were deleted.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Node name, taint key, `timeAdded` of the NoExecute taints seen.
+    pub noexecute: std::collections::BTreeSet<(String, String, String)>,
+    /// Deleted pods' `namespace/name`, in order (a pod twice: deleted twice).
+    pub deleted_pods: Vec<String>,
+    /// The feed overflowed: what is above may be incomplete.
+    pub lagged: bool,
+}
+
+/// Records the store's changes to nodes and pods into a [`History`].
+pub struct Recorder {
+    history: std::sync::Arc<std::sync::Mutex<History>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Recorder {
+    /// Records from now.
+    pub fn start(served: &Served) -> Recorder {
+        let history = std::sync::Arc::new(std::sync::Mutex::new(History::default()));
+        let mut tasks = Vec::new();
+        for kind in [Kind::Node, Kind::Pod] {
+            let mut rx = {
+                let mut s = served.shared.store.lock();
+                let rv = s.rv();
+                s.watch(kind, Some(rv)).expect("watch the store").rx
+            };
+            let h = history.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(c) => {
+                            let mut h = h.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                            let v = c.obj.value();
+                            match kind {
+                                Kind::Pod if c.kind == nodewarden_apiserver::store::EventType::Deleted => {
+                                    h.deleted_pods.push(c.obj.key.clone());
+                                }
+                                Kind::Node => {
+                                    for t in v.pointer("/spec/taints").and_then(Value::as_array).into_iter().flatten() {
+                                        if t["effect"] == "NoExecute" {
+                                            h.noexecute.insert((
+                                                c.obj.name().to_string(),
+                                                t["key"].as_str().unwrap_or_default().to_string(),
+                                                t["timeAdded"].as_str().unwrap_or_default().to_string(),
+                                            ));
+                                        }
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            h.lock().unwrap_or_else(std::sync::PoisonError::into_inner).lagged = true;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            }));
+        }
+        Recorder { history, tasks }
+    }
+
+    /// What was recorded; stops recording.
+    pub fn finish(self) -> History {
+        for t in &self.tasks {
+            t.abort();
+        }
+        std::mem::take(&mut *self.history.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
