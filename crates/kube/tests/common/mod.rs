@@ -129,7 +129,9 @@ pub struct Seen {
     pub path: String,
     /// The HTTP status the server answered.
     pub status: u16,
-    /// When the answer came (wall clock, as the controller's timestamps).
+    /// When the request reached the proxy (wall clock, as the controller's
+    /// timestamps): no later than the client sent it after any answer it
+    /// waited for, and no later than the server processed it.
     pub at: std::time::SystemTime,
 }
 
@@ -157,13 +159,14 @@ async fn forward(
 ) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
+    let at = std::time::SystemTime::now();
     let up = tokio::net::TcpStream::connect(upstream).await.map_err(|e| Box::new(e) as BoxError)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(up))
         .await
         .map_err(|e| Box::new(e) as BoxError)?;
     tokio::spawn(conn);
     let resp = sender.send_request(req).await.map_err(|e| Box::new(e) as BoxError)?;
-    let seen = Seen { method, path, status: resp.status().as_u16(), at: std::time::SystemTime::now() };
+    let seen = Seen { method, path, status: resp.status().as_u16(), at };
     log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(seen);
     Ok(resp)
 }
