@@ -96,12 +96,16 @@ def main():
                     time.sleep(1)
             if crashed and tainted_at:
                 lease = get(f"{url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{crashed}")
-                last = ts(lease["spec"]["renewTime"])
+                node = get(f"{url}/api/v1/nodes/{crashed}")
+                ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+                # The last heartbeat of either kind: a status post after the
+                # last Lease renewal also counts (upstream's probe time).
+                last = max(ts(lease["spec"]["renewTime"]), ts(ready["lastHeartbeatTime"]))
                 out.update({
                     "crashed_node": crashed,
                     "detection_seconds": round(unknown_at - last, 2),
                     "taint_after_unknown_seconds": round(tainted_at - unknown_at, 2),
-                    "note": "detection = Ready=Unknown lastTransitionTime - last Lease renewTime (grace 40s, monitor 5s)",
+                    "note": "detection = Ready=Unknown lastTransitionTime - last heartbeat (Lease renewTime or Ready lastHeartbeatTime); expected grace 40s .. grace + monitor period 45s; condition and taint times are whole seconds",
                 })
             else:
                 out["crash"] = "not seen within 3 minutes"

@@ -82,14 +82,18 @@ fn main() -> ExitCode {
     // refused write would bury the progress line, so `sim` keeps those quiet
     // (ingest logs refused writes; the taint manager and legacy eviction log
     // their refused deletions as they retry them).
-    init_logging(match cli.command {
-        Command::Sim(_) => {
-            "warn,nodewarden_engine::ingest=error,nodewarden_engine::systems::taint_manager=error,\
-             nodewarden_engine::systems::legacy=error"
-        }
-        Command::Replay(_) => "warn",
-        Command::Run(_) => "info",
-    });
+    let json = matches!(&cli.command, Command::Run(args) if args.json_logs());
+    init_logging(
+        match cli.command {
+            Command::Sim(_) => {
+                "warn,nodewarden_engine::ingest=error,nodewarden_engine::systems::taint_manager=error,\
+                 nodewarden_engine::systems::legacy=error"
+            }
+            Command::Replay(_) => "warn",
+            Command::Run(_) => "info",
+        },
+        json,
+    );
     let code = match cli.command {
         Command::Replay(args) => replay(&args),
         Command::Run(args) => match run::run(&args) {
@@ -113,15 +117,18 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (or else by `default`), so
-/// that stdout carries only the output.
-fn init_logging(default: &str) {
+/// that stdout carries only the output. `json`: one JSON object a line
+/// (timestamp, level, target, message and fields), for log pipelines that
+/// parse what a controller running in a cluster writes.
+fn init_logging(default: &str, json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // A second initialisation cannot happen here; ignore it rather than panic.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(io::stderr)
-        .with_ansi(io::stderr().is_terminal())
-        .with_env_filter(filter)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_writer(io::stderr).with_env_filter(filter);
+    let _ = if json {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.with_ansi(io::stderr().is_terminal()).try_init()
+    };
 }
 
 fn replay(args: &ReplayArgs) -> u8 {

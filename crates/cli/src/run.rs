@@ -90,12 +90,64 @@ pub(crate) struct RunArgs {
     /// Where /metrics, /healthz and /readyz are served (plain HTTP).
     #[arg(long, default_value = "127.0.0.1:10257")]
     bind_address: SocketAddr,
-    /// Log format; only `text` is implemented.
+    /// Log format on stderr: `text` for people, `json` (one object a line)
+    /// for log pipelines.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Controllers to run, kube-controller-manager's way: `*` for all,
+    /// a name to switch one on, `-name` to switch one off; names:
+    /// node-lifecycle-controller (health, Unknown conditions, tainting),
+    /// taint-eviction-controller (deleting pods that do not tolerate
+    /// NoExecute taints). E.g. `*,-taint-eviction-controller` taints
+    /// without evicting.
+    #[arg(long, default_value = "*", value_name = "LIST", allow_hyphen_values = true)]
+    controllers: String,
+}
+
+impl RunArgs {
+    /// `--log-format json`.
+    pub(crate) fn json_logs(&self) -> bool {
+        self.log_format == "json"
+    }
+}
+
+/// The controllers nodewarden is: kube-controller-manager's names.
+const NODE_LIFECYCLE: &str = "node-lifecycle-controller";
+const TAINT_EVICTION: &str = "taint-eviction-controller";
+
+/// Which controllers `--controllers` switches on: (node lifecycle, taint
+/// eviction, taint eviction switched off by name). As in
+/// kube-controller-manager, `*` switches on every controller, a name
+/// switches one on, `-name` off (which wins over `*`); a name nodewarden
+/// does not know is refused rather than ignored, so a typo cannot leave a
+/// controller running that the operator meant to stop.
+fn controllers(list: &str) -> anyhow::Result<(bool, bool, bool)> {
+    let (mut all, mut on, mut off) = (false, Vec::new(), Vec::new());
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, switch_on) = match item.strip_prefix('-') {
+            Some(n) => (n, false),
+            None => (item, true),
+        };
+        match name {
+            "*" if switch_on => all = true,
+            NODE_LIFECYCLE | TAINT_EVICTION => {
+                if switch_on {
+                    on.push(name)
+                } else {
+                    off.push(name)
+                }
+            }
+            _ => bail!(
+                "--controllers={list}: unknown controller {item:?}; known: *, {NODE_LIFECYCLE}, {TAINT_EVICTION} (each may be prefixed with -)"
+            ),
+        }
+    }
+    let enabled = |name: &str| !off.contains(&name) && (all || on.contains(&name));
+    Ok((enabled(NODE_LIFECYCLE), enabled(TAINT_EVICTION), off.contains(&TAINT_EVICTION)))
 }
 
 fn config(args: &RunArgs) -> anyhow::Result<ControllerConfig> {
+    let (node_lifecycle, taint_eviction, eviction_switched_off) = controllers(&args.controllers)?;
     let c = ControllerConfig {
         node_monitor_period: args.node_monitor_period,
         node_monitor_grace_period: args.node_monitor_grace_period,
@@ -106,6 +158,11 @@ fn config(args: &RunArgs) -> anyhow::Result<ControllerConfig> {
         large_cluster_size_threshold: args.large_cluster_size_threshold,
         unhealthy_zone_threshold: args.unhealthy_zone_threshold,
         enable_taint_manager: args.enable_taint_manager,
+        node_lifecycle,
+        // Legacy eviction has no taint-eviction-controller: only switching
+        // it off by name is refused there (by validate), leaving it out of
+        // the list is not.
+        taint_eviction: taint_eviction || (!args.enable_taint_manager && !eviction_switched_off),
         pod_deletion_mode: if args.pod_deletion_mode == "evict" { DeletionMode::Evict } else { DeletionMode::Delete },
     };
     c.validate().context("invalid controller flags")?;
@@ -153,9 +210,6 @@ struct Role {
 /// Checks the flags and the kubeconfig (errors exit 2), then runs until
 /// SIGTERM or Ctrl-C, or until leadership is lost.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
-    if args.log_format != "text" {
-        bail!("--log-format={}: only text is implemented yet", args.log_format);
-    }
     if !(args.kube_api_qps > 0.0 && args.kube_api_qps.is_finite()) {
         bail!("--kube-api-qps={} must be a positive number", args.kube_api_qps);
     }

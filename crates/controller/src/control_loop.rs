@@ -432,4 +432,86 @@ mod tests {
         assert!(summary.refused > 0);
         assert!(summary.ticks > 1 && summary.ticks <= MAX_REFUSAL_ROUNDS, "{summary:?}");
     }
+
+    /// What one configuration does, scenario-free, on a small zone: `n1`
+    /// goes silent at 0 s (its pod `ns/a` tolerates `unreachable` for 10 s)
+    /// while `n2`..`n4` renew their Leases; `pre` is already Unknown and
+    /// carries an `unreachable` taint someone else set (its pod `ns/b`
+    /// tolerates it for 10 s). Returns every action sent in five minutes.
+    fn five_minutes(config: ControllerConfig) -> Vec<ActionKind> {
+        let mut c = controller(config);
+        for n in ["n1", "n2", "n3", "n4"] {
+            c.observe(t(0), node(n, ConditionStatus::True, vec![]));
+        }
+        let mut foreign = unreachable();
+        foreign.time_added = Some(t(-1));
+        c.observe(t(0), node("pre", ConditionStatus::Unknown, vec![foreign]));
+        c.observe(t(0), pod("ns/a", "n1", Some(10), false));
+        c.observe(t(0), pod("ns/b", "pre", Some(10), false));
+        let mut api = Recorder::default();
+        for at in (0..300).step_by(5) {
+            for n in ["n2", "n3", "n4"] {
+                c.observe(t(at), Observation::LeaseUpserted { node: n.into(), renew: Some(t(at)) });
+            }
+            let _ = c.step(t(at), &mut api, &mut |_| {});
+        }
+        api.applied
+    }
+
+    fn deleted(actions: &[ActionKind]) -> Vec<&str> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                ActionKind::DeletePod { pod, .. } => Some(pod.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn wrote_to(actions: &[ActionKind], node: &str) -> (bool, bool) {
+        let conditions =
+            actions.iter().any(|a| matches!(a, ActionKind::UpdateNodeConditions { node: n, .. } if n == node));
+        let noexecute = actions.iter().any(
+            |a| matches!(a, ActionKind::PatchNodeTaints { node: n, add, .. } if n == node && add.iter().any(|t| t.same_as(&unreachable()))),
+        );
+        (conditions, noexecute)
+    }
+
+    #[test]
+    fn each_controller_switch_does_what_it_says() {
+        let on = five_minutes(ControllerConfig::default());
+        assert_eq!(wrote_to(&on, "n1"), (true, true), "{on:?}");
+        assert_eq!(deleted(&on), ["ns/b"], "{on:?}");
+
+        // -taint-eviction-controller: the same tainting, no deletion.
+        let no_eviction = five_minutes(ControllerConfig { taint_eviction: false, ..ControllerConfig::default() });
+        assert_eq!(wrote_to(&no_eviction, "n1"), (true, true), "{no_eviction:?}");
+        assert!(deleted(&no_eviction).is_empty(), "{no_eviction:?}");
+        assert!(!no_eviction.iter().any(|a| matches!(a, ActionKind::AddPodDisruptionTarget { .. })));
+
+        // -node-lifecycle-controller: no node or pod status is touched, and
+        // taints set by others still evict.
+        let no_lifecycle = five_minutes(ControllerConfig { node_lifecycle: false, ..ControllerConfig::default() });
+        assert_eq!(wrote_to(&no_lifecycle, "n1"), (false, false), "{no_lifecycle:?}");
+        assert!(
+            no_lifecycle.iter().all(|a| matches!(
+                a,
+                ActionKind::DeletePod { .. } | ActionKind::AddPodDisruptionTarget { .. } | ActionKind::RecordEvent(_)
+            )),
+            "{no_lifecycle:?}"
+        );
+        assert_eq!(deleted(&no_lifecycle), ["ns/b"]);
+
+        // Legacy (enable-taint-manager=false): no NoExecute taint; pods of
+        // unready nodes deleted after pod-eviction-timeout.
+        let legacy = five_minutes(ControllerConfig {
+            enable_taint_manager: false,
+            pod_eviction_timeout: nodewarden_model::Span::from_secs(30),
+            ..ControllerConfig::default()
+        });
+        assert_eq!(wrote_to(&legacy, "n1"), (true, false), "{legacy:?}");
+        let mut gone = deleted(&legacy);
+        gone.sort_unstable();
+        assert_eq!(gone, ["ns/a", "ns/b"], "{legacy:?}");
+    }
 }

@@ -123,7 +123,7 @@ impl Engine {
             phase("pod_assignment", always, single(pods::pod_assignment.into_configs())),
             phase(
                 "health_monitor",
-                |t, _| t.monitor_now,
+                |t, c| t.monitor_now && c.node_lifecycle,
                 single(
                     (
                         health::update_node_health,
@@ -135,15 +135,19 @@ impl Engine {
                         .chain(),
                 ),
             ),
-            phase("node_handlers", always, single(node_handlers::noschedule_and_labels.into_configs())),
+            phase(
+                "node_handlers",
+                |_, c| c.node_lifecycle,
+                single(node_handlers::noschedule_and_labels.into_configs()),
+            ),
             phase(
                 "tainting_pass",
-                |t, c| t.tainting_now && c.enable_taint_manager,
+                |t, c| t.tainting_now && c.enable_taint_manager && c.node_lifecycle,
                 single(tainting::tainting_pass.into_configs()),
             ),
             phase(
                 "legacy_eviction_pass",
-                |t, c| t.tainting_now && !c.enable_taint_manager,
+                |t, c| t.tainting_now && !c.enable_taint_manager && c.node_lifecycle,
                 single(legacy::eviction_pass.into_configs()),
             ),
             phase("taint_manager", |_, c| c.enable_taint_manager, single(taint_manager::taint_manager.into_configs())),

@@ -29,6 +29,11 @@ pub enum Input {
     Observe(Observation),
     /// This watch has completed its first list.
     Synced(Watched),
+    /// This watch is failing (the API cannot be reached or refuses it):
+    /// what the engine knows of its objects is getting old.
+    WatchDown(Watched),
+    /// This watch is delivering again, and has caught up.
+    WatchUp(Watched),
     /// Stop stepping and return (shutdown, or leadership lost).
     Stop,
 }
@@ -107,10 +112,11 @@ impl EngineThread {
     /// `Controller::step` at the current time through `api`.
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
         let mut waiting: BTreeSet<Watched> = Watched::ALL.into_iter().collect();
+        let mut down: BTreeSet<Watched> = BTreeSet::new();
         let started = Instant::now();
         loop {
             self.health.beat();
-            let deadline = if waiting.is_empty() {
+            let deadline = if waiting.is_empty() && down.iter().all(|w| *w == Watched::Pods) {
                 self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
             } else {
                 Instant::now() + MAX_SLEEP
@@ -136,12 +142,25 @@ impl EngineThread {
                             );
                         }
                     }
+                    Input::WatchDown(w) => {
+                        if down.insert(w) && w != Watched::Pods {
+                            tracing::warn!(watch = w.as_str(), "watch down: no decisions until it has caught up");
+                        }
+                    }
+                    Input::WatchUp(w) => {
+                        if down.remove(&w) && w != Watched::Pods {
+                            tracing::info!(watch = w.as_str(), "watch caught up: deciding again");
+                        }
+                    }
                     Input::Stop => return,
                 }
                 taken += 1;
                 next = if taken < BATCH { rx.try_recv().ok() } else { None };
             }
-            if waiting.is_empty() {
+            // Pods carry no heartbeat: a pod watch that is down delays
+            // nothing (a deletion it missed fails on the pod's uid).
+            let blind = down.iter().any(|w| *w != Watched::Pods);
+            if waiting.is_empty() && !blind {
                 self.controller.step(self.clock.now(), api, events);
             }
         }

@@ -1,8 +1,8 @@
 //! nodewarden's adapter to a real Kubernetes API server (kube-rs).
 //!
 //! It makes no lifecycle decision. It turns watched objects into the
-//! engine's [`Observation`](nodewarden_engine::Observation)s
-//! ([`convert`], [`watch`]), runs the one control loop
+//! engine's [`Observation`](nodewarden_engine::Observation)s as they are
+//! decoded, leniently ([`trimmed`], [`convert`], [`watch`]), runs the one control loop
 //! ([`nodewarden_controller::Controller`]) on a thread of its own that wakes
 //! on an observation or at the engine's next due time ([`engine_thread`]),
 //! and carries the actions the safety interlock let through out as API
@@ -21,11 +21,13 @@ pub mod convert;
 pub mod engine_thread;
 pub mod leader;
 pub mod runner;
+pub mod trimmed;
 pub mod watch;
 pub mod writer;
 
 pub use engine_thread::{EngineClock, EngineThread, Health, Input};
 pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign};
 pub use runner::{RunOptions, Running, start};
+pub use trimmed::Trimmed;
 pub use watch::{Watched, spawn_watchers};
 pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};

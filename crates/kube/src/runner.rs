@@ -3,6 +3,7 @@
 //! one crossbeam channel.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use kube::Client;
@@ -57,7 +58,10 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
         })
     } else {
         let fence = opts.fence.clone().unwrap_or_else(Fence::unfenced);
-        let (mut api, writer) = spawn_writer(client, tx.clone(), opts.writer, fence);
+        let mut writer_opts = opts.writer;
+        writer_opts.stale_after =
+            Duration::from_nanos(u64::try_from(opts.config.node_monitor_period.as_nanos()).unwrap_or(0));
+        let (mut api, writer) = spawn_writer(client, tx.clone(), writer_opts, fence);
         tasks.push(writer);
         std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
             thread.run(&rx, &mut api, &mut |_| {});

@@ -2,8 +2,10 @@
 //! list, resumed watches, a fresh list on 410 Gone, bookmarks), turned into
 //! observations and sent down the engine's channel.
 //!
-//! Nothing of an object is kept but its key: the object is converted
-//! ([`crate::convert`]) and dropped as it arrives. The keys are what a
+//! Nothing of an object is kept but its key: the object is read leniently
+//! as it is decoded ([`crate::trimmed`], [`crate::convert`]), so one
+//! malformed object is logged and read conservatively instead of failing
+//! its whole list page, and only its observation travels on. The keys are what a
 //! re-list needs to tell the engine which objects were deleted while the
 //! watch was away (a watcher's re-list reports only what exists).
 //!
@@ -12,20 +14,22 @@
 //! itself, so legacy eviction needs no DaemonSet cache.
 
 use std::collections::HashSet;
-use std::fmt::Debug;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use futures_util::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use nodewarden_engine::Observation;
-use serde::de::DeserializeOwned;
 
-use crate::convert::{self, NODE_LEASE_NAMESPACE};
+use crate::convert::NODE_LEASE_NAMESPACE;
 use crate::engine_thread::Input;
+use crate::trimmed::{Readable, Trimmed};
 
 /// The caches the engine waits for before its first decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,25 +56,20 @@ impl Watched {
     }
 }
 
-/// A kind the engine watches: how to key it and what it tells the engine.
-trait WatchedKind: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
+/// A kind the engine watches: how to key it and what its deletion tells
+/// the engine. Objects arrive as [`Trimmed`], already read.
+trait WatchedKind: Readable + Send + 'static {
     const WATCHED: Watched;
-    /// The key a deletion is reported under; `None` for an object the
-    /// conversion ignores.
-    fn key(&self) -> Option<String>;
-    /// The observation of the object as it now is.
-    fn upserted(&self) -> Option<Observation>;
+    /// The key a deletion is reported under.
+    fn key(meta: &ObjectMeta) -> Option<String>;
     /// The observation of its deletion.
     fn deleted(key: String) -> Observation;
 }
 
 impl WatchedKind for Node {
     const WATCHED: Watched = Watched::Nodes;
-    fn key(&self) -> Option<String> {
-        self.metadata.name.clone()
-    }
-    fn upserted(&self) -> Option<Observation> {
-        convert::node_snapshot(self).map(Observation::NodeUpserted)
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        meta.name.clone()
     }
     fn deleted(name: String) -> Observation {
         Observation::NodeDeleted { name }
@@ -79,11 +78,8 @@ impl WatchedKind for Node {
 
 impl WatchedKind for Pod {
     const WATCHED: Watched = Watched::Pods;
-    fn key(&self) -> Option<String> {
-        Some(format!("{}/{}", self.metadata.namespace.as_deref()?, self.metadata.name.as_deref()?))
-    }
-    fn upserted(&self) -> Option<Observation> {
-        convert::pod_snapshot(self).map(Observation::PodUpserted)
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        Some(format!("{}/{}", meta.namespace.as_deref()?, meta.name.as_deref()?))
     }
     fn deleted(key: String) -> Observation {
         Observation::PodDeleted { key }
@@ -92,15 +88,17 @@ impl WatchedKind for Pod {
 
 impl WatchedKind for Lease {
     const WATCHED: Watched = Watched::Leases;
-    fn key(&self) -> Option<String> {
-        self.metadata.name.clone()
-    }
-    fn upserted(&self) -> Option<Observation> {
-        convert::lease_observation(self)
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        meta.name.clone()
     }
     fn deleted(node: String) -> Observation {
         Observation::LeaseDeleted { node }
     }
+}
+
+/// The key and reading of an object, when it has both.
+fn keyed<K: WatchedKind>(obj: Trimmed<K>) -> Option<(String, Observation)> {
+    Some((K::key(&obj.metadata)?, obj.reading?))
 }
 
 /// Starts the three watchers on the current tokio runtime. Each sends
@@ -125,12 +123,12 @@ struct Keys {
 
 impl Keys {
     /// The observations (and sync notice) one watcher event gives.
-    fn on_event<K: WatchedKind>(&mut self, event: Event<K>) -> Vec<Input> {
+    fn on_event<K: WatchedKind>(&mut self, event: Event<Trimmed<K>>) -> Vec<Input> {
         let mut out = Vec::new();
         match event {
             Event::Init => self.relisting = Some(HashSet::new()),
             Event::InitApply(obj) => {
-                if let (Some(key), Some(o)) = (obj.key(), obj.upserted()) {
+                if let Some((key, o)) = keyed(obj) {
                     self.relisting.get_or_insert_with(HashSet::new).insert(key);
                     out.push(Input::Observe(o));
                 }
@@ -153,13 +151,13 @@ impl Keys {
                 }
             }
             Event::Apply(obj) => {
-                if let (Some(key), Some(o)) = (obj.key(), obj.upserted()) {
+                if let Some((key, o)) = keyed(obj) {
                     self.known.insert(key);
                     out.push(Input::Observe(o));
                 }
             }
             Event::Delete(obj) => {
-                if let Some(key) = obj.key()
+                if let Some(key) = K::key(&obj.metadata)
                     && self.known.remove(&key)
                 {
                     out.push(Input::Observe(K::deleted(key)));
@@ -170,22 +168,94 @@ impl Keys {
     }
 }
 
-async fn run<K: WatchedKind>(api: Api<K>, tx: Sender<Input>) {
+/// After a failure, a watch that delivers again counts as caught up once
+/// this long has passed since its first event (a resumed watch replays
+/// what it missed in its first moments), or at once when it re-listed.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// A failing watch that has reported no error for this long is connected
+/// again, even if nothing changed since (longer than [`WATCH_BACKOFF_MAX`],
+/// so retries failing in an outage keep it down).
+const QUIET: Duration = Duration::from_secs(10);
+
+/// The longest wait between attempts of a failing watch (kube-runtime's
+/// default waits up to 30 s: after an outage, that is how long the engine
+/// would stay blind).
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(4);
+
+/// Doubling from 250 ms to [`WATCH_BACKOFF_MAX`], reset by a success.
+struct WatchBackoff(Duration);
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.0;
+        self.0 = (self.0 * 2).min(WATCH_BACKOFF_MAX);
+        Some(now)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.0 = Duration::from_millis(250);
+    }
+}
+
+async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
     let config = watcher::Config::default().page_size(500);
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, config).backoff(WatchBackoff(Duration::from_millis(250))).boxed();
     let mut keys = Keys::default();
-    while let Some(item) = stream.next().await {
+    // Since when the watch has been failing (its last error), and when it
+    // first delivered again.
+    let mut failing: Option<Instant> = None;
+    let mut delivering: Option<Instant> = None;
+    loop {
+        let up_at = match (failing, delivering) {
+            (Some(_), Some(first)) => Some(first + SETTLE),
+            (Some(last_error), None) => Some(last_error + QUIET),
+            _ => None,
+        };
+        let wake = up_at.map(tokio::time::Instant::from_std);
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = async { if let Some(w) = wake { tokio::time::sleep_until(w).await } }, if wake.is_some() => {
+                failing = None;
+                delivering = None;
+                if tx.send(Input::WatchUp(K::WATCHED)).is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(item) = item else { return };
         match item {
             Ok(event) => {
+                let relisted = matches!(event, Event::InitDone);
                 for input in keys.on_event(event) {
                     if tx.send(input).is_err() {
                         return;
+                    }
+                }
+                if failing.is_some() {
+                    if relisted {
+                        failing = None;
+                        delivering = None;
+                        if tx.send(Input::WatchUp(K::WATCHED)).is_err() {
+                            return;
+                        }
+                    } else if delivering.is_none() && keys.relisting.is_none() {
+                        delivering = Some(Instant::now());
                     }
                 }
             }
             Err(e) => {
                 metrics::counter!("nodewarden_watch_errors_total", "resource" => K::WATCHED.as_str()).increment(1);
                 tracing::warn!(kind = K::WATCHED.as_str(), error = %e, "watch failed; retrying with backoff");
+                if failing.is_none() && tx.send(Input::WatchDown(K::WATCHED)).is_err() {
+                    return;
+                }
+                failing = Some(Instant::now());
+                delivering = None;
             }
         }
     }
@@ -194,10 +264,11 @@ async fn run<K: WatchedKind>(api: Api<K>, tx: Sender<Input>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use nodewarden_model::Timestamp;
+    use serde_json::json;
 
-    fn node(name: &str) -> Node {
-        Node { metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() }, ..Node::default() }
+    fn node(name: &str) -> Trimmed<Node> {
+        Trimmed::from_json(&json!({"metadata": {"name": name}}), Timestamp::EPOCH)
     }
 
     fn observed(inputs: &[Input]) -> Vec<String> {

@@ -47,6 +47,7 @@ use tokio::sync::{Mutex, mpsc};
 use crate::convert;
 use crate::engine_thread::Input;
 use crate::leader::Fence;
+use crate::trimmed::Trimmed;
 
 /// Counter of actions `--dry-run` would have sent, by action kind.
 pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
@@ -69,10 +70,20 @@ pub struct WriterOptions {
     pub initial_backoff: Duration,
     /// Longest delay between retries (a `Retry-After` may ask for more).
     pub max_backoff: Duration,
-    /// A write still failing after this long is reported failed (with the
-    /// object's fresh state when it can be read), so the engine decides
-    /// again on facts rather than sending a stale decision.
+    /// A pod deletion still failing after this long is reported failed
+    /// (with the pod's fresh state when it can be read). Deletions are
+    /// retried this long because what they rest on (a NoExecute taint only
+    /// this controller removes, the pod's uid as a precondition) does not
+    /// go stale while the API is away.
     pub give_up_after: Duration,
+    /// Any other write whose request has been failing for this long is
+    /// reported failed: node conditions, taints and pod readiness rest on
+    /// heartbeats, and a decision held through an outage would land on a
+    /// cluster that has moved on (every pod marked NotReady after the API
+    /// came back). The engine decides again on fresh facts; upstream
+    /// likewise gives up and recomputes at its next monitor pass.
+    /// `start` sets it to `--node-monitor-period`.
+    pub stale_after: Duration,
     /// `reportingController` and `source.component` of Events.
     pub component: String,
     /// `reportingInstance` of Events (the replica's identity).
@@ -87,6 +98,7 @@ impl Default for WriterOptions {
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(10),
             give_up_after: Duration::from_secs(600),
+            stale_after: Duration::from_secs(5),
             component: "node-controller".into(),
             instance: String::new(),
         }
@@ -173,15 +185,35 @@ struct Limiter {
     qps: f64,
     burst: f64,
     state: Mutex<(f64, Instant)>,
+    /// No request before this: the server answered 429 with Retry-After,
+    /// which speaks for the whole client, not one request.
+    paused_until: Mutex<Option<Instant>>,
 }
 
 impl Limiter {
     fn new(qps: f64, burst: u32) -> Limiter {
         let burst = f64::from(burst.max(1));
-        Limiter { qps: qps.max(0.001), burst, state: Mutex::new((burst, Instant::now())) }
+        Limiter {
+            qps: qps.max(0.001),
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+            paused_until: Mutex::new(None),
+        }
+    }
+
+    /// Holds every request until `until`.
+    async fn pause_until(&self, until: Instant) {
+        let mut p = self.paused_until.lock().await;
+        if p.is_none_or(|cur| cur < until) {
+            *p = Some(until);
+        }
     }
 
     async fn acquire(&self) {
+        let paused = *self.paused_until.lock().await;
+        if let Some(until) = paused {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+        }
         let wait = {
             let mut s = self.state.lock().await;
             let now = Instant::now();
@@ -342,6 +374,12 @@ fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &Taint) -> bool {
     k.key == t.key && k.effect == t.effect.as_str()
 }
 
+tokio::task_local! {
+    /// Set while carrying out a write that may be retried up to
+    /// `give_up_after` (a pod deletion) rather than `stale_after`.
+    static HOLDS_THROUGH_OUTAGES: bool;
+}
+
 /// Default create/update parameters (a static, so request futures may
 /// borrow it).
 static POST: PostParams = PostParams { dry_run: false, field_manager: None };
@@ -352,13 +390,18 @@ const CONFLICT_ATTEMPTS: usize = 5;
 
 impl Writer {
     /// One request under the rate limit, retried while the error is
-    /// retriable and the write is younger than `give_up_after`.
+    /// retriable, the write is younger than `give_up_after` and, unless it
+    /// is a pod deletion, the request has been failing for less than
+    /// `stale_after` (time spent queued behind the rate limit does not
+    /// count: a decision is not stale because the client is busy).
     async fn call<T, F, Fut>(&self, since: Instant, mut f: F) -> ApiResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ApiResult<T>>,
     {
         let mut backoff = self.opts.initial_backoff;
+        let mut failing_since: Option<Instant> = None;
+        let holds = HOLDS_THROUGH_OUTAGES.try_with(|h| *h).unwrap_or(false);
         loop {
             self.limiter.acquire().await;
             // Asked after the rate limiter's wait, right before sending.
@@ -370,7 +413,13 @@ impl Writer {
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     let Some((asked, why)) = retry_after(&e) else { return Err(e) };
-                    if since.elapsed() >= self.opts.give_up_after {
+                    if let Some(a) = asked {
+                        self.limiter.pause_until(Instant::now() + a).await;
+                    }
+                    let first = *failing_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.opts.give_up_after
+                        || (!holds && first.elapsed() >= self.opts.stale_after)
+                    {
                         return Err(e);
                     }
                     metrics::counter!(RETRY_METRIC, "reason" => why).increment(1);
@@ -392,7 +441,8 @@ impl Writer {
             }
             return;
         }
-        let result = self.write(since, &action.kind).await;
+        let holds = matches!(action.kind, ActionKind::DeletePod { .. });
+        let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(since, &action.kind)).await;
         let (outcome, state) = match result {
             Ok(Attempt::Done(state)) => (WriteOutcome::Done, state),
             Ok(Attempt::Refused(why, state)) => {
@@ -403,7 +453,7 @@ impl Writer {
             Err(e) => {
                 let why = e.to_string();
                 tracing::warn!(action = name, error = %why, "write failed");
-                (WriteOutcome::Failed(why), self.fresh_state(since, &action.kind).await)
+                (WriteOutcome::Failed(why), self.fresh_state(&action.kind).await)
             }
         };
         let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
@@ -412,22 +462,25 @@ impl Writer {
         }
     }
 
-    /// The object's state after a failure, if it can be read now.
-    async fn fresh_state(&self, since: Instant, kind: &ActionKind) -> Vec<Observation> {
-        let _ = since;
+    /// The object's state after a failure, if it can be read now. Read
+    /// leniently ([`Trimmed`]), so a malformed object still tells the
+    /// engine what it can.
+    async fn fresh_state(&self, kind: &ActionKind) -> Vec<Observation> {
         match kind.slot() {
             Some((ObjectRef::Node(n), _)) => {
                 self.limiter.acquire().await;
-                match Api::<Node>::all(self.client.clone()).get_opt(&n).await {
-                    Ok(node) => node_state(&n, node.as_ref()),
+                match Api::<Trimmed<Node>>::all(self.client.clone()).get_opt(&n).await {
+                    Ok(None) => vec![Observation::NodeDeleted { name: n }],
+                    Ok(Some(node)) => node.reading.into_iter().collect(),
                     Err(_) => Vec::new(),
                 }
             }
             Some((ObjectRef::Pod(p), _)) => {
                 let (ns, name) = pod_name(&p);
                 self.limiter.acquire().await;
-                match Api::<Pod>::namespaced(self.client.clone(), ns).get_opt(name).await {
-                    Ok(pod) => pod_state(&p, pod.as_ref()),
+                match Api::<Trimmed<Pod>>::namespaced(self.client.clone(), ns).get_opt(name).await {
+                    Ok(None) => vec![Observation::PodDeleted { key: p }],
+                    Ok(Some(pod)) => pod.reading.into_iter().collect(),
                     Err(_) => Vec::new(),
                 }
             }

@@ -1,74 +1,16 @@
 //! The adapter against `nodewarden sim --serve` in-process, on loopback:
 //! a node crash end to end, and `--dry-run` beside a writing replica.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{client, fast_config, options, serve, unknown_and_tainted};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::Api;
 use kube::api::ListParams;
-use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
 use nodewarden_engine::ActionKind;
 use nodewarden_kube::{RunOptions, start as run};
-use nodewarden_model::{ControllerConfig, Span};
-use nodewarden_sim::KubeletTiming;
-use nodewarden_sim::builtin::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
-
-fn options() -> ServeOptions {
-    ServeOptions {
-        // node-crash crashes one node of ten at 1m: at 60x, after 1 s.
-        source: ServeSource::Fleet(
-            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
-            Some(Builtin::NodeCrash),
-        ),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
-        lease_duration_secs: 1,
-        scenario_speed: 60.0,
-        server: ServerConfig { bookmark_every: Duration::from_millis(300), ..ServerConfig::default() },
-        limits: StoreLimits::default(),
-        tick: Duration::from_millis(50),
-        ..ServeOptions::default()
-    }
-}
-
-fn fast_config() -> ControllerConfig {
-    ControllerConfig {
-        node_monitor_period: Span::from_millis(200),
-        node_monitor_grace_period: Span::from_secs(2),
-        node_startup_grace_period: Span::from_secs(2),
-        ..ControllerConfig::default()
-    }
-}
-
-async fn serve(opts: ServeOptions) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    Served::start(opts, listener).await.expect("start")
-}
-
-fn client(served: &Served) -> kube::Client {
-    let mut config = kube::Config::new(served.url().parse().expect("url"));
-    config.read_timeout = Some(Duration::from_secs(10));
-    kube::Client::try_from(config).expect("client")
-}
-
-fn unknown_and_tainted(n: &Node) -> (bool, bool) {
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.status.clone());
-    let tainted = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"));
-    (ready.as_deref() == Some("Unknown"), tainted)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_node_is_marked_unknown_and_tainted_through_the_api() {

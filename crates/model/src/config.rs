@@ -33,6 +33,17 @@ pub struct ControllerConfig {
     pub unhealthy_zone_threshold: f64,
     /// Taint-based eviction (true) or legacy direct deletion (false).
     pub enable_taint_manager: bool,
+    /// `node-lifecycle-controller` of kube-controller-manager's
+    /// `--controllers` (on by default): the health monitor, Unknown
+    /// conditions, NoSchedule and NoExecute tainting (or, in legacy mode,
+    /// direct eviction). Off, nodewarden only evicts by taints others set.
+    pub node_lifecycle: bool,
+    /// `taint-eviction-controller` of `--controllers` (on by default):
+    /// deleting pods that do not tolerate a node's NoExecute taints. Off,
+    /// nodes are still tainted but no pod is deleted for it, as upstream
+    /// since 1.29 when the controller is switched off. Taint mode only:
+    /// legacy eviction belongs to the node lifecycle controller.
+    pub taint_eviction: bool,
     /// How pods are removed (nodewarden's own flag): `delete` as upstream,
     /// or `evict` through the Eviction API, which honours
     /// PodDisruptionBudgets (a refused eviction is retried with backoff).
@@ -65,6 +76,8 @@ impl Default for ControllerConfig {
             large_cluster_size_threshold: 50,
             unhealthy_zone_threshold: 0.55,
             enable_taint_manager: true,
+            node_lifecycle: true,
+            taint_eviction: true,
             pod_deletion_mode: DeletionMode::Delete,
         }
     }
@@ -149,6 +162,20 @@ impl ControllerConfig {
         if !(t > 0.0 && t <= 1.0) {
             return err("unhealthy-zone-threshold", format!("must be in (0, 1], got {t}"));
         }
+        if !self.enable_taint_manager && !self.taint_eviction {
+            return err(
+                "controllers",
+                "taint-eviction-controller cannot be switched off in legacy eviction mode \
+                 (enable-taint-manager=false): there pods are deleted by node-lifecycle-controller"
+                    .into(),
+            );
+        }
+        if !self.node_lifecycle && (!self.taint_eviction || !self.enable_taint_manager) {
+            return err(
+                "controllers",
+                "node-lifecycle-controller is off and no taint-eviction-controller runs: nothing left to run".into(),
+            );
+        }
         Ok(())
     }
 }
@@ -169,6 +196,7 @@ mod tests {
         assert_eq!(c.large_cluster_size_threshold, 50);
         assert_eq!(c.unhealthy_zone_threshold, 0.55);
         assert!(c.enable_taint_manager);
+        assert!(c.node_lifecycle && c.taint_eviction);
         c.validate().unwrap();
     }
 
@@ -221,6 +249,9 @@ mod tests {
         bad(|c| c.node_startup_grace_period = Span::from_secs(1), "node-startup-grace-period");
         bad(|c| c.node_monitor_period = Span::ZERO, "node-monitor-period");
         bad(|c| c.pod_eviction_timeout = Span::from_secs(-1), "pod-eviction-timeout");
+        bad(|c| (c.node_lifecycle, c.taint_eviction) = (false, false), "controllers");
+        bad(|c| (c.enable_taint_manager, c.taint_eviction) = (false, false), "controllers");
+        bad(|c| (c.enable_taint_manager, c.node_lifecycle) = (false, false), "controllers");
     }
 
     #[test]

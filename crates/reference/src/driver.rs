@@ -305,6 +305,7 @@ impl Setup {
             unhealthy_zone_threshold: pick(&[0.55, 0.3, 1.0, 0.7], self.threshold),
             enable_taint_manager: !self.legacy,
             pod_deletion_mode: if self.evict { DeletionMode::Evict } else { DeletionMode::Delete },
+            ..ControllerConfig::default()
         }
     }
 

@@ -140,8 +140,9 @@ pub fn taint_manager(
     mut outbox: ResMut<Outbox>,
 ) {
     let now = now.0;
-    if !settings.0.enable_taint_manager {
-        // Legacy mode has no taint manager: NoExecute taints evict nothing (J1).
+    if !settings.0.enable_taint_manager || !settings.0.taint_eviction {
+        // Legacy mode has no taint manager: NoExecute taints evict nothing
+        // (J1); nor do they with taint-eviction-controller switched off.
         inbox.nodes.clear();
         inbox.pods.clear();
         inbox.cleared.clear();

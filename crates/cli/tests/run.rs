@@ -1,0 +1,103 @@
+//! `nodewarden run` from the command line: `--controllers` refusals, and
+//! `--log-format json` against `nodewarden sim --serve` as a child process
+//! on loopback.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn nodewarden() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nodewarden"));
+    c.env_remove("RUST_LOG");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    nodewarden().arg("run").arg("--leader-elect=false").args(args).output().expect("run nodewarden")
+}
+
+#[test]
+fn bad_controllers_lists_are_refused_in_one_line_with_exit_2() {
+    for (list, says) in [
+        ("*,-ttl-controller", "unknown controller \"-ttl-controller\""),
+        ("node-lifecycle-controler", "unknown controller \"node-lifecycle-controler\""),
+        ("-node-lifecycle-controller,-taint-eviction-controller", "nothing left to run"),
+        ("", "nothing left to run"),
+    ] {
+        let flag = format!("--controllers={list}");
+        let out = run(&[&flag, "--kubeconfig", "/nonexistent"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{list}: {err}");
+        assert_eq!(err.lines().count(), 1, "{list}: {err}");
+        assert!(err.contains(says), "{list}: {err}");
+    }
+    let out = run(&["--controllers=*,-taint-eviction-controller", "--enable-taint-manager=false"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("legacy eviction mode"), "{err}");
+    // A valid list goes past the flags and fails on the kubeconfig.
+    let out = run(&["--controllers=*,-taint-eviction-controller", "--kubeconfig", "/nonexistent"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--kubeconfig /nonexistent"), "{err}");
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn json_logs_are_one_object_a_line() {
+    let kubeconfig = std::env::temp_dir().join(format!("nodewarden-cli-run-{}.kubeconfig", std::process::id()));
+    let mut server = Reaped(
+        nodewarden()
+            .args(["sim", "--serve", "127.0.0.1:0", "--nodes", "3", "--zones", "1", "--pods-per-node", "2"])
+            .args(["--quiet", "--write-kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the server"),
+    );
+    let mut line = String::new();
+    if let Some(out) = server.0.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    assert!(line.starts_with("kubeconfig:"), "{line}");
+    let mut controller = Reaped(
+        nodewarden()
+            .args(["run", "--leader-elect=false", "--log-format", "json", "--bind-address", "127.0.0.1:0"])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the controller"),
+    );
+    let stderr = controller.0.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &serde_json::Value| l["message"] == "every cache synced; deciding from now on") {
+        let left = Duration::from_secs(20).saturating_sub(started.elapsed());
+        let Ok(l) = rx.recv_timeout(left) else { panic!("no sync line within 20 s; got {lines:#?}") };
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"));
+        assert!(v["timestamp"].is_string() && v["level"].is_string() && v["target"].is_string(), "{l}");
+        lines.push(v);
+    }
+    let _ = std::fs::remove_file(&kubeconfig);
+    assert!(lines.iter().any(|l| l["message"] == "cache synced" && l["watch"] == "nodes"), "{lines:#?}");
+}

@@ -1,0 +1,129 @@
+//! The types the watches decode: each object reduced, as it is decoded, to
+//! the observation the engine needs and the few metadata fields the
+//! watcher itself reads (name, namespace, uid, resourceVersion).
+//!
+//! Watching k8s-openapi's own types would decode every field of every
+//! object, so one object with a field those types cannot hold (an
+//! unparsable timestamp, a string where a list belongs) would fail its
+//! whole list page and keep the cache from ever syncing; and the watcher
+//! would hand over whole objects, status and managed fields included.
+//! [`Trimmed`] decodes any JSON object: [`crate::convert`] reads it
+//! leniently (logging what it finds odd), and nothing else is kept.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodewarden_engine::Observation;
+use nodewarden_model::Timestamp;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::convert;
+
+/// A kind whose objects the watches read: how its JSON becomes an
+/// observation.
+pub trait Readable: k8s_openapi::Resource {
+    /// The observation an object of this kind gives, seen at `seen_at`;
+    /// `None` for an object the engine ignores.
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation>;
+}
+
+impl Readable for Node {
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+        convert::node_reading(v, seen_at).map(Observation::NodeUpserted)
+    }
+}
+
+impl Readable for Pod {
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+        convert::pod_reading(v, seen_at).map(Observation::PodUpserted)
+    }
+}
+
+impl Readable for Lease {
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+        convert::lease_reading(v, seen_at)
+    }
+}
+
+/// An object of kind `K` as the watches keep it: its identifying metadata
+/// and what the engine reads of it (`None`: ignored, and logged why).
+pub struct Trimmed<K> {
+    /// Only `name`, `namespace`, `uid` and `resourceVersion` are kept.
+    pub metadata: ObjectMeta,
+    /// The engine's reading of the object, decoded when it arrived.
+    pub reading: Option<Observation>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Trimmed<K> {
+    fn clone(&self) -> Self {
+        Trimmed { metadata: self.metadata.clone(), reading: self.reading.clone(), kind: PhantomData }
+    }
+}
+
+impl<K> fmt::Debug for Trimmed<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trimmed").field("metadata", &self.metadata).field("reading", &self.reading).finish()
+    }
+}
+
+impl<K: Readable> Trimmed<K> {
+    /// Reads one object's JSON, seen at `seen_at`. Never fails: an object
+    /// that cannot be read at all has no reading.
+    pub fn from_json(v: &Value, seen_at: Timestamp) -> Trimmed<K> {
+        let text = |f: &str| v.get("metadata").and_then(|m| m.get(f)).and_then(Value::as_str).map(str::to_string);
+        let metadata = ObjectMeta {
+            name: text("name"),
+            namespace: text("namespace"),
+            uid: text("uid"),
+            resource_version: text("resourceVersion"),
+            ..ObjectMeta::default()
+        };
+        let reading = if v.is_object() {
+            K::read(v, seen_at)
+        } else {
+            tracing::warn!(kind = K::KIND, "ignoring an object that is not a JSON object");
+            None
+        };
+        Trimmed { metadata, reading, kind: PhantomData }
+    }
+}
+
+impl<'de, K: Readable> Deserialize<'de> for Trimmed<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        Ok(Trimmed::from_json(&v, convert::wall_clock_now()))
+    }
+}
+
+impl<K: k8s_openapi::Resource> kube::Resource for Trimmed<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(K::KIND)
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(K::GROUP)
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(K::VERSION)
+    }
+    fn api_version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(K::API_VERSION)
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(K::URL_PATH_SEGMENT)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}

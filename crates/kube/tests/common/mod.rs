@@ -1,0 +1,301 @@
+//! What the adapter's end-to-end tests share: the in-process API server on
+//! loopback (`nodewarden sim --serve`), a client for it, short periods, and
+//! a way to store objects the API would refuse.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::PostParams;
+use nodewarden_apiserver::resource::Kind;
+use nodewarden_apiserver::store::key_of;
+use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
+use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_sim::KubeletTiming;
+use nodewarden_sim::builtin::Builtin;
+use nodewarden_sim::fleet::FleetSpec;
+use serde_json::{Value, json};
+
+/// The node the node-crash scenario crashes (at 1 s, with [`options`]).
+pub const CRASHED: &str = "node-000005";
+
+/// Ten nodes in two zones; node-crash crashes [`CRASHED`] at 1m of scenario
+/// time, which at 60x is about 1 s after the start.
+pub fn options() -> ServeOptions {
+    ServeOptions {
+        source: ServeSource::Fleet(
+            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
+            Some(Builtin::NodeCrash),
+        ),
+        timing: KubeletTiming {
+            lease_every: Span::from_millis(200),
+            update_every: Span::from_millis(200),
+            report_every: Span::from_secs(2),
+        },
+        lease_duration_secs: 1,
+        scenario_speed: 60.0,
+        server: ServerConfig { bookmark_every: Duration::from_millis(300), ..ServerConfig::default() },
+        limits: StoreLimits::default(),
+        tick: Duration::from_millis(50),
+        ..ServeOptions::default()
+    }
+}
+
+/// The controller's periods, shortened about twenty times.
+pub fn fast_config() -> ControllerConfig {
+    ControllerConfig {
+        node_monitor_period: Span::from_millis(200),
+        node_monitor_grace_period: Span::from_secs(2),
+        node_startup_grace_period: Span::from_secs(2),
+        ..ControllerConfig::default()
+    }
+}
+
+/// Serves `opts` on a loopback port.
+pub async fn serve(opts: ServeOptions) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    Served::start(opts, listener).await.expect("start")
+}
+
+/// A client of `served`.
+pub fn client(served: &Served) -> kube::Client {
+    let mut config = kube::Config::new(served.url().parse().expect("url"));
+    config.read_timeout = Some(Duration::from_secs(10));
+    config.connect_timeout = Some(Duration::from_secs(2));
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Stores `v` as given, bypassing decoding and validation, as a
+/// hand-edited etcd or an older API server could have left it.
+pub fn store_raw(served: &Served, kind: Kind, namespace: &str, v: Value) {
+    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut s = served.shared.store.lock();
+    s.commit(kind, &key_of(namespace, &name), v, false);
+}
+
+/// (Ready is Unknown, carries the unreachable NoExecute taint).
+pub fn unknown_and_tainted(n: &Node) -> (bool, bool) {
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone());
+    let tainted = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"));
+    (ready.as_deref() == Some("Unknown"), tainted)
+}
+
+/// Creates `default/NAME` on `node`, tolerating the unreachable and
+/// not-ready NoExecute taints for `seconds`.
+pub async fn create_pod(c: &kube::Client, name: &str, node: &str, seconds: i64) -> Pod {
+    let tol =
+        |key: &str| json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds});
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
+                 "tolerations": [tol("node.kubernetes.io/unreachable"), tol("node.kubernetes.io/not-ready")]},
+    }))
+    .expect("a Pod");
+    Api::<Pod>::namespaced(c.clone(), "default").create(&PostParams::default(), &pod).await.expect("create pod")
+}
+
+/// Polls `check` every 100 ms until it holds or `limit` passes.
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One request that reached the API server through a [`Proxy`], with the
+/// server's answer.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// `GET`, `PUT`, `PATCH`, `DELETE`, `POST`.
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The HTTP status the server answered.
+    pub status: u16,
+    /// When the request reached the proxy (wall clock, as the controller's
+    /// timestamps): no later than the client sent it after any answer it
+    /// waited for, and no later than the server processed it.
+    pub at: std::time::SystemTime,
+}
+
+/// A recording HTTP/1 proxy in front of the served API: every request the
+/// server answered is logged, so tests count what reached the server per
+/// object. A request the server does not answer (an outage) is not logged,
+/// and the client's connection is cut, as the server would cut it.
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    log: Log,
+    task: tokio::task::JoinHandle<()>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+type Log = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
+
+/// Sends one request on to the server, on a connection of its own, and
+/// logs the answer.
+async fn forward(
+    upstream: std::net::SocketAddr,
+    req: hyper::Request<hyper::body::Incoming>,
+    log: Log,
+) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let at = std::time::SystemTime::now();
+    let up = tokio::net::TcpStream::connect(upstream).await.map_err(|e| Box::new(e) as BoxError)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(up))
+        .await
+        .map_err(|e| Box::new(e) as BoxError)?;
+    tokio::spawn(conn);
+    let resp = sender.send_request(req).await.map_err(|e| Box::new(e) as BoxError)?;
+    let seen = Seen { method, path, status: resp.status().as_u16(), at };
+    log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(seen);
+    Ok(resp)
+}
+
+impl Proxy {
+    /// Proxies to `served`.
+    pub async fn start(served: &Served) -> Proxy {
+        let upstream = served.addr;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shared = log.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let log = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| forward(upstream, req, log.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(true)
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Proxy { addr, log, task }
+    }
+
+    /// A client that goes through the proxy.
+    pub fn client(&self) -> kube::Client {
+        let mut config = kube::Config::new(format!("http://{}", self.addr).parse().expect("url"));
+        config.read_timeout = Some(Duration::from_secs(10));
+        config.connect_timeout = Some(Duration::from_secs(2));
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// Every request answered so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The answered requests other than reads (`GET`, watches included)
+    /// to `path`.
+    pub fn writes_to(&self, path: &str) -> Vec<Seen> {
+        self.seen().into_iter().filter(|s| s.method != "GET" && s.path == path).collect()
+    }
+
+    /// Stops proxying.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// The path of pod `default/NAME`.
+pub fn pod_path(name: &str) -> String {
+    format!("/api/v1/namespaces/default/pods/{name}")
+}
+
+/// What the store saw happen, recorded from its own change feed: which
+/// nodes ever carried a NoExecute taint (and when it was first seen), and
+/// which pods were deleted.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Node name, taint key, `timeAdded` of the NoExecute taints seen.
+    pub noexecute: std::collections::BTreeSet<(String, String, String)>,
+    /// Deleted pods' `namespace/name`, in order (a pod twice: deleted twice).
+    pub deleted_pods: Vec<String>,
+    /// The feed overflowed: what is above may be incomplete.
+    pub lagged: bool,
+}
+
+/// Records the store's changes to nodes and pods into a [`History`].
+pub struct Recorder {
+    history: std::sync::Arc<std::sync::Mutex<History>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Recorder {
+    /// Records from now.
+    pub fn start(served: &Served) -> Recorder {
+        let history = std::sync::Arc::new(std::sync::Mutex::new(History::default()));
+        let mut tasks = Vec::new();
+        for kind in [Kind::Node, Kind::Pod] {
+            let mut rx = {
+                let mut s = served.shared.store.lock();
+                let rv = s.rv();
+                s.watch(kind, Some(rv)).expect("watch the store").rx
+            };
+            let h = history.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(c) => {
+                            let mut h = h.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                            let v = c.obj.value();
+                            match kind {
+                                Kind::Pod if c.kind == nodewarden_apiserver::store::EventType::Deleted => {
+                                    h.deleted_pods.push(c.obj.key.clone());
+                                }
+                                Kind::Node => {
+                                    for t in v.pointer("/spec/taints").and_then(Value::as_array).into_iter().flatten() {
+                                        if t["effect"] == "NoExecute" {
+                                            h.noexecute.insert((
+                                                c.obj.name().to_string(),
+                                                t["key"].as_str().unwrap_or_default().to_string(),
+                                                t["timeAdded"].as_str().unwrap_or_default().to_string(),
+                                            ));
+                                        }
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            h.lock().unwrap_or_else(std::sync::PoisonError::into_inner).lagged = true;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            }));
+        }
+        Recorder { history, tasks }
+    }
+
+    /// What was recorded; stops recording.
+    pub fn finish(self) -> History {
+        for t in &self.tasks {
+            t.abort();
+        }
+        std::mem::take(&mut *self.history.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
