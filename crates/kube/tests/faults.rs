@@ -286,10 +286,10 @@ async fn a_429_storm_is_waited_out_as_retry_after_asks() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     running.stop();
     check(&recorder.finish(), &proxy);
-    // After a 429, the writer's next attempt at the same deletion comes at
-    // least Retry-After later. (Deletions: one write a path; two taint
-    // writes to one node may be under way at once.)
-    let writes: Vec<Seen> = proxy.seen().into_iter().filter(|s| s.method == "DELETE").collect();
+    // After a 429, the writer's next attempt at the same object comes at
+    // least Retry-After later (one object's writes go out one at a time).
+    let writes: Vec<Seen> =
+        proxy.seen().into_iter().filter(|s| matches!(s.method.as_str(), "DELETE" | "PUT" | "PATCH")).collect();
     let mut throttled = 0;
     for (i, s) in writes.iter().enumerate() {
         if s.status != 429 {
@@ -301,7 +301,10 @@ async fn a_429_storm_is_waited_out_as_retry_after_asks() {
             assert!(gap >= Duration::from_millis(1900), "{} {} retried after {gap:?}", s.method, s.path);
         }
     }
-    assert!(throttled > 0, "no deletion was throttled: {writes:?}");
+    // A 429 pauses every request of the writer for Retry-After, so the
+    // storm may meet only reads and Events: it must have met something.
+    let met = proxy.seen().iter().filter(|s| s.status == 429).count();
+    assert!(met + throttled > 0, "the storm met no request");
     proxy.stop();
     served.stop();
 }
