@@ -37,7 +37,9 @@ pub fn image(mut args: impl Iterator<Item = String>) -> Result<()> {
     let mut tag = format!("nodewarden:{}", env!("CARGO_PKG_VERSION"));
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--tag" => tag = args.next().context("--tag needs a value, e.g. --tag registry.example/nodewarden:0.1.0")?,
+            "--tag" => {
+                tag = args.next().context("--tag needs a value, e.g. --tag registry.example/nodewarden:0.1.0")?
+            }
             other => bail!("unknown flag {other:?} for `cargo xtask image` (only --tag NAME:TAG)"),
         }
     }
@@ -56,7 +58,11 @@ pub fn image(mut args: impl Iterator<Item = String>) -> Result<()> {
         (GNU, "-C target-feature=+crt-static".to_string())
     };
     let build = ["build", "--release", "--locked", "-p", "nodewarden", "--target", target];
-    eprintln!("$ {}{cargo} {}", if rustflags.is_empty() { String::new() } else { format!("RUSTFLAGS={rustflags:?} ") }, build.join(" "));
+    eprintln!(
+        "$ {}{cargo} {}",
+        if rustflags.is_empty() { String::new() } else { format!("RUSTFLAGS={rustflags:?} ") },
+        build.join(" ")
+    );
     let mut cmd = Command::new(&cargo);
     cmd.args(build);
     if !rustflags.is_empty() {
@@ -90,7 +96,10 @@ pub fn image(mut args: impl Iterator<Item = String>) -> Result<()> {
                 docker.join(" ")
             );
         }
-        Err(_) => eprintln!("docker is not installed here; the binary builds. Build the image where it is:\n  docker {}", docker.join(" ")),
+        Err(_) => eprintln!(
+            "docker is not installed here; the binary builds. Build the image where it is:\n  docker {}",
+            docker.join(" ")
+        ),
     }
     Ok(())
 }

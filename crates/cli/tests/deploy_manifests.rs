@@ -51,7 +51,8 @@ fn same_after_round_trip(orig: &Value, typed: &Value, path: &str, errors: &mut V
 }
 
 fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<(), Vec<String>> {
-    let t: T = serde_path_to_error::deserialize(obj.clone()).map_err(|e| vec![format!("{}: {}", e.path(), e.inner())])?;
+    let t: T =
+        serde_path_to_error::deserialize(obj.clone()).map_err(|e| vec![format!("{}: {}", e.path(), e.inner())])?;
     let back = serde_json::to_value(&t).expect("serialize");
     let mut errors = Vec::new();
     same_after_round_trip(obj, &back, "", &mut errors);
@@ -138,7 +139,10 @@ fn the_validation_refuses_unknown_fields_and_wrong_types() {
     assert_eq!(validate(&good), Ok(()));
     let mut misspelt = good.clone();
     misspelt["spec"]["ports"][0]["targetPorts"] = json!(81);
-    assert_eq!(validate(&misspelt).unwrap_err(), [".spec.ports[0].targetPorts: unknown field (not in the Kubernetes schema)"]);
+    assert_eq!(
+        validate(&misspelt).unwrap_err(),
+        [".spec.ports[0].targetPorts: unknown field (not in the Kubernetes schema)"]
+    );
     let mut wrong = good.clone();
     wrong["spec"]["ports"][0]["port"] = json!("eighty");
     assert!(validate(&wrong).unwrap_err()[0].starts_with("spec.ports[0].port"), "{:?}", validate(&wrong));
@@ -214,7 +218,12 @@ fn the_active_deployment_is_highly_available_locked_down_and_probed() {
     assert!(!args.contains(&"--dry-run".to_string()), "{args:?}");
     // The Lease the Role is scoped to is the one the flags name.
     let role = objs.iter().find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kube-system").expect("Role");
-    let named = role["rules"].as_array().expect("rules").iter().find(|r| r.get("resourceNames").is_some()).expect("a named rule");
+    let named = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .find(|r| r.get("resourceNames").is_some())
+        .expect("a named rule");
     let name = named["resourceNames"][0].as_str().expect("name");
     assert!(args.contains(&format!("--leader-elect-resource-name={name}")), "{args:?}");
     assert!(args.contains(&"--leader-elect-resource-namespace=kube-system".to_string()), "{args:?}");
@@ -241,14 +250,23 @@ fn the_shadow_overlay_is_a_single_read_only_dry_run() {
     assert_eq!(d["spec"]["template"]["metadata"]["labels"]["nodewarden.io/mode"], "shadow");
     assert!(deployment_args(&objs).contains(&"--dry-run".to_string()));
     let rules = &one(&objs, "ClusterRole")["rules"];
-    let verbs: BTreeSet<&str> =
-        rules.as_array().expect("rules").iter().flat_map(|r| r["verbs"].as_array().expect("verbs")).filter_map(Value::as_str).collect();
+    let verbs: BTreeSet<&str> = rules
+        .as_array()
+        .expect("rules")
+        .iter()
+        .flat_map(|r| r["verbs"].as_array().expect("verbs"))
+        .filter_map(Value::as_str)
+        .collect();
     assert_eq!(verbs, BTreeSet::from(["list", "watch"]));
     assert!(!objs.iter().any(|o| o["metadata"]["name"] == "nodewarden-leader-election"));
 }
 
 fn nodewarden_run(args: &[String]) -> (Option<i32>, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_nodewarden")).args(args).env_remove("RUST_LOG").output().expect("run nodewarden");
+    let o = Command::new(env!("CARGO_BIN_EXE_nodewarden"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run nodewarden");
     (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
@@ -269,7 +287,10 @@ fn every_flag_in_the_deployments_is_one_nodewarden_run_accepts() {
         assert_eq!(args[0], "run", "{dir}: the container must run `nodewarden run`");
         let (code, stderr) = nodewarden_run(&with_kubeconfig(args.clone()));
         assert_eq!(code, Some(2), "{dir}: {stderr}");
-        assert!(stderr.contains("--kubeconfig") && stderr.contains("no-such.kubeconfig"), "{dir}: {args:?} was refused: {stderr}");
+        assert!(
+            stderr.contains("--kubeconfig") && stderr.contains("no-such.kubeconfig"),
+            "{dir}: {args:?} was refused: {stderr}"
+        );
 
         // The check can fail: an unknown flag, or a bad value, is refused
         // before the kubeconfig is looked at.
@@ -278,8 +299,10 @@ fn every_flag_in_the_deployments_is_one_nodewarden_run_accepts() {
         let (code, stderr) = nodewarden_run(&with_kubeconfig(bad));
         assert_eq!(code, Some(2));
         assert!(stderr.contains("unexpected argument '--node-lifecycle-controllers"), "{stderr}");
-        let bad: Vec<String> =
-            args.iter().map(|a| if a.starts_with("--pod-deletion-mode=") { "--pod-deletion-mode=drain".into() } else { a.clone() }).collect();
+        let bad: Vec<String> = args
+            .iter()
+            .map(|a| if a.starts_with("--pod-deletion-mode=") { "--pod-deletion-mode=drain".into() } else { a.clone() })
+            .collect();
         let (_, stderr) = nodewarden_run(&with_kubeconfig(bad));
         assert!(stderr.contains("drain") && !stderr.contains("no-such.kubeconfig"), "{stderr}");
     }
@@ -443,12 +466,16 @@ fn alerts_and_dashboard_use_metric_names_the_code_exports() {
             }
             if r.get("alert").is_some() {
                 assert!(r["annotations"]["summary"].is_string(), "{name}: no summary");
-                let runbook = r["annotations"]["runbook_url"].as_str().unwrap_or_else(|| panic!("{name}: no runbook_url"));
+                let runbook =
+                    r["annotations"]["runbook_url"].as_str().unwrap_or_else(|| panic!("{name}: no runbook_url"));
                 let anchor = runbook.rsplit_once('#').map(|(_, a)| a).unwrap_or_default();
                 let ops = std::fs::read_to_string(root().join("docs/operations.md")).expect("docs/operations.md");
                 assert!(ops.contains(&format!("### {name}")), "{name}: no section in docs/operations.md");
                 assert_eq!(anchor, name.to_lowercase(), "{name}: runbook anchor");
-                assert!(["critical", "warning"].contains(&r["labels"]["severity"].as_str().unwrap_or_default()), "{name}");
+                assert!(
+                    ["critical", "warning"].contains(&r["labels"]["severity"].as_str().unwrap_or_default()),
+                    "{name}"
+                );
                 alerts.insert(name.to_string());
             }
         }
@@ -507,7 +534,11 @@ fn the_dockerfile_builds_a_static_binary_into_a_non_root_image() {
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| l.split_once(' ').map(|(a, b)| (a.to_uppercase(), b.trim().to_string())).unwrap_or((l.to_uppercase(), String::new())))
+        .map(|l| {
+            l.split_once(' ')
+                .map(|(a, b)| (a.to_uppercase(), b.trim().to_string()))
+                .unwrap_or((l.to_uppercase(), String::new()))
+        })
         .collect();
     let known = ["FROM", "ARG", "WORKDIR", "COPY", "RUN", "ENV", "USER", "ENTRYPOINT", "CMD", "EXPOSE", "LABEL"];
     for (i, _) in &instructions {
@@ -519,8 +550,14 @@ fn the_dockerfile_builds_a_static_binary_into_a_non_root_image() {
     let final_stage = &instructions[last..];
     let user = final_stage.iter().find(|(i, _)| i == "USER").map(|(_, a)| a.as_str()).expect("USER in the final stage");
     let uid = user.split(':').next().unwrap_or_default();
-    assert!(uid.parse::<u32>().is_ok_and(|u| u != 0), "the final stage must run as a numeric non-root user, not {user:?}");
-    assert!(final_stage.iter().any(|(i, a)| i == "COPY" && a.contains("--from=")), "the final stage copies from the build");
+    assert!(
+        uid.parse::<u32>().is_ok_and(|u| u != 0),
+        "the final stage must run as a numeric non-root user, not {user:?}"
+    );
+    assert!(
+        final_stage.iter().any(|(i, a)| i == "COPY" && a.contains("--from=")),
+        "the final stage copies from the build"
+    );
     assert!(text.contains("x86_64-unknown-linux-musl"), "a static (musl) target");
     // The deployment's securityContext runs as the same user.
     if let Some(objs) = kustomize("base") {

@@ -80,7 +80,10 @@ async fn victim(served: &Served) {
         },
     }))
     .expect("pod");
-    Api::<Pod>::namespaced(client(served), "default").create(&PostParams::default(), &pod).await.expect("create the victim");
+    Api::<Pod>::namespaced(client(served), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create the victim");
 }
 
 /// The Deployment's args with `overrides` (flag, value) replacing or
@@ -235,8 +238,7 @@ async fn the_active_rbac_grants_exactly_what_nodewarden_run_uses() {
     let (ns, sa) = service_account(&objs);
     let rules = rules_for(&objs, &ns, &sa);
     assert!(!rules.is_empty(), "no rules bound to {ns}/{sa}");
-    let (delete, evict) =
-        tokio::join!(active_run(&args, "delete", true), active_run(&args, "evict", false));
+    let (delete, evict) = tokio::join!(active_run(&args, "delete", true), active_run(&args, "evict", false));
     let mut requests = delete;
     requests.extend(evict);
     if let Err(errors) = check(&rules, &requests) {
@@ -330,8 +332,14 @@ subjects: [{kind: ServiceAccount, name: someone-else, namespace: ns}]
     // Used but not granted: a verb, a subresource, another Lease name,
     // another namespace.
     for (extra, why) in [
-        (request("update", "", "nodes", "", "", "n1"), "uses update core/nodes named n1, which the role does not grant"),
-        (request("patch", "", "pods", "status", "d", "p"), "uses patch core/pods/status in d named p, which the role does not grant"),
+        (
+            request("update", "", "nodes", "", "", "n1"),
+            "uses update core/nodes named n1, which the role does not grant",
+        ),
+        (
+            request("patch", "", "pods", "status", "d", "p"),
+            "uses patch core/pods/status in d named p, which the role does not grant",
+        ),
         (
             request("get", "coordination.k8s.io", "leases", "", "ns", "kube-controller-manager"),
             "uses get coordination.k8s.io/leases in ns named kube-controller-manager, which the role does not grant",
@@ -347,9 +355,20 @@ subjects: [{kind: ServiceAccount, name: someone-else, namespace: ns}]
     }
     // Granted but never used.
     let fewer: Vec<RequestRecord> = all.iter().filter(|r| r.verb != "patch").cloned().collect();
-    assert_eq!(check(&rules, &fewer), Err(vec!["ClusterRole/c grants patch core/nodes, which nodewarden never used".to_string()]));
+    assert_eq!(
+        check(&rules, &fewer),
+        Err(vec!["ClusterRole/c grants patch core/nodes, which nodewarden never used".to_string()])
+    );
     // A named rule is not used by a request for another name.
     let other_name: Vec<RequestRecord> =
-        all.iter().map(|r| if r.name == "me" { request("get", "coordination.k8s.io", "leases", "", "ns", "you") } else { r.clone() }).collect();
+        all.iter()
+            .map(|r| {
+                if r.name == "me" {
+                    request("get", "coordination.k8s.io", "leases", "", "ns", "you")
+                } else {
+                    r.clone()
+                }
+            })
+            .collect();
     assert_eq!(check(&rules, &other_name).unwrap_err().len(), 2);
 }

@@ -56,7 +56,11 @@ fn lex(src: &str, file: &str) -> Vec<(bool, String)> {
     out
 }
 
-fn parse(tokens: &mut std::vec::IntoIter<(bool, String)>, file: &str, inside: Option<&str>) -> (Vec<Node>, Option<String>) {
+fn parse(
+    tokens: &mut std::vec::IntoIter<(bool, String)>,
+    file: &str,
+    inside: Option<&str>,
+) -> (Vec<Node>, Option<String>) {
     let mut nodes = Vec::new();
     while let Some((action, s)) = tokens.next() {
         if !action {
@@ -70,7 +74,8 @@ fn parse(tokens: &mut std::vec::IntoIter<(bool, String)>, file: &str, inside: Op
         match word {
             "if" => {
                 let (then, ended) = parse(tokens, file, Some("if"));
-                let els = if ended.as_deref() == Some("else") { parse(tokens, file, Some("else")).0 } else { Vec::new() };
+                let els =
+                    if ended.as_deref() == Some("else") { parse(tokens, file, Some("else")).0 } else { Vec::new() };
                 nodes.push(Node::If(rest.to_string(), then, els));
             }
             "range" => {
@@ -150,8 +155,8 @@ impl Ctx<'_> {
     fn call(&self, dot: &Value, words: &[String], piped: Option<Value>) -> Value {
         let mut args: Vec<Value> = Vec::new();
         let name = words[0].as_str();
-        let is_function = !(name.starts_with('.') || name.starts_with('$') || name.starts_with('"'))
-            && name.parse::<i64>().is_err();
+        let is_function =
+            !(name.starts_with('.') || name.starts_with('$') || name.starts_with('"')) && name.parse::<i64>().is_err();
         if !is_function {
             assert!(words.len() == 1 && piped.is_none(), "{}: {words:?} is not a function call", self.file);
             return self.operand(dot, name);
@@ -313,7 +318,10 @@ pub fn render(dir: &Path, name: &str, namespace: &str, overrides: &Value) -> Res
     let mut files: Vec<_> = std::fs::read_dir(dir.join("templates"))
         .expect("templates/")
         .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml") && !p.file_name().is_some_and(|f| f.to_string_lossy().starts_with('_')))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "yaml")
+                && !p.file_name().is_some_and(|f| f.to_string_lossy().starts_with('_'))
+        })
         .collect();
     files.sort();
     let mut objects = Vec::new();

@@ -32,7 +32,9 @@ fn subject_is(binding: &Value, sa_ns: &str, sa: &str) -> bool {
 
 fn find<'a>(objs: &'a [Value], kind: &str, ns: Option<&str>, name: &str) -> &'a Value {
     objs.iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name && ns.is_none_or(|n| o["metadata"]["namespace"] == n))
+        .find(|o| {
+            o["kind"] == kind && o["metadata"]["name"] == name && ns.is_none_or(|n| o["metadata"]["namespace"] == n)
+        })
         .unwrap_or_else(|| panic!("a binding refers to {kind} {name:?} (namespace {ns:?}), which is not rendered"))
 }
 
@@ -102,7 +104,9 @@ impl Rule {
 /// (`system:discovery`).
 fn discovery(r: &RequestRecord) -> bool {
     r.verb == "get"
-        && ["/api", "/apis", "/version"].iter().any(|p| r.non_resource_path == *p || r.non_resource_path.starts_with(&format!("{p}/")))
+        && ["/api", "/apis", "/version"]
+            .iter()
+            .any(|p| r.non_resource_path == *p || r.non_resource_path.starts_with(&format!("{p}/")))
 }
 
 /// The two-way check. Errors: each request no rule allows ("uses ...
@@ -126,14 +130,14 @@ pub fn check(rules: &[Rule], requests: &[RequestRecord]) -> Result<(), Vec<Strin
             for group in &rule.groups {
                 for resource in &rule.resources {
                     let used = requests.iter().any(|r| {
-                        r.verb == *verb
-                            && r.group == *group
-                            && r.rbac_resource() == *resource
-                            && rule.allows(r)
+                        r.verb == *verb && r.group == *group && r.rbac_resource() == *resource && rule.allows(r)
                     });
                     if !used {
                         let g = if group.is_empty() { "core" } else { group };
-                        errors.insert(format!("{} grants {verb} {g}/{resource}, which nodewarden never used", rule.origin));
+                        errors.insert(format!(
+                            "{} grants {verb} {g}/{resource}, which nodewarden never used",
+                            rule.origin
+                        ));
                     }
                 }
             }
