@@ -82,17 +82,21 @@ def main():
             crashed = None
             while time.time() < deadline and tainted_at is None:
                 nodes = get(f"{url}/api/v1/nodes?limit=100000", timeout=120)["items"]
-                now = time.time()
+                # Of the crashed nodes already tainted, the one marked
+                # Unknown first (several crash at 10k nodes; the zone rate
+                # taints them one by one).
+                best = None
                 for n in nodes:
                     ready = next((c for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), {})
-                    taints = n.get("spec", {}).get("taints", [])
-                    if ready.get("status") == "Unknown":
-                        crashed = n["metadata"]["name"]
-                        unknown_at = unknown_at or ts(ready["lastTransitionTime"])
-                        t = next((t for t in taints if t["key"] == "node.kubernetes.io/unreachable" and t["effect"] == "NoExecute"), None)
-                        if t:
-                            tainted_at = ts(t["timeAdded"])
-                if tainted_at is None:
+                    if ready.get("status") != "Unknown":
+                        continue
+                    t = next((t for t in n.get("spec", {}).get("taints", []) if t["key"] == "node.kubernetes.io/unreachable" and t["effect"] == "NoExecute"), None)
+                    if t:
+                        cand = (ts(ready["lastTransitionTime"]), ts(t["timeAdded"]), n["metadata"]["name"])
+                        best = min(best, cand) if best else cand
+                if best:
+                    unknown_at, tainted_at, crashed = best
+                else:
                     time.sleep(1)
             if crashed and tainted_at:
                 lease = get(f"{url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{crashed}")

@@ -8,6 +8,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 mod fuzz;
+mod image;
 mod load;
 
 const USAGE: &str = "usage: cargo xtask <task>
@@ -19,6 +20,8 @@ tasks:
           [--hours 1] [--seed 1] [--legacy]
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
           [--time 60s] [--target NAME] [--cmin]
+  image   builds the static release binary the Dockerfile builds, then the
+          image with docker when an engine answers [--tag NAME:TAG]
   transcripts
           checks that `nodewarden replay` of every scenario under tests/scenarios/
           and ../shared/conformance/ prints exactly its stored transcript
@@ -82,6 +85,7 @@ fn main() -> Result<()> {
         Some("load") => load::load(args),
         Some("fuzz") => fuzz::fuzz(args),
         Some("transcripts") => transcripts(args),
+        Some("image") => image::image(args),
         Some("-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(())

@@ -44,6 +44,14 @@ pub struct ServerConfig {
     /// log grows with every write; tests that check who wrote when turn it
     /// on).
     pub record_writes: bool,
+    /// Keep a [`RequestRecord`](crate::RequestRecord) of every request,
+    /// whatever its answer (off by default; tests that check a client's
+    /// RBAC needs turn it on).
+    pub record_requests: bool,
+    /// Serve `events.k8s.io/v1` (on by default). Off, its paths answer 404
+    /// as on a server without that group, so clients fall back to core/v1
+    /// Events.
+    pub events_v1: bool,
 }
 
 /// One write the server accepted: when, by which client, what.
@@ -68,6 +76,8 @@ impl Default for ServerConfig {
             bookmark_every: Duration::from_secs(60),
             max_body: MAX_BODY,
             record_writes: false,
+            record_requests: false,
+            events_v1: true,
         }
     }
 }
@@ -88,6 +98,8 @@ pub struct Shared {
     pub addr: std::sync::OnceLock<SocketAddr>,
     /// Accepted writes, when [`ServerConfig::record_writes`] is on.
     pub writes: std::sync::Mutex<Vec<WriteRecord>>,
+    /// Every request, when [`ServerConfig::record_requests`] is on.
+    pub requests: std::sync::Mutex<Vec<crate::RequestRecord>>,
 }
 
 /// Serves until the listener fails or the task is dropped.
@@ -129,6 +141,15 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 
 async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResBody>, Abort> {
     let agent = req.headers().get(hyper::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    if sh.config.record_requests {
+        let record = crate::request_log::describe(
+            req.method().as_str(),
+            req.uri().path(),
+            req.uri().query(),
+            agent.as_deref().unwrap_or_default(),
+        );
+        sh.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(record);
+    }
     let (delay, fail) = match sh.faults.verdict_for(Some(agent.as_deref().unwrap_or_default()), Some(req.uri().path()))
     {
         Verdict::Abort => return Err(Abort),
@@ -247,6 +268,7 @@ async fn route(sh: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResB
         ["openapi", "v3", "api", v] => get_only(openapi::group_version("", v).ok_or(ApiError::NoRoute)?),
         ["openapi", "v3", "apis", g, v] => get_only(openapi::group_version(g, v).ok_or(ApiError::NoRoute)?),
         ["api", "v1", rest @ ..] => resource_request(sh, &r, "", "v1", rest).await,
+        ["apis", "events.k8s.io", ..] if !sh.config.events_v1 => Err(ApiError::NoRoute),
         ["apis", g, v, rest @ ..] => resource_request(sh, &r, g, v, rest).await,
         _ => Err(ApiError::NoRoute),
     }

@@ -150,6 +150,7 @@ impl Served {
             admission,
             addr: std::sync::OnceLock::new(),
             writes: std::sync::Mutex::new(Vec::new()),
+            requests: std::sync::Mutex::new(Vec::new()),
         });
         let (kubelets, plan, name) = populate(&opts, &shared)?;
         let controller = match &opts.controller {
@@ -188,6 +189,12 @@ impl Served {
     /// [`ServerConfig::record_writes`](crate::ServerConfig) is on).
     pub fn writes(&self) -> Vec<crate::server::WriteRecord> {
         self.shared.writes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Every request received so far (empty unless
+    /// [`ServerConfig::record_requests`](crate::ServerConfig) is on).
+    pub fn requests(&self) -> Vec<crate::RequestRecord> {
+        self.shared.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The API faults, to inject by hand.

@@ -90,6 +90,12 @@ impl Health {
 }
 
 /// The loop never sleeps longer than this, so `/healthz` sees it beat.
+/// Gauge {resource}: 1 once the watch on `nodes`, `pods` or `leases` has
+/// listed once (the engine decides only when all three have), 0 before.
+/// Recorded by a replica that runs the controller (the leader, or a
+/// `--dry-run` replica), not by a standby.
+pub const SYNCED_METRIC: &str = "nodewarden_watch_synced";
+
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 
 /// At most this many queued inputs are taken in before a step, so a flood
@@ -113,6 +119,9 @@ impl EngineThread {
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
         let mut waiting: BTreeSet<Watched> = Watched::ALL.into_iter().collect();
         let mut down: BTreeSet<Watched> = BTreeSet::new();
+        for w in &waiting {
+            metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);
+        }
         let started = Instant::now();
         loop {
             self.health.beat();
@@ -133,6 +142,7 @@ impl EngineThread {
                     Input::Observe(o) => self.controller.observe(self.clock.now(), o),
                     Input::Synced(w) => {
                         waiting.remove(&w);
+                        metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(1.0);
                         tracing::info!(watch = w.as_str(), "cache synced");
                         if waiting.is_empty() {
                             self.health.synced.store(true, Ordering::Relaxed);

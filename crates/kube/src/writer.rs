@@ -59,6 +59,20 @@ pub const FENCED_METRIC: &str = "nodewarden_fenced_requests_total";
 /// `transport`).
 pub const RETRY_METRIC: &str = "nodewarden_api_retries_total";
 
+/// Counter {code}: requests the writer sent (reads before writes, writes,
+/// Events), by answer: `2xx`, `4xx`, `5xx`, or `transport` (no answer).
+pub const REQUEST_METRIC: &str = "nodewarden_api_requests_total";
+
+fn code_class<T>(result: &ApiResult<T>) -> &'static str {
+    match result {
+        Ok(_) => "2xx",
+        Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => "4xx",
+        Err(kube::Error::Api(s)) if s.code >= 500 => "5xx",
+        Err(kube::Error::Api(_)) => "other",
+        Err(_) => "transport",
+    }
+}
+
 /// How the writer talks to the API.
 #[derive(Clone, Debug)]
 pub struct WriterOptions {
@@ -409,7 +423,9 @@ impl Writer {
                 metrics::counter!(FENCED_METRIC).increment(1);
                 return Err(kube::Error::Service(Box::new(Fenced)));
             }
-            match f().await {
+            let result = f().await;
+            metrics::counter!(REQUEST_METRIC, "code" => code_class(&result)).increment(1);
+            match result {
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     let Some((asked, why)) = retry_after(&e) else { return Err(e) };

@@ -87,8 +87,28 @@ async fn a_shadow_replica_writes_nothing_and_would_have_done_what_the_leader_did
             .expect("config");
     let leader =
         start(client(&served, "leader"), RunOptions { config: config(), ..RunOptions::default() }).expect("config");
-    // Outage at ~1 s, grace 2 s, six nodes tainted at 5/s: done by ~6 s.
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    // Outage at ~1 s, grace 2 s, six nodes tainted at 5/s: done by ~6 s on
+    // an idle machine; wait for the leader's sixth taint write (at most
+    // 40 s), then a moment for the shadow's last decisions.
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client(&served, "test"));
+    let until = std::time::Instant::now() + Duration::from_secs(40);
+    while std::time::Instant::now() < until {
+        let list = nodes.list(&Default::default()).await.expect("list nodes");
+        let tainted = list
+            .items
+            .iter()
+            .filter(|n| {
+                n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
+                    ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+                })
+            })
+            .count();
+        if tainted >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let would = shadow.stop();
     leader.stop();
     let writes = served.writes();

@@ -1,0 +1,567 @@
+//! deploy/: every kustomize overlay builds (`kubectl kustomize`), every
+//! object it renders is a valid Kubernetes object (k8s-openapi's types,
+//! with any field the types do not know refused), the Helm chart renders
+//! the same objects, the Deployment's flags are flags `nodewarden run`
+//! accepts, the resources follow the sizing formula, and the alerts and
+//! the dashboard use metric names the code exports. The RBAC rules are
+//! checked against real requests in deploy_rbac.rs.
+
+mod deploy;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use deploy::{deployment_args, key, kustomize, one, root};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+const OVERLAYS: [&str; 3] = ["base", "overlays/active", "overlays/shadow"];
+
+/// Every field of `orig` must come back from the typed round trip with the
+/// same value: a field the type does not know is dropped on the way (k8s-
+/// openapi ignores unknown fields), a misspelt one too.
+fn same_after_round_trip(orig: &Value, typed: &Value, path: &str, errors: &mut Vec<String>) {
+    match (orig, typed) {
+        (Value::Object(o), t) => {
+            for (k, v) in o {
+                if v.is_null() {
+                    continue;
+                }
+                match t.get(k) {
+                    None => errors.push(format!("{path}.{k}: unknown field (not in the Kubernetes schema)")),
+                    Some(tv) => same_after_round_trip(v, tv, &format!("{path}.{k}"), errors),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(t)) if o.len() == t.len() => {
+            for (i, (a, b)) in o.iter().zip(t).enumerate() {
+                same_after_round_trip(a, b, &format!("{path}[{i}]"), errors);
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => errors.push(format!("{path}: {a} became {b} (wrong type or shape)")),
+    }
+}
+
+fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<(), Vec<String>> {
+    let t: T =
+        serde_path_to_error::deserialize(obj.clone()).map_err(|e| vec![format!("{}: {}", e.path(), e.inner())])?;
+    let back = serde_json::to_value(&t).expect("serialize");
+    let mut errors = Vec::new();
+    same_after_round_trip(obj, &back, "", &mut errors);
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+fn typed_k8s<T: DeserializeOwned + Serialize + k8s_openapi::Resource>(obj: &Value) -> Result<(), Vec<String>> {
+    if obj["apiVersion"] != T::API_VERSION {
+        return Err(vec![format!("apiVersion {} is not {}", obj["apiVersion"], T::API_VERSION)]);
+    }
+    typed::<T>(obj)
+}
+
+/// The Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1),
+/// the fields this project uses, strictly: not in k8s-openapi.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServiceMonitor {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: ServiceMonitorSpec,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ServiceMonitorSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job_label: Option<String>,
+    selector: LabelSelector,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace_selector: Option<NamespaceSelector>,
+    endpoints: Vec<Endpoint>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NamespaceSelector {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    any: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    match_names: Option<Vec<String>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Endpoint {
+    port: String,
+    path: String,
+    scheme: String,
+    interval: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    relabelings: Vec<Relabeling>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Relabeling {
+    source_labels: Vec<String>,
+    target_label: String,
+    action: String,
+}
+
+fn validate(obj: &Value) -> Result<(), Vec<String>> {
+    match obj["kind"].as_str().unwrap_or_default() {
+        "ServiceAccount" => typed_k8s::<ServiceAccount>(obj),
+        "ClusterRole" => typed_k8s::<ClusterRole>(obj),
+        "ClusterRoleBinding" => typed_k8s::<ClusterRoleBinding>(obj),
+        "Role" => typed_k8s::<Role>(obj),
+        "RoleBinding" => typed_k8s::<RoleBinding>(obj),
+        "Deployment" => typed_k8s::<Deployment>(obj),
+        "PodDisruptionBudget" => typed_k8s::<PodDisruptionBudget>(obj),
+        "Service" => typed_k8s::<Service>(obj),
+        "NetworkPolicy" => typed_k8s::<NetworkPolicy>(obj),
+        "ServiceMonitor" if obj["apiVersion"] == "monitoring.coreos.com/v1" => typed::<ServiceMonitor>(obj),
+        other => Err(vec![format!("kind {other:?} ({}) is not one this project deploys", obj["apiVersion"])]),
+    }
+}
+
+#[test]
+fn the_validation_refuses_unknown_fields_and_wrong_types() {
+    let good = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+        "spec": {"ports": [{"port": 80, "targetPort": "metrics"}]}});
+    assert_eq!(validate(&good), Ok(()));
+    let mut misspelt = good.clone();
+    misspelt["spec"]["ports"][0]["targetPorts"] = json!(81);
+    assert_eq!(
+        validate(&misspelt).unwrap_err(),
+        [".spec.ports[0].targetPorts: unknown field (not in the Kubernetes schema)"]
+    );
+    let mut wrong = good.clone();
+    wrong["spec"]["ports"][0]["port"] = json!("eighty");
+    assert!(validate(&wrong).unwrap_err()[0].starts_with("spec.ports[0].port"), "{:?}", validate(&wrong));
+    let sm = json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "m"},
+        "spec": {"selector": {}, "endpoints": [{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s", "honorLabel": true}]}});
+    assert!(validate(&sm).unwrap_err()[0].contains("unknown field `honorLabel`"), "{:?}", validate(&sm));
+    assert!(validate(&json!({"apiVersion": "v1", "kind": "Secret"})).is_err());
+}
+
+#[test]
+fn every_overlay_builds_and_every_object_is_a_valid_kubernetes_object() {
+    for dir in OVERLAYS {
+        let Some(objs) = kustomize(dir) else { return };
+        assert!(objs.len() >= 10, "{dir}: only {} objects", objs.len());
+        let mut seen = BTreeSet::new();
+        for o in &objs {
+            assert!(seen.insert(key(o)), "{dir}: {} rendered twice", key(o));
+            if let Err(errors) = validate(o) {
+                panic!("{dir}: {} is not valid:\n  {}", key(o), errors.join("\n  "));
+            }
+            assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/name"], "nodewarden", "{dir}: {}", key(o));
+        }
+    }
+}
+
+fn tolerated(pod_spec: &Value, key: &str, effect: &str) -> bool {
+    pod_spec["tolerations"].as_array().is_some_and(|ts| {
+        ts.iter().any(|t| {
+            t["key"] == key
+                && t["operator"] == "Exists"
+                && (t.get("effect").is_none() || t["effect"] == effect)
+                && t.get("tolerationSeconds").is_none()
+        })
+    })
+}
+
+#[test]
+fn the_active_deployment_is_highly_available_locked_down_and_probed() {
+    let Some(objs) = kustomize("overlays/active") else { return };
+    let d = one(&objs, "Deployment");
+    assert_eq!(d["metadata"]["namespace"], "kube-system");
+    assert_eq!(d["spec"]["replicas"], 2);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["serviceAccountName"], "nodewarden");
+    let zone = &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(zone["podAffinityTerm"]["topologyKey"], "topology.kubernetes.io/zone");
+    // The taints nodewarden itself puts on nodes.
+    for (k, effect) in [
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        ("node.kubernetes.io/network-unavailable", "NoSchedule"),
+    ] {
+        assert!(tolerated(pod, k, effect), "no toleration of {k}:{effect}");
+    }
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["ports"][0]["containerPort"], 10257);
+    let args = deployment_args(&objs);
+    // Probes and Prometheus reach the pod from outside: not loopback.
+    assert!(args.contains(&"--bind-address=0.0.0.0:10257".to_string()), "{args:?}");
+    assert!(args.contains(&"--leader-elect=true".to_string()), "{args:?}");
+    assert!(!args.contains(&"--dry-run".to_string()), "{args:?}");
+    // The Lease the Role is scoped to is the one the flags name.
+    let role = objs.iter().find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kube-system").expect("Role");
+    let named = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .find(|r| r.get("resourceNames").is_some())
+        .expect("a named rule");
+    let name = named["resourceNames"][0].as_str().expect("name");
+    assert!(args.contains(&format!("--leader-elect-resource-name={name}")), "{args:?}");
+    assert!(args.contains(&"--leader-elect-resource-namespace=kube-system".to_string()), "{args:?}");
+
+    assert_eq!(one(&objs, "PodDisruptionBudget")["spec"]["maxUnavailable"], 1);
+    let np = one(&objs, "NetworkPolicy");
+    assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(np["spec"]["ingress"], json!([{"ports": [{"port": "metrics", "protocol": "TCP"}]}]));
+    assert_eq!(one(&objs, "Service")["spec"]["ports"][0]["targetPort"], "metrics");
+    assert_eq!(one(&objs, "ServiceMonitor")["spec"]["endpoints"][0]["path"], "/metrics");
+    // The same selector everywhere, and it selects the pods.
+    let selector = json!({"app.kubernetes.io/name": "nodewarden"});
+    assert_eq!(d["spec"]["selector"]["matchLabels"], selector);
+    assert_eq!(one(&objs, "Service")["spec"]["selector"], selector);
+    assert_eq!(np["spec"]["podSelector"]["matchLabels"], selector);
+    assert_eq!(one(&objs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"], selector);
+}
+
+#[test]
+fn the_shadow_overlay_is_a_single_read_only_dry_run() {
+    let Some(objs) = kustomize("overlays/shadow") else { return };
+    let d = one(&objs, "Deployment");
+    assert_eq!(d["spec"]["replicas"], 1);
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["nodewarden.io/mode"], "shadow");
+    assert!(deployment_args(&objs).contains(&"--dry-run".to_string()));
+    let rules = &one(&objs, "ClusterRole")["rules"];
+    let verbs: BTreeSet<&str> = rules
+        .as_array()
+        .expect("rules")
+        .iter()
+        .flat_map(|r| r["verbs"].as_array().expect("verbs"))
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(verbs, BTreeSet::from(["list", "watch"]));
+    assert!(!objs.iter().any(|o| o["metadata"]["name"] == "nodewarden-leader-election"));
+}
+
+fn nodewarden_run(args: &[String]) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_nodewarden"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run nodewarden");
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// `nodewarden run` with the Deployment's args and a kubeconfig that does
+/// not exist: the flags are parsed by the real clap definition and
+/// validated (controller and election settings are checked before the
+/// kubeconfig is read), so the only complaint must be the kubeconfig.
+#[test]
+fn every_flag_in_the_deployments_is_one_nodewarden_run_accepts() {
+    let missing = std::env::temp_dir().join(format!("nodewarden-deploy-{}/no-such.kubeconfig", std::process::id()));
+    let with_kubeconfig = |mut args: Vec<String>| {
+        args.push(format!("--kubeconfig={}", missing.display()));
+        args
+    };
+    for dir in ["overlays/active", "overlays/shadow"] {
+        let Some(objs) = kustomize(dir) else { return };
+        let args = deployment_args(&objs);
+        assert_eq!(args[0], "run", "{dir}: the container must run `nodewarden run`");
+        let (code, stderr) = nodewarden_run(&with_kubeconfig(args.clone()));
+        assert_eq!(code, Some(2), "{dir}: {stderr}");
+        assert!(
+            stderr.contains("--kubeconfig") && stderr.contains("no-such.kubeconfig"),
+            "{dir}: {args:?} was refused: {stderr}"
+        );
+
+        // The check can fail: an unknown flag, or a bad value, is refused
+        // before the kubeconfig is looked at.
+        let mut bad = args.clone();
+        bad.push("--node-lifecycle-controllers=off".into());
+        let (code, stderr) = nodewarden_run(&with_kubeconfig(bad));
+        assert_eq!(code, Some(2));
+        assert!(stderr.contains("unexpected argument '--node-lifecycle-controllers"), "{stderr}");
+        let bad: Vec<String> = args
+            .iter()
+            .map(|a| if a.starts_with("--pod-deletion-mode=") { "--pod-deletion-mode=drain".into() } else { a.clone() })
+            .collect();
+        let (_, stderr) = nodewarden_run(&with_kubeconfig(bad));
+        assert!(stderr.contains("drain") && !stderr.contains("no-such.kubeconfig"), "{stderr}");
+    }
+}
+
+fn bytes(q: &str) -> f64 {
+    for (suffix, m) in [("Ki", 1024.0), ("Mi", 1024.0 * 1024.0), ("Gi", 1024.0 * 1024.0 * 1024.0)] {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<f64>().unwrap_or_else(|_| panic!("quantity {q}")) * m;
+        }
+    }
+    q.parse().unwrap_or_else(|_| panic!("quantity {q} (use Ki, Mi or Gi)"))
+}
+
+/// docs/operations.md#sizing: 64 MiB + 2 KiB a node + 0.5 KiB a pod
+/// (the engine's measured 1.6 KB and 350 B, plus the watchers' keys).
+#[test]
+fn the_memory_request_follows_the_sizing_formula_for_5k_nodes_and_150k_pods() {
+    let Some(objs) = kustomize("overlays/active") else { return };
+    let r = &one(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["resources"];
+    let request = bytes(r["requests"]["memory"].as_str().expect("a memory request"));
+    let limit = bytes(r["limits"]["memory"].as_str().expect("a memory limit"));
+    let needed = 64.0 * 1048576.0 + 5000.0 * 2048.0 + 150_000.0 * 512.0;
+    assert!(request >= needed, "request {request} < formula {needed}");
+    assert!(request < needed * 1.25, "request {request} is far above the formula's {needed}: update one or the other");
+    assert!(limit >= 2.0 * request, "limit {limit} is less than twice the request");
+    assert!(r["requests"]["cpu"].is_string());
+}
+
+fn chart() -> std::path::PathBuf {
+    root().join("deploy/helm/nodewarden")
+}
+
+fn by_key(objs: Vec<Value>) -> BTreeMap<String, Value> {
+    objs.into_iter().map(|o| (key(&o), o)).collect()
+}
+
+fn assert_same_objects(helm: Vec<Value>, kustomize: Vec<Value>, what: &str) {
+    let (h, k) = (by_key(helm), by_key(kustomize));
+    assert_eq!(h.keys().collect::<Vec<_>>(), k.keys().collect::<Vec<_>>(), "{what}: different objects");
+    for (name, obj) in &h {
+        assert_eq!(
+            obj,
+            &k[name],
+            "{what}: {name} differs\nhelm:\n{}\nkustomize:\n{}",
+            serde_yaml_ng::to_string(obj).unwrap_or_default(),
+            serde_yaml_ng::to_string(&k[name]).unwrap_or_default()
+        );
+    }
+}
+
+/// No Helm binary can be installed here (deploy/helm.rs says why): the
+/// chart's templates go through a small renderer of the template subset
+/// they use, and must give exactly the kustomize objects.
+#[test]
+fn the_helm_chart_renders_the_same_objects_as_kustomize() {
+    let Some(active) = kustomize("overlays/active") else { return };
+    let Some(shadow) = kustomize("overlays/shadow") else { return };
+    let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &json!({})).expect("default values");
+    assert_same_objects(helm, active, "helm (defaults) vs overlays/active");
+    let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &json!({"mode": "shadow"})).expect("shadow");
+    assert_same_objects(helm, shadow, "helm (mode=shadow) vs overlays/shadow");
+}
+
+#[test]
+fn the_helm_chart_values_change_what_they_say_and_bad_values_are_refused() {
+    let over = json!({"controller": {"podDeletionMode": "evict"}, "extraArgs": ["--enable-taint-manager=false"],
+        "serviceMonitor": {"enabled": false}, "replicas": 3, "leaderElectionName": "nw"});
+    let objs = deploy::helm::render(&chart(), "nw", "kube-system", &over).expect("render");
+    let args = deployment_args(&objs);
+    for a in ["--pod-deletion-mode=evict", "--enable-taint-manager=false", "--leader-elect-resource-name=nw"] {
+        assert!(args.contains(&a.to_string()), "{a} not in {args:?}");
+    }
+    assert_eq!(one(&objs, "Deployment")["spec"]["replicas"], 3);
+    assert!(!objs.iter().any(|o| o["kind"] == "ServiceMonitor"));
+    let role = objs.iter().find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kube-system").expect("Role");
+    assert_eq!(role["rules"][1]["resourceNames"], json!(["nw"]));
+    // Flags from values reach `nodewarden run` too.
+    let mut args = args;
+    args.push("--kubeconfig=/nonexistent/kubeconfig".into());
+    let (code, stderr) = nodewarden_run(&args);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("/nonexistent/kubeconfig"), "{stderr}");
+
+    let err = deploy::helm::render(&chart(), "nw", "kube-system", &json!({"mode": "passive"})).unwrap_err();
+    assert_eq!(err, [r#"values.mode: "passive" is not one of ["active","shadow"]"#]);
+    let err = deploy::helm::render(&chart(), "nw", "kube-system", &json!({"controler": {}})).unwrap_err();
+    assert_eq!(err, ["values: controler is not a known value"]);
+    let err = deploy::helm::render(&chart(), "nw", "kube-system", &json!({"controller": {"podDeletionMode": "drain"}}))
+        .unwrap_err();
+    assert_eq!(err, [r#"values.controller.podDeletionMode: "drain" is not one of ["delete","evict"]"#]);
+}
+
+/// The metric names the code records: string constants and literals with
+/// the prefixes of upstream's names and nodewarden's own, read from the
+/// sources that record metrics.
+fn exported_metrics() -> BTreeSet<String> {
+    let files = [
+        "crates/engine/src/metric_names.rs",
+        "crates/kube/src/writer.rs",
+        "crates/kube/src/watch.rs",
+        "crates/kube/src/leader.rs",
+        "crates/kube/src/engine_thread.rs",
+        "crates/controller/src/control_loop.rs",
+    ];
+    let mut names = BTreeSet::new();
+    for f in files {
+        let src = std::fs::read_to_string(root().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        for (i, part) in src.split('"').enumerate() {
+            if i % 2 == 1 && is_metric(part) && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                names.insert(part.to_string());
+            }
+        }
+    }
+    names
+}
+
+const PREFIXES: [&str; 4] = ["node_collector_", "taint_eviction_controller_", "nodewarden_", "leader_election_"];
+
+fn is_metric(word: &str) -> bool {
+    PREFIXES.iter().any(|p| word.starts_with(p))
+}
+
+/// Metric names in a PromQL expression (identifiers with our prefixes).
+fn metrics_in(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|w| is_metric(w))
+        .map(str::to_string)
+        .collect()
+}
+
+fn known(name: &str, exported: &BTreeSet<String>) -> bool {
+    exported.contains(name)
+        || ["_bucket", "_sum", "_count"].iter().any(|s| name.strip_suffix(s).is_some_and(|b| exported.contains(b)))
+}
+
+#[test]
+fn alerts_and_dashboard_use_metric_names_the_code_exports() {
+    let exported = exported_metrics();
+    for must in [
+        "node_collector_zone_health",
+        "leader_election_master_status",
+        "nodewarden_safety_interlock_blocked_total",
+        "nodewarden_watch_synced",
+    ] {
+        assert!(exported.contains(must), "{must} not found in the code: {exported:?}");
+    }
+    assert!(!known("nodewarden_zone_state", &exported), "the check must refuse a name the code does not export");
+
+    let text = std::fs::read_to_string(root().join("deploy/alerts/nodewarden.rules.yaml")).expect("alerts");
+    let rules: Value = serde_yaml_ng::from_str(&text).expect("alerts are YAML");
+    let mut alerts = BTreeSet::new();
+    for g in rules["groups"].as_array().expect("groups") {
+        for r in g["rules"].as_array().expect("rules") {
+            let name = r["alert"].as_str().or(r["record"].as_str()).expect("alert or record");
+            let expr = r["expr"].as_str().unwrap_or_else(|| panic!("{name}: no expr"));
+            let used = metrics_in(expr);
+            assert!(!used.is_empty(), "{name}: uses no nodewarden metric: {expr}");
+            for m in used {
+                assert!(known(&m, &exported), "alert {name}: {m} is not a metric the code exports");
+            }
+            if r.get("alert").is_some() {
+                assert!(r["annotations"]["summary"].is_string(), "{name}: no summary");
+                let runbook =
+                    r["annotations"]["runbook_url"].as_str().unwrap_or_else(|| panic!("{name}: no runbook_url"));
+                let anchor = runbook.rsplit_once('#').map(|(_, a)| a).unwrap_or_default();
+                let ops = std::fs::read_to_string(root().join("docs/operations.md")).expect("docs/operations.md");
+                assert!(ops.contains(&format!("### {name}")), "{name}: no section in docs/operations.md");
+                assert_eq!(anchor, name.to_lowercase(), "{name}: runbook anchor");
+                assert!(
+                    ["critical", "warning"].contains(&r["labels"]["severity"].as_str().unwrap_or_default()),
+                    "{name}"
+                );
+                alerts.insert(name.to_string());
+            }
+        }
+    }
+    for must in [
+        "NodewardenZoneFullDisruption",
+        "NodewardenAllZonesDown",
+        "NodewardenInterlockRefusal",
+        "NodewardenNoLeader",
+        "NodewardenWatchesNotSynced",
+    ] {
+        assert!(alerts.contains(must), "no alert {must}: {alerts:?}");
+    }
+
+    let dash: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("deploy/dashboards/nodewarden.json")).expect("dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    let mut used = BTreeSet::new();
+    for p in dash["panels"].as_array().expect("panels") {
+        if p["type"] == "row" {
+            continue;
+        }
+        let title = p["title"].as_str().expect("a panel title");
+        let targets = p["targets"].as_array().unwrap_or_else(|| panic!("panel {title}: no targets"));
+        assert!(!targets.is_empty(), "panel {title}: no targets");
+        for t in targets {
+            let expr = t["expr"].as_str().unwrap_or_else(|| panic!("panel {title}: a target without expr"));
+            for m in metrics_in(expr) {
+                assert!(known(&m, &exported), "panel {title}: {m} is not a metric the code exports");
+                used.insert(m);
+            }
+        }
+    }
+    for must in [
+        "node_collector_zone_health",
+        "node_collector_evictions_total",
+        "taint_eviction_controller_pod_deletions_total",
+        "nodewarden_taint_to_deletion_seconds",
+        "nodewarden_write_failures_total",
+        "nodewarden_safety_interlock_blocked_total",
+        "leader_election_master_status",
+        "nodewarden_api_requests_total",
+    ] {
+        assert!(used.contains(must), "the dashboard shows no {must}");
+    }
+}
+
+#[test]
+fn the_dockerfile_builds_a_static_binary_into_a_non_root_image() {
+    let text = std::fs::read_to_string(root().join("Dockerfile")).expect("Dockerfile");
+    // Continuation lines (ending in a backslash) belong to the instruction
+    // they continue.
+    let joined = text.replace("\\\n", " ");
+    let instructions: Vec<(String, String)> = joined
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            l.split_once(' ')
+                .map(|(a, b)| (a.to_uppercase(), b.trim().to_string()))
+                .unwrap_or((l.to_uppercase(), String::new()))
+        })
+        .collect();
+    let known = ["FROM", "ARG", "WORKDIR", "COPY", "RUN", "ENV", "USER", "ENTRYPOINT", "CMD", "EXPOSE", "LABEL"];
+    for (i, _) in &instructions {
+        assert!(known.contains(&i.as_str()), "unknown or unexpected instruction {i}");
+    }
+    let froms: Vec<&String> = instructions.iter().filter(|(i, _)| i == "FROM").map(|(_, a)| a).collect();
+    assert!(froms.len() >= 2, "not a multi-stage build");
+    let last = instructions.iter().rposition(|(i, _)| i == "FROM").expect("FROM");
+    let final_stage = &instructions[last..];
+    let user = final_stage.iter().find(|(i, _)| i == "USER").map(|(_, a)| a.as_str()).expect("USER in the final stage");
+    let uid = user.split(':').next().unwrap_or_default();
+    assert!(
+        uid.parse::<u32>().is_ok_and(|u| u != 0),
+        "the final stage must run as a numeric non-root user, not {user:?}"
+    );
+    assert!(
+        final_stage.iter().any(|(i, a)| i == "COPY" && a.contains("--from=")),
+        "the final stage copies from the build"
+    );
+    assert!(text.contains("x86_64-unknown-linux-musl"), "a static (musl) target");
+    // The deployment's securityContext runs as the same user.
+    if let Some(objs) = kustomize("base") {
+        let sc = &one(&objs, "Deployment")["spec"]["template"]["spec"]["securityContext"];
+        assert_eq!(sc["runAsUser"].to_string(), uid);
+    }
+}
