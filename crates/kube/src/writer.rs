@@ -42,7 +42,7 @@ use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionKind, EventType, ObjectRef, Observation, WriteOutcome};
 use nodewarden_model::{DeletionMode, Taint, Timestamp};
 use serde_json::json;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::mpsc;
 
 use crate::convert;
 use crate::engine_thread::Input;
@@ -54,6 +54,13 @@ pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
 
 /// Counter of requests the leader-election fence held back.
 pub const FENCED_METRIC: &str = "nodewarden_fenced_requests_total";
+
+/// Counter of Events dropped because too many were queued.
+pub const EVENTS_DROPPED_METRIC: &str = "nodewarden_events_dropped_total";
+
+/// Events waiting or under way beyond which new ones are dropped
+/// (client-go's broadcaster queues 1000).
+const MAX_QUEUED_EVENTS: usize = 1000;
 
 /// Counter of API requests retried, by reason (`throttled`, `server_error`,
 /// `transport`).
@@ -193,51 +200,111 @@ impl ClusterApi for DryRunApi {
     }
 }
 
+/// How urgent a request is. When the client-side limit holds requests
+/// back, the most urgent go first: a node's Unknown status and taints
+/// before pod status and deletions, and Events last. Without this, the
+/// Events of a large failure (thousands, one per pod) would hold the next
+/// node's status behind them for minutes at 20 requests a second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Urgency {
+    /// Node status, taints and labels.
+    Node = 0,
+    /// Pod status and deletions.
+    Pod = 1,
+    /// Events.
+    Event = 2,
+}
+
+impl Urgency {
+    fn of(kind: &ActionKind) -> Urgency {
+        match kind {
+            ActionKind::UpdateNodeConditions { .. }
+            | ActionKind::PatchNodeTaints { .. }
+            | ActionKind::PatchNodeLabels { .. } => Urgency::Node,
+            ActionKind::RecordEvent(_) => Urgency::Event,
+            _ => Urgency::Pod,
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The urgency of the action the current task carries out.
+    static URGENCY: Urgency;
+}
+
 /// A token bucket shared by every request (client-go's flowcontrol
-/// limiter: `qps` tokens a second, at most `burst` saved).
+/// limiter: `qps` tokens a second, at most `burst` saved), handing its
+/// tokens out most urgent first: one dispenser task serves a queue per
+/// [`Urgency`], so waiters do not poll.
 struct Limiter {
-    qps: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
+    queues: [mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>; 3],
     /// No request before this: the server answered 429 with Retry-After,
     /// which speaks for the whole client, not one request.
-    paused_until: Mutex<Option<Instant>>,
+    paused_until: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
 impl Limiter {
     fn new(qps: f64, burst: u32) -> Limiter {
+        let qps = qps.max(0.001);
         let burst = f64::from(burst.max(1));
-        Limiter {
-            qps: qps.max(0.001),
-            burst,
-            state: Mutex::new((burst, Instant::now())),
-            paused_until: Mutex::new(None),
-        }
+        let paused_until = Arc::new(std::sync::Mutex::new(None::<Instant>));
+        let (t0, mut r0) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+        let (t1, mut r1) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+        let (t2, mut r2) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+        let paused = paused_until.clone();
+        tokio::spawn(async move {
+            let (mut tokens, mut last) = (burst, Instant::now());
+            loop {
+                // A token first, then the most urgent waiter at that moment.
+                let now = Instant::now();
+                tokens = (tokens + now.duration_since(last).as_secs_f64() * qps).min(burst);
+                last = now;
+                if tokens < 1.0 {
+                    tokio::time::sleep(Duration::from_secs_f64((1.0 - tokens) / qps)).await;
+                    continue;
+                }
+                let waiter = if let Ok(w) = r0.try_recv() {
+                    w
+                } else if let Ok(w) = r1.try_recv() {
+                    w
+                } else if let Ok(w) = r2.try_recv() {
+                    w
+                } else {
+                    tokio::select! {
+                        biased;
+                        Some(w) = r0.recv() => w,
+                        Some(w) = r1.recv() => w,
+                        Some(w) = r2.recv() => w,
+                        else => return,
+                    }
+                };
+                let pause = *paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(until) = pause.filter(|u| *u > Instant::now()) {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+                }
+                // A waiter that gave up (its task was aborted) costs nothing.
+                if waiter.send(()).is_ok() {
+                    tokens -= 1.0;
+                }
+            }
+        });
+        Limiter { queues: [t0, t1, t2], paused_until }
     }
 
     /// Holds every request until `until`.
     async fn pause_until(&self, until: Instant) {
-        let mut p = self.paused_until.lock().await;
+        let mut p = self.paused_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if p.is_none_or(|cur| cur < until) {
             *p = Some(until);
         }
     }
 
+    /// Waits for a token, at the urgency of the action under way.
     async fn acquire(&self) {
-        let paused = *self.paused_until.lock().await;
-        if let Some(until) = paused {
-            tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
-        }
-        let wait = {
-            let mut s = self.state.lock().await;
-            let now = Instant::now();
-            s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.qps).min(self.burst);
-            s.1 = now;
-            s.0 -= 1.0;
-            if s.0 >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-s.0 / self.qps) }
-        };
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        let urgency = URGENCY.try_with(|u| *u).unwrap_or(Urgency::Pod);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.queues[urgency as usize].send(tx).is_ok() {
+            let _ = rx.await;
         }
     }
 }
@@ -258,6 +325,7 @@ pub fn spawn_writer(
         answers,
         limiter: Limiter::new(opts.qps, opts.burst),
         core_events: AtomicBool::new(false),
+        events_queued: std::sync::atomic::AtomicUsize::new(0),
         opts,
         fence,
     });
@@ -313,6 +381,8 @@ struct Writer {
     limiter: Limiter,
     /// events.k8s.io is not served: record core/v1 Events.
     core_events: AtomicBool,
+    /// Events waiting or under way.
+    events_queued: std::sync::atomic::AtomicUsize,
     opts: WriterOptions,
     /// Asked before every request: a replica that may not be the leader
     /// any more sends nothing.
@@ -450,9 +520,26 @@ impl Writer {
 
     async fn carry_out(&self, action: Action) {
         let since = Instant::now();
+        let urgency = Urgency::of(&action.kind);
+        URGENCY.scope(urgency, self.carry_out_now(since, action)).await;
+    }
+
+    async fn carry_out_now(&self, since: Instant, action: Action) {
         let name = action_name(&action.kind);
         if let ActionKind::RecordEvent(ev) = &action.kind {
-            if let Err(e) = self.record_event(since, ev).await {
+            // Events queue behind every write; past a bound they are
+            // dropped (counted), as client-go's broadcaster drops them when
+            // its queue is full, rather than held for minutes.
+            let queued = self.events_queued.fetch_add(1, Ordering::Relaxed);
+            if queued >= MAX_QUEUED_EVENTS {
+                self.events_queued.fetch_sub(1, Ordering::Relaxed);
+                metrics::counter!(EVENTS_DROPPED_METRIC).increment(1);
+                tracing::debug!(reason = ev.reason, object = %ev.object, "Event dropped: too many queued");
+                return;
+            }
+            let r = self.record_event(since, ev).await;
+            self.events_queued.fetch_sub(1, Ordering::Relaxed);
+            if let Err(e) = r {
                 tracing::warn!(reason = ev.reason, object = %ev.object, error = %e, "could not record an Event");
             }
             return;
@@ -756,5 +843,55 @@ impl Writer {
         };
         let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
         self.call(since, || api.create(&POST, &e)).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn take(limiter: Arc<Limiter>, urgency: Urgency, order: Arc<std::sync::Mutex<Vec<Urgency>>>) {
+        URGENCY.scope(urgency, limiter.acquire()).await;
+        order.lock().expect("order").push(urgency);
+    }
+
+    #[tokio::test]
+    async fn held_back_requests_go_most_urgent_first_at_the_configured_rate() {
+        // One token saved, then 20 a second.
+        let limiter = Arc::new(Limiter::new(20.0, 1));
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Event, order.clone())));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let started = Instant::now();
+        tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Pod, order.clone())));
+        tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Node, order.clone())));
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let order = order.lock().expect("order").clone();
+        // The first Event took the saved token; the Node and the Pod come
+        // before the Events still waiting.
+        assert_eq!(&order[..3], &[Urgency::Event, Urgency::Node, Urgency::Pod], "{order:?}");
+        // Seven tokens after the saved one at 20 a second: about 350 ms.
+        assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_gave_up_costs_no_token() {
+        let limiter = Arc::new(Limiter::new(1.0, 1));
+        limiter.acquire().await;
+        // This one waits ~1 s for a token; abort it at once.
+        let gone = tokio::spawn({
+            let l = limiter.clone();
+            async move { l.acquire().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        gone.abort();
+        let started = Instant::now();
+        limiter.acquire().await;
+        assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
     }
 }
