@@ -317,15 +317,15 @@ fn bytes(q: &str) -> f64 {
     q.parse().unwrap_or_else(|_| panic!("quantity {q} (use Ki, Mi or Gi)"))
 }
 
-/// docs/operations.md#sizing: 64 MiB + 2 KiB a node + 0.5 KiB a pod
-/// (the engine's measured 1.6 KB and 350 B, plus the watchers' keys).
+/// docs/operations.md#sizing: 32 MiB + 6 KiB a node + 1 KiB a pod (the
+/// whole process measured against sim --serve: 5.8 KB and 1.0 KB).
 #[test]
 fn the_memory_request_follows_the_sizing_formula_for_5k_nodes_and_150k_pods() {
     let Some(objs) = kustomize("overlays/active") else { return };
     let r = &one(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["resources"];
     let request = bytes(r["requests"]["memory"].as_str().expect("a memory request"));
     let limit = bytes(r["limits"]["memory"].as_str().expect("a memory limit"));
-    let needed = 64.0 * 1048576.0 + 5000.0 * 2048.0 + 150_000.0 * 512.0;
+    let needed = 32.0 * 1048576.0 + 5000.0 * 6144.0 + 150_000.0 * 1024.0;
     assert!(request >= needed, "request {request} < formula {needed}");
     assert!(request < needed * 1.25, "request {request} is far above the formula's {needed}: update one or the other");
     assert!(limit >= 2.0 * request, "limit {limit} is less than twice the request");
