@@ -1,0 +1,60 @@
+//! The health-pass benchmarks' fleet, run for a fixed number of passes so
+//! that instruction counts can be compared (timings on a shared machine
+//! are too noisy for small differences):
+//!
+//! ```text
+//! cargo build --release -p nodewarden-engine --example monitor_profile
+//! valgrind --tool=callgrind --toggle-collect='*measured_passes*' \
+//!     target/release/examples/monitor_profile healthy 100000 20
+//! ```
+//!
+//! The first argument is `healthy`, `zone_down` (as in
+//! `benches/health_pass.rs`) or `quiet`; then the node count and the
+//! number of passes. Only `measured_passes` (ingest of the renewals and
+//! the tick) is counted when callgrind is told to toggle on it; the
+//! `health_monitor` phase alone is the inclusive cost of its systems
+//! (`callgrind_annotate --inclusive=yes`).
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use std::hint::black_box;
+
+use common::{PERIOD, Renewing, quiet_cluster};
+use nodewarden_model::Timestamp;
+
+#[inline(never)]
+fn measured_passes(r: &mut Renewing, passes: usize) {
+    for _ in 0..passes {
+        black_box(r.pass());
+    }
+}
+
+#[inline(never)]
+fn measured_quiet_passes(engine: &mut nodewarden_engine::Engine, passes: usize) {
+    let mut now = Timestamp::EPOCH;
+    for _ in 0..passes {
+        now += PERIOD;
+        black_box(engine.tick(now).len());
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map_or("healthy", String::as_str);
+    let nodes: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let passes: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20);
+    match mode {
+        "quiet" => {
+            let mut engine = quiet_cluster(nodes);
+            measured_quiet_passes(&mut engine, passes);
+        }
+        "healthy" | "zone_down" => {
+            let mut r = Renewing::new(nodes, mode == "zone_down");
+            measured_passes(&mut r, passes);
+            let zones = r.engine.zones();
+            eprintln!("{zones:?}");
+        }
+        other => panic!("unknown mode {other}: healthy, zone_down or quiet"),
+    }
+}
