@@ -10,7 +10,8 @@
 //!
 //! The first argument is `healthy`, `zone_down` (as in
 //! `benches/health_pass.rs`) or `quiet`; then the node count and the
-//! number of passes. Only `measured_passes` (ingest of the renewals and
+//! number of passes. Without valgrind it prints the p50 and p99 of the
+//! `health_monitor` phase over the passes (criterion reports neither). Only `measured_passes` (ingest of the renewals and
 //! the tick) is counted when callgrind is told to toggle on it; the
 //! `health_monitor` phase alone is the inclusive cost of its systems
 //! (`callgrind_annotate --inclusive=yes`).
@@ -19,15 +20,14 @@
 mod common;
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use common::{PERIOD, Renewing, quiet_cluster};
 use nodewarden_model::Timestamp;
 
 #[inline(never)]
-fn measured_passes(r: &mut Renewing, passes: usize) {
-    for _ in 0..passes {
-        black_box(r.pass());
-    }
+fn measured_passes(r: &mut Renewing, passes: usize) -> Vec<Duration> {
+    (0..passes).map(|_| black_box(r.pass())).collect()
 }
 
 #[inline(never)]
@@ -51,7 +51,15 @@ fn main() {
         }
         "healthy" | "zone_down" => {
             let mut r = Renewing::new(nodes, mode == "zone_down");
-            measured_passes(&mut r, passes);
+            let mut took = measured_passes(&mut r, passes);
+            took.sort();
+            let at = |q: f64| took.get(((took.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or_default();
+            println!(
+                "{mode} {nodes} nodes, {passes} passes: health_monitor phase p50 {:?} p99 {:?} max {:?}",
+                at(0.5),
+                at(0.99),
+                at(1.0)
+            );
             let zones = r.engine.zones();
             eprintln!("{zones:?}");
         }

@@ -10,6 +10,7 @@ use crate::action::Action;
 use crate::components::Zone;
 use crate::ingest;
 use crate::metric_names;
+use crate::monitor::{NodeTimers, ZoneCounts};
 use crate::observation::Observation;
 use crate::resources::*;
 use crate::systems::{disruption, health, legacy, node_handlers, pods, taint_manager, tainting};
@@ -72,6 +73,8 @@ pub struct Engine {
     /// Observations handed in since the last tick, ingested at the next
     /// (ingest reads the tick's time, so it cannot run earlier).
     pending: Vec<Observation>,
+    /// Ingest of runs of Lease observations.
+    leases: ingest::LeaseIngest,
     last_tick: Option<Timestamp>,
 }
 
@@ -97,6 +100,8 @@ impl Engine {
         world.init_resource::<ZoneIndex>();
         world.init_resource::<OrphanLeases>();
         world.init_resource::<PassScratch>();
+        world.init_resource::<NodeTimers>();
+        world.init_resource::<ZoneCounts>();
         world.init_resource::<ChangedNodes>();
         world.init_resource::<TaintManagerInbox>();
         world.init_resource::<AssignedPods>();
@@ -156,7 +161,9 @@ impl Engine {
         } else {
             single(legacy::refused_deletions.into_configs())
         };
+        let leases = ingest::LeaseIngest::new(&mut world);
         Ok(Engine {
+            leases,
             world,
             phases,
             refusals,
@@ -203,7 +210,13 @@ impl Engine {
         self.world.resource_mut::<Now>().0 = now;
         self.timings.clear();
         let started = self.stopwatch.map(|now| now());
-        for obs in std::mem::take(&mut self.pending) {
+        let mut pending = std::mem::take(&mut self.pending).into_iter().peekable();
+        while let Some(obs) = pending.next() {
+            if ingest::LeaseIngest::takes(&obs) {
+                // Leases never report a refused deletion.
+                self.leases.apply(&mut self.world, obs, &mut pending);
+                continue;
+            }
             ingest::apply(&mut self.world, obs);
             // Ingest only records a refused deletion; its owner decides
             // what follows, before the next observation is taken in, so the

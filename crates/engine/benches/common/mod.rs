@@ -163,4 +163,3 @@ impl Renewing {
         self.engine.last_tick_timings().iter().find(|p| p.phase == "health_monitor").map_or(Duration::ZERO, |p| p.took)
     }
 }
-
