@@ -11,10 +11,14 @@
 //! The first argument is `healthy`, `zone_down` (as in
 //! `benches/health_pass.rs`) or `quiet`; then the node count and the
 //! number of passes. Without valgrind it prints the p50 and p99 of the
-//! `health_monitor` phase over the passes (criterion reports neither). Only `measured_passes` (ingest of the renewals and
-//! the tick) is counted when callgrind is told to toggle on it; the
-//! `health_monitor` phase alone is the inclusive cost of its systems
-//! (`callgrind_annotate --inclusive=yes`).
+//! `health_monitor` phase over the passes (criterion reports neither).
+//! With `--toggle-collect='*measured_passes*'` callgrind counts the
+//! passes (the renewals' ingest and the ticks); with
+//! `--toggle-collect=bevy_ecs::schedule::schedule::Schedule::run` the
+//! tick's phases, setup included (subtract a run of 0 passes).
+//!
+//! `ingest NODES PODS_PER_NODE` instead times the first tick of an engine
+//! handed a whole cluster (`--toggle-collect='*measured_ingest*'`).
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -23,7 +27,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use common::{PERIOD, Renewing, quiet_cluster};
-use nodewarden_model::Timestamp;
+use nodewarden_engine::Engine;
+use nodewarden_model::{ControllerConfig, Timestamp};
 
 #[inline(never)]
 fn measured_passes(r: &mut Renewing, passes: usize) -> Vec<Duration> {
@@ -31,7 +36,15 @@ fn measured_passes(r: &mut Renewing, passes: usize) -> Vec<Duration> {
 }
 
 #[inline(never)]
-fn measured_quiet_passes(engine: &mut nodewarden_engine::Engine, passes: usize) {
+fn measured_ingest(engine: &mut Engine, state: Vec<nodewarden_engine::Observation>) -> usize {
+    for o in state {
+        engine.observe(o);
+    }
+    engine.tick(Timestamp::EPOCH).len()
+}
+
+#[inline(never)]
+fn measured_quiet_passes(engine: &mut Engine, passes: usize) {
     let mut now = Timestamp::EPOCH;
     for _ in 0..passes {
         now += PERIOD;
@@ -63,6 +76,14 @@ fn main() {
             let zones = r.engine.zones();
             eprintln!("{zones:?}");
         }
-        other => panic!("unknown mode {other}: healthy, zone_down or quiet"),
+        "ingest" => {
+            // The third argument is pods per node here.
+            let state = common::cluster_state(nodes, 3, passes);
+            let mut engine = Engine::new(ControllerConfig::default(), Timestamp::EPOCH).expect("valid config");
+            let started = std::time::Instant::now();
+            let actions = measured_ingest(&mut engine, state);
+            println!("ingest of {nodes} nodes, {} pods: {:?}, {actions} actions", nodes * passes, started.elapsed());
+        }
+        other => panic!("unknown mode {other}: healthy, zone_down, quiet or ingest"),
     }
 }
