@@ -81,6 +81,8 @@ pub struct Controller {
     /// held-back write is usually issued again at the next pass, and one
     /// loud line per object is what a person can read.
     logged: HashSet<(Invariant, Option<(ObjectRef, WriteSlot)>)>,
+    /// An engine of the other eviction mode kept by [`Controller::reset`].
+    spare: Option<Engine>,
 }
 
 impl Controller {
@@ -89,7 +91,7 @@ impl Controller {
     pub fn new(config: ControllerConfig, start: Timestamp) -> Result<Controller, ConfigError> {
         let engine = Engine::new(config.clone(), start)?;
         let checker = InvariantChecker::new(&config);
-        Ok(Controller { config, engine, checker, stopwatch: None, logged: HashSet::new() })
+        Ok(Controller { config, engine, checker, stopwatch: None, logged: HashSet::new(), spare: None })
     }
 
     /// Replaces the engine with a fresh one started at `at`, as a restarted
@@ -97,11 +99,34 @@ impl Controller {
     /// cluster again. The checker keeps what it knows of the cluster (the
     /// cluster did not restart) and forgets what was in flight.
     pub fn restart(&mut self, at: Timestamp) -> Result<(), ConfigError> {
-        self.engine = Engine::new(self.config.clone(), at)?;
+        self.engine.reset(self.config.clone(), at)?;
         if let Some(clock) = self.stopwatch {
             self.engine.measure_with(clock);
         }
         self.checker.controller_restarted();
+        self.logged.clear();
+        Ok(())
+    }
+
+    /// Makes this controller what [`Controller::new`] with `config` and
+    /// `start` would make (a new engine, a new checker, no clock lent),
+    /// keeping the engine's schedules when it can (see `Engine::reset`):
+    /// for drivers that run many short lives one after another, such as
+    /// the fuzzer.
+    pub fn reset(&mut self, config: ControllerConfig, start: Timestamp) -> Result<(), ConfigError> {
+        if !self.engine.resets_cheaply_to(&config) {
+            // Keep the engine of the other eviction mode for a later reset.
+            match self.spare.take() {
+                Some(spare) if spare.resets_cheaply_to(&config) => {
+                    self.spare = Some(std::mem::replace(&mut self.engine, spare));
+                }
+                _ => self.spare = Some(std::mem::replace(&mut self.engine, Engine::new(config.clone(), start)?)),
+            }
+        }
+        self.engine.reset(config.clone(), start)?;
+        self.checker = InvariantChecker::new(&config);
+        self.config = config;
+        self.stopwatch = None;
         self.logged.clear();
         Ok(())
     }

@@ -15,125 +15,15 @@
 //!   cluster (10k nodes and their Leases, 300k pods), as at startup or after
 //!   a restart; the observations are made outside the measured time.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
-use nodewarden_model::{
-    ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, TaintEffect, Timestamp, Toleration,
-    TolerationOperator, keys,
-};
+use nodewarden_engine::Engine;
+use nodewarden_model::{ControllerConfig, Timestamp};
 
-const PERIOD: Span = Span::from_secs(5);
+mod common;
 
-fn node(i: usize, zones: usize, nodes: usize, heartbeat: Timestamp) -> NodeSnapshot {
-    let mut labels = BTreeMap::new();
-    labels.insert(keys::LABEL_TOPOLOGY_REGION.to_string(), "region1".to_string());
-    labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), format!("zone-{}", i * zones / nodes));
-    for (k, v) in [
-        (keys::LABEL_OS, "linux"),
-        (keys::LABEL_BETA_OS, "linux"),
-        (keys::LABEL_ARCH, "amd64"),
-        (keys::LABEL_BETA_ARCH, "amd64"),
-    ] {
-        labels.insert(k.to_string(), v.to_string());
-    }
-    let created = Timestamp::EPOCH - Span::from_secs(3600);
-    let conditions = [
-        (ConditionType::Ready, ConditionStatus::True, "KubeletReady"),
-        (ConditionType::MemoryPressure, ConditionStatus::False, "KubeletHasSufficientMemory"),
-        (ConditionType::DiskPressure, ConditionStatus::False, "KubeletHasNoDiskPressure"),
-        (ConditionType::PidPressure, ConditionStatus::False, "KubeletHasSufficientPID"),
-    ]
-    .into_iter()
-    .map(|(kind, status, reason)| NodeCondition {
-        kind,
-        status,
-        reason: reason.into(),
-        message: String::new(),
-        last_heartbeat: heartbeat,
-        last_transition: created,
-    })
-    .collect();
-    NodeSnapshot { name: name(i), created, labels, conditions, taints: vec![], unschedulable: false }
-}
-
-fn name(i: usize) -> String {
-    format!("node-{i:06}")
-}
-
-fn toleration(key: &str, seconds: Option<i64>) -> Toleration {
-    Toleration {
-        key: key.to_string(),
-        operator: TolerationOperator::Exists,
-        value: String::new(),
-        effect: Some(TaintEffect::NoExecute),
-        seconds,
-    }
-}
-
-/// A cluster's worth of observations: nodes, Leases, and `pods_per_node`
-/// pods on each node, two of them DaemonSet pods, the others with the
-/// admission defaults (the tolerations most pods carry).
-fn cluster_state(nodes: usize, zones: usize, pods_per_node: usize) -> Vec<Observation> {
-    let mut out = Vec::with_capacity(nodes * (2 + pods_per_node));
-    for i in 0..nodes {
-        out.push(Observation::NodeUpserted(node(i, zones, nodes, Timestamp::EPOCH)));
-        out.push(Observation::LeaseUpserted { node: name(i), renew: Some(Timestamp::EPOCH) });
-    }
-    for i in 0..nodes {
-        for j in 0..pods_per_node {
-            let (key, daemonset, tolerations) = if j < 2 {
-                (
-                    format!("kube-system/ds{j}-{i:06}"),
-                    true,
-                    vec![toleration(keys::TAINT_NOT_READY, None), toleration(keys::TAINT_UNREACHABLE, None)],
-                )
-            } else {
-                (
-                    format!("apps/w{i:06}-{j:02}"),
-                    false,
-                    vec![toleration(keys::TAINT_NOT_READY, Some(300)), toleration(keys::TAINT_UNREACHABLE, Some(300))],
-                )
-            };
-            out.push(Observation::PodUpserted(PodSnapshot {
-                uid: format!("uid-{key}"),
-                key,
-                node: Some(name(i)),
-                daemonset,
-                ready: Some(true),
-                terminating: false,
-                tolerations,
-            }));
-        }
-    }
-    out
-}
-
-/// One tick; every write succeeds and its answer is handed back.
-fn tick(engine: &mut Engine, now: Timestamp) -> usize {
-    let actions = engine.tick(now);
-    for a in &actions {
-        if !matches!(a.kind, ActionKind::RecordEvent(_)) {
-            engine.observe(Observation::WriteFinished { id: a.id, outcome: WriteOutcome::Done });
-        }
-    }
-    actions.len()
-}
-
-fn quiet_cluster(nodes: usize) -> Engine {
-    let config =
-        ControllerConfig { node_monitor_grace_period: Span::from_secs(1_000_000_000), ..ControllerConfig::default() };
-    let mut engine = Engine::new(config, Timestamp::EPOCH).expect("valid config");
-    for o in cluster_state(nodes, 3, 0) {
-        engine.observe(o);
-    }
-    // The first pass registers every node; benchmark the passes after it.
-    tick(&mut engine, Timestamp::EPOCH);
-    engine
-}
+use common::{PERIOD, Renewing, cluster_state, quiet_cluster};
 
 fn quiet(c: &mut Criterion) {
     let mut group = c.benchmark_group("health_pass/quiet");
@@ -153,49 +43,6 @@ fn quiet(c: &mut Criterion) {
         assert!(zones.iter().all(|z| z.not_ready == 0 && z.size > 0), "{zones:?}");
     }
     group.finish();
-}
-
-/// A cluster on the default grace period whose nodes renew their Leases,
-/// half of them before each pass; with `down`, zone 0's nodes stop
-/// renewing and the cluster is run until they are Unknown.
-struct Renewing {
-    engine: Engine,
-    nodes: usize,
-    /// Nodes `0..silent` do not renew.
-    silent: usize,
-    now: Timestamp,
-    passes: u64,
-}
-
-impl Renewing {
-    fn new(nodes: usize, down: bool) -> Renewing {
-        let mut engine = Engine::new(ControllerConfig::default(), Timestamp::EPOCH).expect("valid config");
-        engine.measure_with(Instant::now);
-        for o in cluster_state(nodes, 3, 0) {
-            engine.observe(o);
-        }
-        tick(&mut engine, Timestamp::EPOCH);
-        let silent = if down { nodes.div_ceil(3) } else { 0 };
-        let mut r = Renewing { engine, nodes, silent, now: Timestamp::EPOCH, passes: 0 };
-        // Past the grace period, so the silent zone is Unknown and queued.
-        for _ in 0..12 {
-            r.pass();
-        }
-        r
-    }
-
-    /// Renews half the Leases, ticks at the next monitor pass and returns
-    /// how long the pass took.
-    fn pass(&mut self) -> Duration {
-        self.now += PERIOD;
-        self.passes += 1;
-        let parity = (self.passes % 2) as usize;
-        for i in (self.silent..self.nodes).filter(|i| i % 2 == parity) {
-            self.engine.observe(Observation::LeaseUpserted { node: name(i), renew: Some(self.now) });
-        }
-        tick(&mut self.engine, self.now);
-        self.engine.last_tick_timings().iter().find(|p| p.phase == "health_monitor").map_or(Duration::ZERO, |p| p.took)
-    }
 }
 
 fn renewing(c: &mut Criterion) {

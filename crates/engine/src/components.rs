@@ -83,13 +83,9 @@ pub struct LeaseView {
     pub renew: Option<Timestamp>,
 }
 
-/// What the controller remembers about a node's heartbeats
-/// (upstream `nodeHealthData`). `None` until the first monitor pass sees
-/// the node.
-#[derive(Component, Debug, Clone, Copy, Default)]
-pub struct Health(pub Option<HealthRecord>);
-
-/// Controller-side timestamps, in the controller's own clock (B1).
+/// Controller-side timestamps, in the controller's own clock (B1): what
+/// the controller remembers about a node's heartbeats as of a monitor
+/// pass (the monitor's `Health` component keeps it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HealthRecord {
     /// When a heartbeat (status or Lease) was last observed.
@@ -104,13 +100,20 @@ pub struct HealthRecord {
 }
 
 /// What the controller knows of a node's heartbeats, in the form a deletion's
-/// [`Explanation`](crate::explain::Explanation) records it. Lives with the
-/// components it reads, so the boundary type knows nothing of the ECS.
-pub fn node_facts(health: &Health, ready: &ReadyView, lease: &LeaseView, cfg: &ControllerConfig) -> NodeFacts {
+/// [`Explanation`](crate::explain::Explanation) records it: `health` is the
+/// node's record as of the last monitor pass (`Health::record`). Lives
+/// with the components it reads, so the boundary type knows nothing of the
+/// ECS.
+pub fn node_facts(
+    health: Option<HealthRecord>,
+    ready: &ReadyView,
+    lease: &LeaseView,
+    cfg: &ControllerConfig,
+) -> NodeFacts {
     NodeFacts {
         ready: ready.status,
-        ready_since: health.0.map(|h| h.ready_transition),
-        last_heartbeat_seen: health.0.map(|h| h.probe),
+        ready_since: health.map(|h| h.ready_transition),
+        last_heartbeat_seen: health.map(|h| h.probe),
         status_heartbeat: ready.status.map(|_| ready.heartbeat),
         lease_renewed: lease.renew.filter(|_| lease.present),
         grace: if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period },

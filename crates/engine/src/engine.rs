@@ -10,6 +10,7 @@ use crate::action::Action;
 use crate::components::Zone;
 use crate::ingest;
 use crate::metric_names;
+use crate::monitor::{NodeTimers, ZoneCounts};
 use crate::observation::Observation;
 use crate::resources::*;
 use crate::systems::{disruption, health, legacy, node_handlers, pods, taint_manager, tainting};
@@ -72,6 +73,8 @@ pub struct Engine {
     /// Observations handed in since the last tick, ingested at the next
     /// (ingest reads the tick's time, so it cannot run earlier).
     pending: Vec<Observation>,
+    /// Ingest of runs of Lease observations.
+    leases: ingest::LeaseIngest,
     last_tick: Option<Timestamp>,
 }
 
@@ -82,29 +85,52 @@ impl Engine {
     pub fn new(config: ControllerConfig, start: Timestamp) -> Result<Engine, ConfigError> {
         config.validate()?;
         let mut world = World::new();
-        world.insert_resource(Settings(config));
-        world.insert_resource(Now(start));
-        world.insert_resource(LoopTimers {
-            start,
-            next_monitor: start,
-            next_tainting: start,
-            monitor_now: false,
-            tainting_now: false,
-        });
-        world.init_resource::<NodeIndex>();
-        world.init_resource::<PodIndex>();
-        world.init_resource::<TolerationSets>();
-        world.init_resource::<ZoneIndex>();
-        world.init_resource::<OrphanLeases>();
-        world.init_resource::<PassScratch>();
-        world.init_resource::<ChangedNodes>();
-        world.init_resource::<TaintManagerInbox>();
-        world.init_resource::<AssignedPods>();
-        world.init_resource::<RefusedDeletions>();
-        world.init_resource::<DeletionTimers>();
-        world.init_resource::<DisruptionMode>();
-        world.init_resource::<Outbox>();
+        install(&mut world, config, start);
+        Engine::around(world)
+    }
 
+    /// Puts the engine in the state [`Engine::new`] with `config` and
+    /// `start` would give it: nothing of what it knew is kept (entities,
+    /// queues, timers, writes in flight, the lent clock). Building an
+    /// engine is mostly building its schedules; this keeps them when the
+    /// eviction mode (which decides what they hold) is the same, and builds
+    /// a new engine otherwise. What the engine then does is what a new one
+    /// would do: its World restarts entity allocation from scratch, so
+    /// entities come out as they would in a fresh World.
+    pub fn reset(&mut self, config: ControllerConfig, start: Timestamp) -> Result<(), ConfigError> {
+        config.validate()?;
+        if !self.resets_cheaply_to(&config) {
+            *self = Engine::new(config, start)?;
+            return Ok(());
+        }
+        // Resources are entities too. Each stops being one first (which
+        // lets the World forget where it was), then every entity goes and
+        // entity allocation starts over; the resources are installed again
+        // in the order `new` installs them.
+        let resources: Vec<Entity> = self.world.resource_entities().iter().map(|(_, e)| e).collect();
+        for e in resources {
+            self.world.entity_mut(e).remove::<bevy_ecs::resource::IsResource>();
+        }
+        self.world.flush();
+        self.world.clear_entities();
+        install(&mut self.world, config, start);
+        self.stopwatch = None;
+        self.timings.clear();
+        self.pending.clear();
+        self.last_tick = None;
+        Ok(())
+    }
+
+    /// Whether [`Engine::reset`] to `config` keeps the schedules (the
+    /// eviction mode is the same), so a driver that alternates between
+    /// modes can keep an engine of each.
+    pub fn resets_cheaply_to(&self, config: &ControllerConfig) -> bool {
+        config.enable_taint_manager == self.world.resource::<Settings>().0.enable_taint_manager
+    }
+
+    /// The engine around a World with its resources installed: builds the
+    /// schedules for the World's eviction mode.
+    fn around(mut world: World) -> Result<Engine, ConfigError> {
         let phase = |name, due: fn(&LoopTimers, &ControllerConfig) -> bool, schedule| Phase { name, due, schedule };
         let single = |system: bevy_ecs::schedule::ScheduleConfigs<bevy_ecs::system::ScheduleSystem>| {
             let mut s = Schedule::default();
@@ -160,7 +186,9 @@ impl Engine {
         } else {
             single(legacy::refused_deletions.into_configs())
         };
+        let leases = ingest::LeaseIngest::new(&mut world);
         Ok(Engine {
+            leases,
             world,
             phases,
             refusals,
@@ -207,7 +235,13 @@ impl Engine {
         self.world.resource_mut::<Now>().0 = now;
         self.timings.clear();
         let started = self.stopwatch.map(|now| now());
-        for obs in std::mem::take(&mut self.pending) {
+        let mut pending = std::mem::take(&mut self.pending).into_iter().peekable();
+        while let Some(obs) = pending.next() {
+            if ingest::LeaseIngest::takes(&obs) {
+                // Leases never report a refused deletion.
+                self.leases.apply(&mut self.world, obs, &mut pending);
+                continue;
+            }
             ingest::apply(&mut self.world, obs);
             // Ingest only records a refused deletion; its owner decides
             // what follows, before the next observation is taken in, so the
@@ -346,4 +380,33 @@ impl Engine {
     pub fn writes_in_flight(&self) -> usize {
         self.world.resource::<Outbox>().in_flight()
     }
+}
+
+/// Installs the engine's resources in a World without any, always in the
+/// same order (they are entities, so the order decides their ids).
+fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
+    world.insert_resource(Settings(config));
+    world.insert_resource(Now(start));
+    world.insert_resource(LoopTimers {
+        start,
+        next_monitor: start,
+        next_tainting: start,
+        monitor_now: false,
+        tainting_now: false,
+    });
+    world.init_resource::<NodeIndex>();
+    world.init_resource::<PodIndex>();
+    world.init_resource::<TolerationSets>();
+    world.init_resource::<ZoneIndex>();
+    world.init_resource::<OrphanLeases>();
+    world.init_resource::<PassScratch>();
+    world.init_resource::<NodeTimers>();
+    world.init_resource::<ZoneCounts>();
+    world.init_resource::<ChangedNodes>();
+    world.init_resource::<TaintManagerInbox>();
+    world.init_resource::<AssignedPods>();
+    world.init_resource::<RefusedDeletions>();
+    world.init_resource::<DeletionTimers>();
+    world.init_resource::<DisruptionMode>();
+    world.init_resource::<Outbox>();
 }

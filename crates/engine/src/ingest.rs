@@ -10,12 +10,13 @@
 //! the engine runs before the next observation.
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{TaintEffect, Timestamp, ZoneKey, keys};
+use nodewarden_model::{TaintEffect, ZoneKey, keys};
 use tracing::{debug, warn};
 
 use crate::action::{ActionId, ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::metric_names;
+use crate::monitor::{Health, NodeTimers, ZoneCounts};
 use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
 use crate::queue::RateLimitedTimedQueue;
 use crate::resources::*;
@@ -27,8 +28,11 @@ pub fn apply(world: &mut World, obs: Observation) {
         Observation::NodeDeleted { name } => delete_node(world, &name),
         Observation::PodUpserted(p) => upsert_pod(world, p),
         Observation::PodDeleted { key } => delete_pod(world, &key),
-        Observation::LeaseUpserted { node, renew } => set_lease(world, &node, Some(renew)),
-        Observation::LeaseDeleted { node } => set_lease(world, &node, None),
+        // The engine hands runs of Leases to its `LeaseIngest`; one alone
+        // goes the same way.
+        Observation::LeaseUpserted { .. } | Observation::LeaseDeleted { .. } => {
+            LeaseIngest::new(world).apply(world, obs, &mut std::iter::empty().peekable());
+        }
         Observation::WriteFinished { id, outcome } => finish_write(world, id, outcome),
     }
 }
@@ -71,6 +75,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
     let existing = world.resource::<NodeIndex>().0.get(&snap.name).copied();
     let entity = match existing {
         Some(e) => {
+            let old_share = share(world, e);
             let mut node = world.entity_mut(e);
             let old_zone = node.get::<InZone>().map(|z| z.zone);
             let taints_changed = node.get::<NodeTaints>().is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
@@ -97,11 +102,22 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             } else {
                 node.remove::<ExcludedFromDisruption>();
             }
+            let new_share = share(world, e);
             if let Some(old) = old_zone
                 && old != in_zone.zone
             {
                 move_out_of_zone(world, e, old);
             }
+            if old_share != new_share {
+                let mut counts = world.resource_mut::<ZoneCounts>();
+                if let Some((slot, excluded, status)) = old_share {
+                    counts.count(slot, excluded, status, false);
+                }
+                if let Some((slot, excluded, status)) = new_share {
+                    counts.count(slot, excluded, status, true);
+                }
+            }
+            views_ingested(world, e);
             if taints_changed {
                 world.resource_mut::<TaintManagerInbox>().nodes.push(e);
             }
@@ -116,7 +132,11 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 .0
                 .remove(&snap.name)
                 .map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
-            let mut node = world.spawn((
+            let e = world.spawn_empty().id();
+            let slot = world.resource_mut::<NodeTimers>().add(e);
+            world.resource_mut::<ZoneCounts>().count(in_zone.slot, excluded, ready.status, true);
+            let mut node = world.entity_mut(e);
+            node.insert((
                 NodeName(snap.name.clone()),
                 NodeMeta {
                     created: snap.created,
@@ -126,7 +146,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 ready,
                 NodeConditions(snap.conditions),
                 lease,
-                Health::default(),
+                Health::new(slot),
                 NodeTaints(snap.taints),
                 flags,
                 in_zone,
@@ -136,7 +156,6 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             if excluded {
                 node.insert(ExcludedFromDisruption);
             }
-            let e = node.id();
             world.resource_mut::<NodeIndex>().0.insert(snap.name, e);
             let mut inbox = world.resource_mut::<TaintManagerInbox>();
             inbox.nodes.push(e);
@@ -174,7 +193,14 @@ fn delete_node(world: &mut World, name: &str) {
     if let Some(in_zone) = world.get::<InZone>(e).copied() {
         move_out_of_zone(world, e, in_zone.zone);
     }
-    let registered = world.get::<Health>(e).is_some_and(|h| h.0.is_some());
+    let health = world.get::<Health>(e).copied();
+    let registered = health.is_some_and(|h| h.seen());
+    if let Some((slot, excluded, status)) = share(world, e) {
+        world.resource_mut::<ZoneCounts>().count(slot, excluded, status, false);
+    }
+    if let Some(h) = health {
+        world.resource_mut::<NodeTimers>().remove(h.slot());
+    }
     world.despawn(e);
     if registered {
         world.resource_mut::<Outbox>().event(
@@ -280,20 +306,97 @@ fn delete_pod(world: &mut World, key: &str) {
     world.despawn(e);
 }
 
-fn set_lease(world: &mut World, node: &str, renew: Option<Option<Timestamp>>) {
-    let Some(&e) = world.resource::<NodeIndex>().0.get(node) else {
-        let mut orphans = world.resource_mut::<OrphanLeases>();
-        match renew {
-            Some(r) => orphans.0.insert(node.to_string(), r),
-            None => orphans.0.remove(node),
-        };
+/// What Lease observations touch, fetched once for a run of them.
+type LeaseParams = (
+    Res<'static, NodeIndex>,
+    ResMut<'static, OrphanLeases>,
+    ResMut<'static, NodeTimers>,
+    Query<'static, 'static, (&'static mut LeaseView, &'static mut Health, &'static ReadyView, &'static NodeFlags)>,
+);
+
+/// Ingest of Lease observations, the bulk of a large cluster's traffic (a
+/// renewal per node every 10 s): a run of them in a row is taken in with
+/// one fetch of the resources and components they touch, instead of a
+/// lookup of each by type for every renewal.
+pub struct LeaseIngest(bevy_ecs::system::SystemState<LeaseParams>);
+
+impl LeaseIngest {
+    /// The ingest state for `world`.
+    pub fn new(world: &mut World) -> LeaseIngest {
+        LeaseIngest(bevy_ecs::system::SystemState::new(world))
+    }
+
+    /// Whether `obs` is a Lease observation.
+    pub fn takes(obs: &Observation) -> bool {
+        matches!(obs, Observation::LeaseUpserted { .. } | Observation::LeaseDeleted { .. })
+    }
+
+    /// Applies `first` (a Lease observation) and the Lease observations
+    /// that follow it in `rest`, stopping before the first other one.
+    pub fn apply(
+        &mut self,
+        world: &mut World,
+        first: Observation,
+        rest: &mut std::iter::Peekable<impl Iterator<Item = Observation>>,
+    ) {
+        let Ok((index, mut orphans, mut timers, mut nodes)) = self.0.get_mut(world) else { return };
+        let mut next = Some(first);
+        while let Some(obs) = next.take() {
+            let (node, renew) = match obs {
+                Observation::LeaseUpserted { node, renew } => (node, Some(renew)),
+                Observation::LeaseDeleted { node } => (node, None),
+                _ => break,
+            };
+            let Some(&e) = index.0.get(&node) else {
+                match renew {
+                    Some(r) => orphans.0.insert(node, r),
+                    None => orphans.0.remove(&node),
+                };
+                next = rest.next_if(LeaseIngest::takes);
+                continue;
+            };
+            let view = renew.map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
+            if let Ok((mut lease, mut health, ready, flags)) = nodes.get_mut(e)
+                && *lease != view
+            {
+                *lease = view;
+                if timers.is_quiet(health.slot()) {
+                    health.ingested(ready, &view, flags.is_clean(), &mut timers);
+                }
+            }
+            next = rest.next_if(LeaseIngest::takes);
+        }
+    }
+}
+
+/// What a node contributes to its zone's counts ([`ZoneCounts`]): its zone
+/// slot, whether it is excluded, its Ready status.
+fn share(world: &World, e: Entity) -> Option<(u32, bool, Option<nodewarden_model::ConditionStatus>)> {
+    let node = world.entity(e);
+    let in_zone = node.get::<InZone>()?;
+    let ready = node.get::<ReadyView>()?;
+    Some((in_zone.slot, node.contains::<ExcludedFromDisruption>(), ready.status))
+}
+
+/// A node's Ready condition, Lease or taints were just ingested: a quiet
+/// node takes a heartbeat in for the coming pass, or becomes active
+/// ([`Health::ingested`]).
+fn views_ingested(world: &mut World, e: Entity) {
+    let node = world.entity(e);
+    let (Some(&health), Some(ready), Some(lease), Some(flags)) =
+        (node.get::<Health>(), node.get::<ReadyView>(), node.get::<LeaseView>(), node.get::<NodeFlags>())
+    else {
         return;
     };
-    let view = renew.map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
-    if let Some(mut lease) = world.get_mut::<LeaseView>(e)
-        && *lease != view
-    {
-        *lease = view;
+    let (ready, lease, clean) = (*ready, *lease, flags.is_clean());
+    let mut timers = world.resource_mut::<NodeTimers>();
+    if !timers.is_quiet(health.slot()) {
+        return;
+    }
+    let mut updated = health;
+    updated.ingested(&ready, &lease, clean, &mut timers);
+    if let Some(mut h) = world.get_mut::<Health>(e) {
+        *h = updated;
     }
 }
 

@@ -27,6 +27,7 @@ mod engine;
 pub mod explain;
 mod ingest;
 mod metric_names;
+mod monitor;
 mod observation;
 mod queue;
 mod resources;

@@ -111,8 +111,8 @@ pub enum Attempt {
 #[derive(Clone, Debug)]
 pub struct RateLimitedTimedQueue<K: Clone + Eq + Hash> {
     heap: BinaryHeap<Reverse<(Timestamp, u64)>>,
-    entries: HashMap<u64, Entry<K>>,
-    set: HashMap<K, Membership>,
+    entries: HashMap<u64, Entry<K>, foldhash::fast::RandomState>,
+    set: HashMap<K, Membership, foldhash::fast::RandomState>,
     next_seq: u64,
     limiter: TokenBucket,
 }
@@ -122,8 +122,8 @@ impl<K: Clone + Eq + Hash> RateLimitedTimedQueue<K> {
     pub fn new(qps: f64, now: Timestamp) -> Self {
         RateLimitedTimedQueue {
             heap: BinaryHeap::new(),
-            entries: HashMap::new(),
-            set: HashMap::new(),
+            entries: HashMap::default(),
+            set: HashMap::default(),
             next_seq: 0,
             limiter: TokenBucket::full(qps, now),
         }

@@ -2,8 +2,20 @@
 //! systems, and the outbox of actions.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::hash::{BuildHasher, RandomState};
+use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
+
+/// The hasher of the engine's maps: foldhash, seeded at random for each map
+/// (as std's SipHash is, so no map's order can decide anything), several
+/// times faster on the short strings and lists the engine hashes. Its
+/// per-map seed keeps crafted collisions (node names, pod keys) hard.
+pub type Hasher = foldhash::fast::RandomState;
+
+/// A `HashMap` with the engine's [`Hasher`].
+pub type HashMap<K, V> = std::collections::HashMap<K, V, Hasher>;
+
+/// A `HashSet` with the engine's [`Hasher`].
+pub type HashSet<T> = std::collections::HashSet<T, Hasher>;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
@@ -81,7 +93,7 @@ pub struct PodIndex {
 #[derive(Debug, Default)]
 pub struct PodKeys {
     table: HashTable<Entity>,
-    hasher: RandomState,
+    hasher: Hasher,
 }
 
 impl PodKeys {
@@ -439,7 +451,7 @@ impl Outbox {
         let first = self.ready[section.start].id.0;
         let mut tagged: Vec<(u32, Action)> = section.keys.into_iter().zip(self.ready.drain(section.start..)).collect();
         tagged.sort_by_key(|(key, _)| *key);
-        let mut renumbered = HashMap::new();
+        let mut renumbered = HashMap::default();
         for (i, (_, mut action)) in tagged.into_iter().enumerate() {
             let id = ActionId(first + i as u64);
             if action.id != id {

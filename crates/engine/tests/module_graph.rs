@@ -27,6 +27,9 @@ const LAYERS: &[&[&str]] = &[
     &["queue", "metric_names"],
     &["components"],
     &["resources"],
+    // The health monitor's timers and per-node heartbeat record, kept by
+    // ingest and read by the systems.
+    &["monitor"],
     // Logic: ingest records observations, systems decide; neither uses the
     // other.
     &["ingest", "systems"],

@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use nodewarden_engine::NodeSnapshot;
 use nodewarden_engine::ZoneReport;
 use nodewarden_model::{NodeCondition, Taint};
-use nodewarden_sim::Cluster;
+use nodewarden_sim::{Cluster, SimPod};
 
 use crate::model::RefZone;
 
@@ -35,32 +36,31 @@ struct PodFacets {
     reason: Option<String>,
 }
 
-fn node_facets(cluster: &Cluster) -> BTreeMap<String, NodeFacets> {
-    cluster
-        .nodes()
-        .map(|n| {
-            let mut conditions = n.conditions.clone();
-            conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
-            let mut taints = n.taints.clone();
-            taints.sort_by(|a, b| (&a.key, a.effect, &a.value).cmp(&(&b.key, b.effect, &b.value)));
-            (n.name.clone(), NodeFacets { conditions, taints, labels: n.labels.clone() })
-        })
-        .collect()
+fn node_facets(n: &NodeSnapshot) -> NodeFacets {
+    let mut conditions = n.conditions.clone();
+    conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
+    let mut taints = n.taints.clone();
+    taints.sort_by(|a, b| (&a.key, a.effect, &a.value).cmp(&(&b.key, b.effect, &b.value)));
+    NodeFacets { conditions, taints, labels: n.labels.clone() }
 }
 
-fn pod_facets(cluster: &Cluster) -> BTreeMap<String, PodFacets> {
-    cluster
-        .pods()
-        .map(|p| {
-            let facets = PodFacets {
-                uid: p.uid.clone(),
-                deleted: p.deleted,
-                conditions: format!("{:?}", p.conditions),
-                reason: p.reason.clone(),
-            };
-            (p.key.clone(), facets)
-        })
-        .collect()
+/// Equal as written, order included: then their facets are equal too, and
+/// nothing needs to be built to know it.
+fn same_node(a: &NodeSnapshot, b: &NodeSnapshot) -> bool {
+    a.conditions == b.conditions && a.taints == b.taints && a.labels == b.labels
+}
+
+fn pod_facets(p: &SimPod) -> PodFacets {
+    PodFacets {
+        uid: p.uid.clone(),
+        deleted: p.deleted,
+        conditions: format!("{:?}", p.conditions),
+        reason: p.reason.clone(),
+    }
+}
+
+fn same_pod(a: &SimPod, b: &SimPod) -> bool {
+    a.uid == b.uid && a.deleted == b.deleted && a.conditions == b.conditions && a.reason == b.reason
 }
 
 /// A difference between what the engine and the model did.
@@ -80,20 +80,65 @@ impl fmt::Display for Difference {
     }
 }
 
-fn diff_maps<V: PartialEq + fmt::Debug>(
+/// The first key, in order, whose facets differ between the two sides
+/// (each listed by key, in key order): a merge of the two lists, in which
+/// an entry equal to its counterpart as written (`same`) is passed over
+/// without building its facets.
+fn first_difference<'a, T: 'a, F: PartialEq + fmt::Debug>(
+    kind: &str,
+    engine: impl Iterator<Item = (&'a str, &'a T)>,
+    model: impl Iterator<Item = (&'a str, &'a T)>,
+    same: impl Fn(&T, &T) -> bool,
+    facets: impl Fn(&T) -> F,
+) -> Option<Difference> {
+    let differ = |key: &str, e: Option<&T>, m: Option<&T>| {
+        let (e, m) = (e.map(&facets), m.map(&facets));
+        (e != m).then(|| Difference {
+            subject: format!("{kind} {key}"),
+            engine: format!("{:?}", e.as_ref()),
+            model: format!("{:?}", m.as_ref()),
+        })
+    };
+    let (mut engine, mut model) = (engine.peekable(), model.peekable());
+    loop {
+        let found = match (engine.peek(), model.peek()) {
+            (None, None) => return None,
+            (Some(&(k, e)), Some(&(mk, m))) if k == mk => {
+                engine.next();
+                model.next();
+                if same(e, m) { None } else { differ(k, Some(e), Some(m)) }
+            }
+            (Some(&(k, e)), Some(&(mk, _))) if k < mk => {
+                engine.next();
+                differ(k, Some(e), None)
+            }
+            (Some(&(k, e)), None) => {
+                engine.next();
+                differ(k, Some(e), None)
+            }
+            (_, Some(&(mk, m))) => {
+                model.next();
+                differ(mk, None, Some(m))
+            }
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+}
+
+fn diff_maps<V: Clone + PartialEq + fmt::Debug>(
     kind: &str,
     engine: &BTreeMap<String, V>,
     model: &BTreeMap<String, V>,
 ) -> Option<Difference> {
-    let keys: std::collections::BTreeSet<&String> = engine.keys().chain(model.keys()).collect();
-    keys.into_iter().find_map(|k| {
-        let (e, m) = (engine.get(k), model.get(k));
-        (e != m).then(|| Difference {
-            subject: format!("{kind} {k}"),
-            engine: format!("{e:?}"),
-            model: format!("{m:?}"),
-        })
-    })
+    first_difference(
+        kind,
+        engine.iter().map(|(k, v)| (k.as_str(), v)),
+        model.iter().map(|(k, v)| (k.as_str(), v)),
+        |a, b| a == b,
+        V::clone,
+    )
 }
 
 /// The first difference between the two clusters and zone views, if any.
@@ -104,10 +149,22 @@ pub fn compare(
     model_zones: &[RefZone],
     flags: (bool, bool),
 ) -> Option<Difference> {
-    if let Some(d) = diff_maps("node", &node_facets(engine), &node_facets(model)) {
+    if let Some(d) = first_difference(
+        "node",
+        engine.nodes().map(|n| (n.name.as_str(), n)),
+        model.nodes().map(|n| (n.name.as_str(), n)),
+        same_node,
+        node_facets,
+    ) {
         return Some(d);
     }
-    if let Some(d) = diff_maps("pod", &pod_facets(engine), &pod_facets(model)) {
+    if let Some(d) = first_difference(
+        "pod",
+        engine.pods().map(|p| (p.key.as_str(), p)),
+        model.pods().map(|p| (p.key.as_str(), p)),
+        same_pod,
+        pod_facets,
+    ) {
         return Some(d);
     }
     let ez: BTreeMap<String, (String, f32)> = engine_zones

@@ -618,11 +618,45 @@ impl Harness {
 
     /// Runs a whole plan, step by step, stopping at the first failure.
     pub fn run(plan: &Plan, checks: Checks) -> Result<Stats, Failure> {
-        let mut h = Harness::new(&plan.setup, checks);
-        for step in &plan.steps {
-            h.step(step)?;
+        Harness::new(&plan.setup, checks).run_plan(plan)
+    }
+
+    /// Runs a whole plan like [`Harness::run`], on `harness` if there is
+    /// one, made new for the plan's setup ([`Harness::reset`]); the harness
+    /// is left there for the next plan. Building the engine's schedules is
+    /// most of what a short plan costs, and a reset keeps them: the fuzzer
+    /// runs plans this way.
+    pub fn run_reusing(harness: &mut Option<Harness>, plan: &Plan, checks: Checks) -> Result<Stats, Failure> {
+        match harness {
+            Some(h) => h.reset(&plan.setup, checks),
+            None => *harness = Some(Harness::new(&plan.setup, checks)),
         }
-        Ok(h.stats)
+        harness.as_mut().map_or(Ok(Stats::default()), |h| h.run_plan(plan))
+    }
+
+    fn run_plan(&mut self, plan: &Plan) -> Result<Stats, Failure> {
+        for step in &plan.steps {
+            self.step(step)?;
+        }
+        Ok(self.stats)
+    }
+
+    /// Makes this harness what [`Harness::new`] with `setup` and `checks`
+    /// would make, keeping the engine's schedules when it can.
+    pub fn reset(&mut self, setup: &Setup, checks: Checks) {
+        let config = setup.config();
+        self.controller.reset(config.clone(), Timestamp::EPOCH).expect("every Setup gives a valid configuration");
+        let world =
+            || World { cluster: Cluster::new(setup.admission()), kubelets: Kubelets::new(KubeletTiming::default()) };
+        self.model = ReferenceModel::new(config.clone(), Timestamp::EPOCH);
+        self.config = config;
+        self.checks = checks;
+        self.now = Timestamp::EPOCH;
+        self.step = 0;
+        self.stats = Stats::default();
+        self.engine_world = world();
+        self.model_world = world();
+        self.trace = None;
     }
 
     /// Records, from now on, every step and every write of both sides

@@ -6,6 +6,7 @@ use nodewarden_model::{ControllerConfig, Timestamp, ZoneState};
 
 use crate::components::*;
 use crate::metric_names;
+use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
 /// `ComputeZoneState`: no ready node (and at least one) is FullDisruption;
@@ -49,6 +50,7 @@ pub fn handle_disruption(
     mut nodes: Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
     mut outbox: ResMut<Outbox>,
     mut inbox: ResMut<TaintManagerInbox>,
+    mut timers: ResMut<NodeTimers>,
 ) {
     let now = now.0;
     let cfg = &settings.0;
@@ -94,6 +96,8 @@ pub fn handle_disruption(
              entering master disruption mode (no tainting, NoExecute taints removed)"
         );
         mode.all_zones_down = true;
+        // Every node is marked reachable: the parked ones have work again.
+        timers.activate_parked();
         enter_master_disruption(cfg, now, &mut zones, &mut nodes, &mut outbox, &mut inbox);
         for (z, _, _) in &new_states {
             if let Ok(mut zone) = zones.get_mut(*z) {
@@ -109,11 +113,13 @@ pub fn handle_disruption(
         );
         mode.all_zones_down = false;
         for (_, _, mut health, ..) in &mut nodes {
-            if let Some(rec) = health.0.as_mut() {
-                rec.probe = now;
-                rec.ready_transition = now;
+            if let Some(rec) = health.settle(&timers) {
+                health.set(HealthRecord { probe: now, ready_transition: now, ..rec });
             }
         }
+        // Every quiet node's probe time is now this pass's.
+        timers.activate_parked();
+        timers.refile_all_now();
         for (z, state, size) in &new_states {
             set_zone(&mut zones, *z, *state, *size, cfg, now);
         }

@@ -1,13 +1,15 @@
-//! The health monitor's hot pass (`monitorNodeHealth` / `tryUpdateNodeHealth`).
+//! The health monitor's pass (`monitorNodeHealth` / `tryUpdateNodeHealth`).
 //!
-//! For every node: refresh the probe time from newly observed heartbeats
-//! (status or Lease), decide whether the node is overdue, count it in its
-//! zone, and note the few nodes that need more than that (first sight, an
-//! Unknown write, a taint or eviction decision) for [`decide`], which
-//! registers them, writes Unknown, marks pods NotReady and hands each one's
-//! Ready verdict to the eviction mode's system (`tainting` or `legacy`). A
-//! healthy node that nothing happened to costs a handful of comparisons and
-//! no writes.
+//! For each node the pass has to look at (new, not Ready, tainted or
+//! queued, changed in a way ingest does not take in itself, or overdue;
+//! see [`crate::monitor`]): refresh the probe time from newly observed
+//! heartbeats (status or Lease), decide whether the node is overdue, and
+//! note the few nodes that need more than that (first sight, an Unknown
+//! write, a taint or eviction decision) for [`decide`], which registers
+//! them, writes Unknown, marks pods NotReady and hands each one's Ready
+//! verdict to the eviction mode's system (`tainting` or `legacy`). A quiet
+//! node (Ready, clean, renewing) costs the pass nothing: its renewals were
+//! taken in at ingest and its zone's counts are kept as it changes.
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{
@@ -17,16 +19,23 @@ use nodewarden_model::{
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
+use crate::monitor::{Health, NodeTimers, ZoneCounts, take_in};
 use crate::resources::*;
 
-/// Pass 1: heartbeats, overdue decisions and zone tallies.
-#[allow(clippy::type_complexity)]
+/// Pass 1: heartbeats, overdue decisions and zone tallies, for the nodes
+/// that need a look: the active ones and the quiet ones that fall overdue
+/// now ([`NodeTimers`]). A quiet node's heartbeats were taken in when they
+/// were ingested, and its zone's counts are kept as it changes
+/// ([`ZoneCounts`]), so a pass does nothing for it.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn update_node_health(
     now: Res<Now>,
     settings: Res<Settings>,
     zones: Res<ZoneIndex>,
+    counts: Res<ZoneCounts>,
+    mut timers: ResMut<NodeTimers>,
     mut scratch: ResMut<PassScratch>,
-    mut nodes: Query<(Entity, &ReadyView, &LeaseView, &mut Health, &NodeFlags, &InZone, Has<ExcludedFromDisruption>)>,
+    mut nodes: Query<(&ReadyView, &LeaseView, &mut Health, &NodeFlags, &InZone, Has<ExcludedFromDisruption>)>,
     created: Query<&NodeMeta>,
     zone_queues: Query<&Zone>,
 ) {
@@ -36,62 +45,31 @@ pub fn update_node_health(
     let taint_mode = cfg.enable_taint_manager;
     scratch.work.clear();
     scratch.tally.clear();
+    scratch.tally.extend_from_slice(&counts.0);
     scratch.tally.resize(zones.by_slot.len(), ZoneTally::default());
 
-    for (entity, ready, lease, mut health, flags, in_zone, excluded) in &mut nodes {
-        let first_sight = health.0.is_none();
-        let mut rec = match health.0 {
-            Some(r) => r,
-            None => {
-                // First sight: a node with a Ready condition gets a full grace
-                // period from now (B2); one without counts from its creation (B5).
-                let start = if ready.status.is_some() { now } else { created.get(entity).map_or(now, |m| m.created) };
-                HealthRecord {
-                    probe: start,
-                    ready_transition: start,
-                    saved_ready: ready.status.map(|_| (ready.heartbeat, ready.transition)),
-                    saved_lease: None,
-                }
+    timers.begin_pass(now);
+    timers.activate_overdue(now, cfg.node_monitor_grace_period);
+    let active = timers.take_active();
+    for &slot in &active {
+        let Some(entity) = timers.active_entity(slot) else { continue };
+        let Ok((ready, lease, mut health, flags, in_zone, excluded)) = nodes.get_mut(entity) else { continue };
+        let first_sight = !health.seen();
+        let before = health.settle(&timers);
+        let base = before.unwrap_or_else(|| {
+            // First sight: a node with a Ready condition gets a full grace
+            // period from now (B2); one without counts from its creation (B5).
+            let start = if ready.status.is_some() { now } else { created.get(entity).map_or(now, |m| m.created) };
+            HealthRecord {
+                probe: start,
+                ready_transition: start,
+                saved_ready: ready.status.map(|_| (ready.heartbeat, ready.transition)),
+                saved_lease: None,
             }
-        };
-        let before = rec;
-        match (rec.saved_ready, ready.status.is_some()) {
-            (None, true) => {
-                // Ready appeared (or a restarted controller meets an old node).
-                rec = HealthRecord {
-                    probe: now,
-                    ready_transition: now,
-                    saved_ready: Some((ready.heartbeat, ready.transition)),
-                    saved_lease: None,
-                };
-            }
-            (Some(_), false) => {
-                // Ready disappeared: upstream overwrites its saved status, so
-                // the probe time stays and the startup grace applies (B10).
-                rec.saved_ready = None;
-            }
-            (Some((hb, tr)), true) if hb != ready.heartbeat => {
-                if tr != ready.transition {
-                    rec.ready_transition = now;
-                }
-                rec.probe = now;
-                rec.saved_ready = Some((ready.heartbeat, ready.transition));
-            }
-            _ => {}
-        }
-        // A Lease renewal counts when it is newer than the saved one, or when
-        // none was saved (B3b).
-        if lease.present
-            && match rec.saved_lease {
-                None => true,
-                Some(saved) => matches!((saved, lease.renew), (Some(s), Some(o)) if s < o),
-            }
-        {
-            rec.saved_lease = Some(lease.renew);
-            rec.probe = now;
-        }
-        if first_sight || rec != before {
-            health.0 = Some(rec);
+        });
+        let rec = take_in(base, ready, lease).at(now);
+        if first_sight || Some(rec) != before {
+            health.set(rec);
         }
 
         let grace = if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period };
@@ -100,11 +78,14 @@ pub fn update_node_health(
         let go_unknown = overdue && ready.status != Some(ConditionStatus::Unknown);
         let current = if overdue { Some(ConditionStatus::Unknown) } else { ready.status };
 
-        if !excluded && let Some(t) = scratch.tally.get_mut(in_zone.slot as usize) {
-            t.size += 1;
-            if current != Some(ConditionStatus::True) {
-                t.not_ready += 1;
-            }
+        // The counts go by the Ready status; this pass's verdict differs from
+        // it only for a Ready node it finds overdue (and writes Unknown).
+        if !excluded
+            && go_unknown
+            && ready.status == Some(ConditionStatus::True)
+            && let Some(t) = scratch.tally.get_mut(in_zone.slot as usize)
+        {
+            t.not_ready += 1;
         }
 
         let observed = ready.status.unwrap_or(ConditionStatus::Unknown);
@@ -139,7 +120,20 @@ pub fn update_node_health(
                 go_unknown,
             });
         }
+        // Quiet from now on: Ready, clean, nothing to decide. Until ingest
+        // sees a change or it falls overdue, passes leave it alone.
+        let quiet = !needs_work && current == Some(ConditionStatus::True) && flags.is_clean();
+        // Parked: Unknown, and in taint mode with its taint or its place in
+        // the queue; until something changes it, every pass would find the
+        // same (an Unknown node has no deadline left to miss). The tainting
+        // pass only ever gives such a node its taint, which keeps it so.
+        let parked = !needs_work && taint_mode && ready.status == Some(ConditionStatus::Unknown);
+        let filed = if quiet { timers.file_at(slot, rec.probe) } else { parked && timers.park(slot) };
+        if !filed {
+            timers.keep_active(slot);
+        }
     }
+    timers.recycle_active(active);
 }
 
 /// The conditions after the controller gives up on a silent kubelet (B7):
@@ -191,6 +185,8 @@ pub fn decide(
     mut inbox: ResMut<TaintManagerInbox>,
     mut changed: ResMut<ChangedNodes>,
     pod_index: Res<PodIndex>,
+    timers: Res<NodeTimers>,
+    mut counts: ResMut<ZoneCounts>,
     mut nodes: Query<(
         &NodeName,
         &NodeMeta,
@@ -200,6 +196,7 @@ pub fn decide(
         &mut NodeTaints,
         &mut NodeFlags,
         &InZone,
+        Has<ExcludedFromDisruption>,
     )>,
     mut zones: Query<&mut Zone>,
     mut pods: Query<&mut Pod>,
@@ -215,7 +212,7 @@ pub fn decide(
     for (order, w) in work.iter().enumerate() {
         let order = order as u32;
         outbox.order_by(order);
-        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone)) =
+        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone, excluded)) =
             nodes.get_mut(w.node)
         else {
             continue;
@@ -248,15 +245,22 @@ pub fn decide(
 
         if w.go_unknown {
             let updated = unknown_conditions(&conditions.0, meta.created, now);
+            let was = ready.status;
             *ready = ReadyView::of(&updated);
+            counts.count(in_zone.slot, excluded, was, false);
+            counts.count(in_zone.slot, excluded, ready.status, true);
             conditions.0 = updated.clone();
-            if let Some(rec) = health.0.as_mut() {
-                rec.ready_transition = now;
-                rec.saved_ready = Some((ready.heartbeat, ready.transition));
+            let rec = health.settle(&timers).map(|rec| HealthRecord {
+                ready_transition: now,
+                saved_ready: Some((ready.heartbeat, ready.transition)),
+                ..rec
+            });
+            if let Some(rec) = rec {
+                health.set(rec);
             }
             outbox.write(ActionKind::UpdateNodeConditions { node: name.to_string(), conditions: updated });
             changed.0.push(w.node);
-            tracing::info!(node = name, probe = %health.0.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
+            tracing::info!(node = name, probe = %rec.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
         }
 
         let Some(current) = ready.status else { continue };

@@ -13,6 +13,7 @@ use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, NodeFacts, Verdict};
 use crate::metric_names;
+use crate::monitor::{Health, NodeTimers};
 use crate::queue::Attempt;
 use crate::resources::*;
 
@@ -103,6 +104,7 @@ pub fn eviction_decisions(
     settings: Res<Settings>,
     scratch: Res<PassScratch>,
     pod_index: Res<PodIndex>,
+    timers: Res<NodeTimers>,
     mut outbox: ResMut<Outbox>,
     mut nodes: Query<(&NodeName, &mut NodeFlags, &InZone, &Health, &ReadyView, &LeaseView)>,
     mut zones: Query<&mut Zone>,
@@ -115,12 +117,9 @@ pub fn eviction_decisions(
         let Ok((name, mut flags, in_zone, health, ready, lease)) = nodes.get_mut(v.node) else { continue };
         let Ok(mut zone) = zones.get_mut(in_zone.zone) else { continue };
         let name = name.0.as_str();
-        let rec = health.0.unwrap_or(HealthRecord {
-            probe: now,
-            ready_transition: now,
-            saved_ready: None,
-            saved_lease: None,
-        });
+        let record = health.record(&timers);
+        let rec =
+            record.unwrap_or(HealthRecord { probe: now, ready_transition: now, saved_ready: None, saved_lease: None });
         eviction_decision(
             LegacyNode { entity: v.node, name, flags: &mut flags, zone: &mut zone },
             v.observed,
@@ -130,7 +129,7 @@ pub fn eviction_decisions(
             pod_index.on_node(name),
             &mut pods,
             &mut outbox,
-            node_facts(health, ready, lease, cfg),
+            node_facts(record, ready, lease, cfg),
             cfg.pod_deletion_mode,
         );
     }
@@ -261,6 +260,7 @@ pub fn eviction_pass(
     settings: Res<Settings>,
     zone_index: Res<ZoneIndex>,
     pod_index: Res<PodIndex>,
+    timers: Res<NodeTimers>,
     mut zones: Query<&mut Zone>,
     mut nodes: Query<(&NodeName, &mut NodeFlags, &Health, &ReadyView, &LeaseView)>,
     mut pods: Query<&mut Pod>,
@@ -291,7 +291,8 @@ pub fn eviction_pass(
             // a node that is Ready, has sent a heartbeat the monitor has not
             // looked at yet, or is no longer past the timeout waits for the
             // next monitor pass to decide (which cancels it if it is back).
-            let still_due = health.0.is_some_and(|rec| {
+            let record = health.record(&timers);
+            let still_due = record.is_some_and(|rec| {
                 status != ConditionStatus::True
                     && !heartbeat_since_last_pass(&rec, ready, lease)
                     && now > countdown_start(status, &rec) + settings.0.pod_eviction_timeout
@@ -307,9 +308,9 @@ pub fn eviction_pass(
                 format!("Node {name} event: Deleting all Pods from Node {name}."),
             );
             let why = LegacyWhy {
-                facts: Some(node_facts(health, ready, lease, &settings.0)),
+                facts: Some(node_facts(record, ready, lease, &settings.0)),
                 status,
-                since: health.0.map_or(added, |rec| countdown_start(status, &rec)),
+                since: record.map_or(added, |rec| countdown_start(status, &rec)),
                 timeout: settings.0.pod_eviction_timeout,
                 zone_rate,
                 queued_at: added,

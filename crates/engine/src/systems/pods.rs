@@ -6,6 +6,7 @@ use nodewarden_model::ConditionStatus;
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
+use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
 /// Sets Ready=False on every pod of `pods` bound to `node` that has a Ready
@@ -40,6 +41,7 @@ pub fn pod_assignment(
     settings: Res<Settings>,
     mut assigned: ResMut<AssignedPods>,
     node_index: Res<NodeIndex>,
+    timers: Res<NodeTimers>,
     nodes: Query<(&ReadyView, &Health, &NodeFlags, &LeaseView, &InZone)>,
     zones: Query<&Zone>,
     mut pods: Query<&mut Pod>,
@@ -58,7 +60,7 @@ pub fn pod_assignment(
         let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
         // Not yet seen by a monitor pass, or no Ready condition: ignored, as
         // upstream does; the node's own handling covers it later.
-        let (Some(rec), Some(status)) = (health.0, ready.status) else { continue };
+        let (Some(rec), Some(status)) = (health.record(&timers), ready.status) else { continue };
         if status == ConditionStatus::True {
             continue;
         }
@@ -72,7 +74,7 @@ pub fn pod_assignment(
             let since = super::legacy::countdown_start(status, &rec);
             if now.0 > since + settings.0.pod_eviction_timeout {
                 let why = super::legacy::LegacyWhy {
-                    facts: Some(node_facts(health, ready, lease, &settings.0)),
+                    facts: Some(node_facts(Some(rec), ready, lease, &settings.0)),
                     status,
                     since,
                     timeout: settings.0.pod_eviction_timeout,

@@ -14,6 +14,7 @@ use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, Verdict};
 use crate::metric_names;
+use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
 /// Backoff before retrying a refused deletion: 1 s, doubling, at most 5 min.
@@ -136,6 +137,7 @@ pub fn taint_manager(
     node_index: Res<NodeIndex>,
     mut nodes: Query<(&NodeName, &NodeTaints, &mut SeenNoExecute)>,
     facts: Query<(&Health, &ReadyView, &LeaseView, &TaintRecord)>,
+    health_timers: Res<NodeTimers>,
     mut pods: PodQuery,
     mut outbox: ResMut<Outbox>,
 ) {
@@ -220,7 +222,7 @@ pub fn taint_manager(
         let why = Explanation {
             pod: p.key.to_string(),
             node: node_name,
-            node_facts: known.map(|(h, r, l, _)| node_facts(h, r, l, &settings.0)),
+            node_facts: known.map(|(h, r, l, _)| node_facts(h.record(&health_timers), r, l, &settings.0)),
             taints: basis.taints,
             tainting,
             verdict: basis.verdict,
