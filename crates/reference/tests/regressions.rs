@@ -176,3 +176,36 @@ fn an_untolerated_taint_is_not_hidden_by_an_earlier_zero_second_toleration() {
         ],
     );
 }
+
+/// Open: found by the engine_steps proptest (seed becdc08e...). In legacy
+/// mode, after several controller restarts, the engine deletes a pod of a
+/// node that the invariant checker has not seen unready for
+/// pod-eviction-timeout (deleted at 74 s, allowed from 159 s). The safety
+/// interlock judges every action with this same checker, so a driver holds
+/// such a deletion back rather than send it; what is open is which side is right about a node first
+/// seen unready after a restart (upstream counts from the node's creation
+/// there). Kept out of CI until settled: `cargo test -p
+/// nodewarden-reference --test regressions -- --ignored`.
+#[test]
+#[ignore = "open: legacy eviction after restarts, engine and checker disagree (see the doc comment)"]
+fn legacy_eviction_after_restarts_waits_for_pod_eviction_timeout() {
+    let bytes: &[u8] = &[
+        43, 44, 0, 0, 0, 19, 0, 0, 0, 0, 0, 0, 157, 0, 0, 0, 0, 1, 246, 46, 36, 216, 111, 76, 16, 52, 166, 75, 245,
+        140, 103, 200, 131, 143, 207, 32, 94, 252, 160, 116, 142, 168, 175, 200, 205, 134, 16, 141, 201, 207, 94, 49,
+        250, 69, 58, 15, 157, 92, 215, 206, 244, 87, 244, 196, 4, 27, 48, 35, 104, 76, 225, 194, 192, 198, 114, 102,
+        51, 179, 7, 227, 64, 84, 76, 173, 8, 173, 165, 95, 19, 222, 123, 252, 65, 222, 241, 221, 225, 141, 145, 128,
+        186, 45, 105, 253, 220, 250, 54, 34, 187, 237, 69, 248, 111, 0, 171, 139, 53, 9, 182, 53, 205, 114, 152, 52,
+        99, 17, 170, 65, 92, 192, 235, 15, 190, 176, 208, 6, 55, 158, 11, 66, 17, 93, 207, 242, 245, 255, 74, 213, 79,
+        222, 161, 207, 106, 69, 57, 249, 107, 63, 23, 174, 104, 184, 225, 26, 56, 38, 124, 189, 118, 148, 138, 182,
+        118, 197, 58, 153, 6, 53, 81, 151, 41, 195, 10, 201, 58, 72, 8, 53, 76, 2, 94, 16, 110, 123, 81, 245, 225, 241,
+        93, 70, 79, 33, 20, 250, 99, 94, 213, 208, 49, 106, 189, 149, 229, 8, 241, 60, 112, 43, 63, 70, 3, 25, 146,
+        118, 134, 164, 206, 6, 188, 3, 183, 183, 77, 210, 37, 48, 5, 33, 236, 166, 111, 94, 120, 33, 10, 157, 197, 251,
+        154, 43, 196, 26, 210, 183, 16, 254, 139, 183, 8, 200, 154, 98, 190, 64, 210, 223, 138, 122, 134, 229, 124, 84,
+        108, 86, 152, 76, 105, 135, 147, 100, 132, 15, 126, 243, 161, 142, 218, 40, 184, 245, 137, 4, 146, 159, 163,
+        188, 202, 47, 106, 136, 63, 131, 98, 181, 232, 91, 154, 226, 141, 169, 53, 236, 81,
+    ];
+    let plan = nodewarden_reference::Plan::from_bytes(bytes);
+    if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
+        panic!("{failure}");
+    }
+}
