@@ -9,21 +9,18 @@
 //! writing, so "not too early" is checked exactly and "not too late" with
 //! the polling's slack.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{CRASHED, fast_config, options, serve};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig};
 use nodewarden_kube::{RunOptions, start};
-use nodewarden_model::{ControllerConfig, Span};
-use nodewarden_sim::KubeletTiming;
-use nodewarden_sim::builtin::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
 
 const GRACE: Duration = Duration::from_secs(2);
 const PERIOD: Duration = Duration::from_millis(200);
-const CRASHED: &str = "node-000005";
 /// Polling interval plus a request's round trip, on a busy machine.
 const SLACK: f64 = 0.15;
 
@@ -33,32 +30,9 @@ fn seconds(t: &k8s_openapi::jiff::Timestamp) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detection_and_tainting_follow_the_replay_rules_to_within_a_monitor_period() {
-    let opts = ServeOptions {
-        // node-crash stops one node of ten at 1m: at 60x, after 1 s.
-        source: ServeSource::Fleet(
-            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
-            Some(Builtin::NodeCrash),
-        ),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
-        lease_duration_secs: 1,
-        scenario_speed: 60.0,
-        server: ServerConfig { bookmark_every: Duration::from_millis(300), ..ServerConfig::default() },
-        tick: Duration::from_millis(50),
-        ..ServeOptions::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let served = Served::start(opts, listener).await.expect("start");
+    let served = serve(options()).await;
     let client = kube::Client::try_from(kube::Config::new(served.url().parse().expect("url"))).expect("client");
-    let config = ControllerConfig {
-        node_monitor_period: Span::from_millis(200),
-        node_monitor_grace_period: Span::from_secs(2),
-        node_startup_grace_period: Span::from_secs(2),
-        ..ControllerConfig::default()
-    };
+    let config = fast_config();
     let running = start(client.clone(), RunOptions { config, ..RunOptions::default() }).expect("config");
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");

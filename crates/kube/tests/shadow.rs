@@ -2,52 +2,30 @@
 //! sends nothing (the server's write log has no request of its), and what
 //! it would have done is what the writing replica did.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig};
+use nodewarden_apiserver::{ServeSource, Served, ServerConfig};
 use nodewarden_engine::{Action, ActionKind};
 use nodewarden_kube::{RunOptions, start};
-use nodewarden_model::{ControllerConfig, Span};
-use nodewarden_sim::KubeletTiming;
+use nodewarden_model::ControllerConfig;
 use nodewarden_sim::builtin::Builtin;
 use nodewarden_sim::fleet::FleetSpec;
 
 async fn serve() -> Served {
-    let opts = ServeOptions {
-        // zone-outage cuts the first zone off at 1m: at 60x, after 1 s.
-        source: ServeSource::Fleet(
-            FleetSpec { nodes: 12, zones: 2, pods_per_node: 2, seed: 5 },
-            Some(Builtin::ZoneOutage),
-        ),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
-        lease_duration_secs: 1,
-        scenario_speed: 60.0,
-        server: ServerConfig {
-            bookmark_every: Duration::from_millis(300),
-            record_writes: true,
-            ..ServerConfig::default()
-        },
-        tick: Duration::from_millis(50),
-        ..ServeOptions::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    Served::start(opts, listener).await.expect("start")
+    // zone-outage cuts the first zone off at 1m: at 60x, after 1 s.
+    let mut opts = common::options();
+    opts.source =
+        ServeSource::Fleet(FleetSpec { nodes: 12, zones: 2, pods_per_node: 2, seed: 5 }, Some(Builtin::ZoneOutage));
+    opts.server = ServerConfig { record_writes: true, ..opts.server };
+    common::serve(opts).await
 }
 
 fn config() -> ControllerConfig {
-    ControllerConfig {
-        node_monitor_period: Span::from_millis(200),
-        node_monitor_grace_period: Span::from_secs(2),
-        node_startup_grace_period: Span::from_secs(2),
-        // Fast enough to taint the whole zone within the test.
-        node_eviction_rate: 5.0,
-        ..ControllerConfig::default()
-    }
+    // Fast enough to taint the whole zone within the test.
+    ControllerConfig { node_eviction_rate: 5.0, ..common::fast_config() }
 }
 
 fn client(served: &Served, agent: &str) -> kube::Client {
