@@ -261,6 +261,10 @@ impl PendingDeletion {
     /// Schedules (or, with `None`, calls off) the deletion; returns the one
     /// it replaces. The basis is left as it is.
     pub fn set(&mut self, deadline: Option<Deadline>) -> Option<Deadline> {
+        if deadline.is_none() && self.0.is_none() {
+            // Nothing to call off (most pods, most of the time): no box.
+            return None;
+        }
         let old = self.get();
         self.scheduled().deadline = deadline;
         self.shrink();
@@ -274,6 +278,9 @@ impl PendingDeletion {
 
     /// Records (or, with `None`, forgets) the basis.
     pub fn set_basis(&mut self, basis: Option<Basis>) {
+        if basis.is_none() && self.0.is_none() {
+            return;
+        }
         self.scheduled().basis = basis;
         self.shrink();
     }

@@ -53,10 +53,21 @@ pub fn pod_assignment(
     let mut list = std::mem::take(&mut assigned.0);
     list.sort_unstable();
     list.dedup();
+    // The node of the last pod: the list is in entity order, so a node's
+    // pods (added together) mostly follow one another, sharing one name.
+    let mut last: Option<(std::sync::Arc<str>, Option<Entity>)> = None;
     for pod_entity in list.drain(..) {
         let Ok(pod) = pods.get(pod_entity) else { continue };
         let Some(node_name) = pod.node.clone() else { continue };
-        let Some(&node) = node_index.0.get(&*node_name) else { continue };
+        let node = match &last {
+            Some((name, node)) if std::sync::Arc::ptr_eq(name, &node_name) => *node,
+            _ => {
+                let node = node_index.0.get(&*node_name).copied();
+                last = Some((node_name.clone(), node));
+                node
+            }
+        };
+        let Some(node) = node else { continue };
         let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
         // Not yet seen by a monitor pass, or no Ready condition: ignored, as
         // upstream does; the node's own handling covers it later.

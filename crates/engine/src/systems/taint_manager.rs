@@ -189,9 +189,20 @@ pub fn taint_manager(
     let mut pod_list = std::mem::take(&mut inbox.pods);
     pod_list.sort_unstable();
     pod_list.dedup();
+    // The node of the last pod, as in `pod_assignment`.
+    let mut last: Option<(std::sync::Arc<str>, Option<Entity>)> = None;
     for &pod in &pod_list {
         let Ok((p, ..)) = pods.get(pod) else { continue };
-        let Some(&node) = p.node.as_deref().and_then(|n| node_index.0.get(n)) else { continue };
+        let Some(name) = &p.node else { continue };
+        let node = match &last {
+            Some((last_name, node)) if std::sync::Arc::ptr_eq(last_name, name) => *node,
+            _ => {
+                let node = node_index.0.get(&**name).copied();
+                last = Some((name.clone(), node));
+                node
+            }
+        };
+        let Some(node) = node else { continue };
         let Ok((_, _, seen)) = nodes.get(node) else { continue };
         // A node without NoExecute taints: nothing to do (I4 cancelled
         // everything when they went).
