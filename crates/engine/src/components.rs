@@ -253,6 +253,11 @@ struct Scheduled {
 }
 
 impl PendingDeletion {
+    /// Neither a deletion scheduled nor a basis kept.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// The scheduled deletion, if any.
     pub fn get(&self) -> Option<Deadline> {
         self.0.as_ref().and_then(|s| s.deadline)

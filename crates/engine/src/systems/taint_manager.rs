@@ -164,6 +164,12 @@ pub fn taint_manager(
         let Ok((name, _, mut seen)) = nodes.get_mut(node) else { continue };
         seen.0.clear();
         for &pod in pod_index.on_node(&name.0) {
+            // Without taints the plan is to call off a pending deletion:
+            // nothing to do for a pod that has none (most, and all of a new
+            // node's), found without touching it mutably.
+            if pods.get(pod).is_ok_and(|(_, pending)| pending.is_empty()) {
+                continue;
+            }
             process_pod(pod, &[], now, &mut pods, &mut timers, &mut outbox);
         }
     }
