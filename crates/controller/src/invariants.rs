@@ -295,7 +295,8 @@ impl InvariantChecker {
                     set.remove(key.as_str());
                 }
             }
-            Observation::WriteFinished { .. } => {}
+            // The rescheduler's rules read budgets; node lifecycle's do not.
+            Observation::WriteFinished { .. } | Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
         }
     }
 

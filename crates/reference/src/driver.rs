@@ -487,8 +487,15 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
                 .into_iter()
                 .collect();
             let taints = user_taints(taints, now);
-            let snapshot =
-                NodeSnapshot { name: name.clone(), created, labels, conditions, taints, unschedulable: false };
+            let snapshot = NodeSnapshot {
+                allocatable: None,
+                name: name.clone(),
+                created,
+                labels,
+                conditions,
+                taints,
+                unschedulable: false,
+            };
             world.kubelets.stop(&name);
             let mut out = c.put_node(snapshot);
             if *lease {

@@ -68,6 +68,7 @@ impl SimPod {
     /// What a watch would deliver for this pod.
     pub fn snapshot(&self) -> PodSnapshot {
         PodSnapshot {
+            scheduling: None,
             key: self.key.clone(),
             uid: self.uid.clone(),
             node: self.node.clone(),
@@ -151,6 +152,7 @@ pub fn node_from_spec(spec: &NodeSpec, now: Timestamp) -> (NodeSnapshot, Option<
         });
     }
     let node = NodeSnapshot {
+        allocatable: None,
         name: spec.name.clone(),
         created,
         labels,
@@ -504,21 +506,28 @@ impl Cluster {
                     Ok(())
                 })
             }
-            ActionKind::DeletePod { pod, uid, mode, .. } => {
-                let refusal = match mode {
-                    DeletionMode::Delete => "admission webhook denied the request",
-                    DeletionMode::Evict => "Cannot evict pod as it would violate the pod's disruption budget.",
-                };
-                self.pod_write(id, "delete-pod", pod, uid, |p| {
-                    if p.refuse_deletions > 0 {
-                        p.refuse_deletions -= 1;
-                        return Err(refusal.to_string());
-                    }
-                    p.deleted = true;
-                    Ok(())
-                })
+            ActionKind::DeletePod { pod, uid, mode, .. } => self.remove_pod(id, "delete-pod", pod, uid, *mode),
+            ActionKind::EvictForAddon { pod, uid, .. } => {
+                self.remove_pod(id, "evict-for-addon", pod, uid, DeletionMode::Evict)
             }
         }
+    }
+
+    /// A pod deletion, plain or through the Eviction API: refused while the
+    /// pod's `refuse-deletions` count lasts, as a webhook or a budget would.
+    fn remove_pod(&mut self, id: ActionId, what: &'static str, pod: &str, uid: &str, mode: DeletionMode) -> Applied {
+        let refusal = match mode {
+            DeletionMode::Delete => "admission webhook denied the request",
+            DeletionMode::Evict => "Cannot evict pod as it would violate the pod's disruption budget.",
+        };
+        self.pod_write(id, what, pod, uid, |p| {
+            if p.refuse_deletions > 0 {
+                p.refuse_deletions -= 1;
+                return Err(refusal.to_string());
+            }
+            p.deleted = true;
+            Ok(())
+        })
     }
 
     fn count_write(&mut self, object: ObjectRef) {
