@@ -354,6 +354,15 @@ impl Cluster {
         self.pods.get(key)
     }
 
+    /// The pods of one namespace ever created, deleted ones included, by key.
+    pub fn pods_in<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a SimPod> + 'a {
+        let start = format!("{namespace}/");
+        self.pods
+            .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(&start))
+            .map(|(_, p)| p)
+    }
+
     /// Every pod ever created, deleted ones included, by key.
     pub fn pods(&self) -> impl Iterator<Item = &SimPod> {
         self.pods.values()
@@ -791,6 +800,87 @@ impl Cluster {
         out
     }
 
+    /// The requests bound to each node, by pods that are not gone.
+    fn used(&self) -> BTreeMap<&str, Resources> {
+        let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
+        for p in self.pods.values().filter(|p| !p.deleted) {
+            if let Some(n) = &p.node {
+                *used.entry(n.as_str()).or_default() += p.requests();
+            }
+        }
+        used
+    }
+
+    /// Every node as the scheduler sees it, in name order.
+    fn node_views<'a>(&'a self, used: &BTreeMap<&str, Resources>) -> Vec<NodeView<'a>> {
+        self.nodes
+            .values()
+            .map(|n| NodeView {
+                name: &n.name,
+                labels: &n.labels,
+                taints: &n.taints,
+                ready: n.conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::True),
+                unschedulable: n.unschedulable,
+                allocatable: self.allocatable.get(&n.name).copied().unwrap_or(DEFAULT_ALLOCATABLE),
+                used: used.get(n.name.as_str()).copied().unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// The fewest pods whose eviction from a single node would let pod
+    /// `key` fit there, ignoring budgets and grace periods: only nodes it
+    /// may use otherwise (Ready, schedulable, taints tolerated, placement),
+    /// never evicting a critical addon, a DaemonSet or a mirror pod or a
+    /// terminating one. Per node, the evictable pods are taken largest
+    /// first (by CPU, then memory), which is exact when one resource falls
+    /// short. `None`: no node could take it even emptied of evictable pods.
+    pub fn fewest_evictions_for(&self, key: &str) -> Option<usize> {
+        let pod = self.pods.get(key).filter(|p| !p.deleted)?;
+        let no_placement = Placement::default();
+        let view = PodView {
+            requests: pod.requests(),
+            tolerations: &pod.tolerations,
+            placement: pod.scheduling.as_ref().map_or(&no_placement, |s| &s.placement),
+        };
+        let used = self.used();
+        let mut by_node: BTreeMap<&str, Vec<Resources>> = BTreeMap::new();
+        for p in self.pods.values().filter(|p| !p.deleted && !p.terminating && !p.daemonset) {
+            let Some(node) = &p.node else { continue };
+            let protected = p.scheduling.as_ref().is_some_and(|s| {
+                s.mirror || {
+                    let ns = p.key.split_once('/').map_or("", |(ns, _)| ns);
+                    nodewarden_model::scheduling::is_critical_addon(
+                        ns,
+                        s.critical_annotation,
+                        s.priority_class.as_deref(),
+                    )
+                }
+            });
+            if !protected {
+                by_node.entry(node.as_str()).or_default().push(p.requests());
+            }
+        }
+        let mut best: Option<usize> = None;
+        for node in self.node_views(&used) {
+            let mut candidates = by_node.remove(node.name).unwrap_or_default();
+            candidates.sort_by(|a, b| b.cpu_millis.cmp(&a.cpu_millis).then(b.memory_bytes.cmp(&a.memory_bytes)));
+            let mut n = node;
+            for count in 0..=candidates.len() {
+                if scheduler::fits(&view, &n).is_ok() {
+                    best = Some(best.map_or(count, |b| b.min(count)));
+                    break;
+                }
+                if !matches!(scheduler::fits(&view, &n), Err(scheduler::Misfit::Insufficient(_))) {
+                    break;
+                }
+                if let Some(c) = candidates.get(count) {
+                    n.used = n.used.saturating_sub(c);
+                }
+            }
+        }
+        best
+    }
+
     /// One first-fit pass over the pending pods ([`crate::scheduler`]).
     fn schedule(&mut self, now: Timestamp) -> Vec<Observation> {
         let mut pending: Vec<&SimPod> = self
@@ -802,12 +892,7 @@ impl Cluster {
             return Vec::new();
         }
         pending.sort_by_key(|p| p.seq);
-        let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
-        for p in self.pods.values().filter(|p| !p.deleted) {
-            if let Some(n) = &p.node {
-                *used.entry(n.as_str()).or_default() += p.requests();
-            }
-        }
+        let used = self.used();
         let no_placement = Placement::default();
         let views: Vec<PodView<'_>> = pending
             .iter()
@@ -817,19 +902,7 @@ impl Cluster {
                 placement: p.scheduling.as_ref().map_or(&no_placement, |s| &s.placement),
             })
             .collect();
-        let mut nodes: Vec<NodeView<'_>> = self
-            .nodes
-            .values()
-            .map(|n| NodeView {
-                name: &n.name,
-                labels: &n.labels,
-                taints: &n.taints,
-                ready: n.conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::True),
-                unschedulable: n.unschedulable,
-                allocatable: self.allocatable.get(&n.name).copied().unwrap_or(DEFAULT_ALLOCATABLE),
-                used: used.get(n.name.as_str()).copied().unwrap_or_default(),
-            })
-            .collect();
+        let mut nodes = self.node_views(&used);
         let placed = scheduler::first_fit(&views, &mut nodes);
         let decisions: Vec<(String, Option<String>)> = pending
             .iter()
