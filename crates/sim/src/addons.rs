@@ -213,7 +213,7 @@ impl AddonTracker {
             let current = cluster
                 .pods_in("kube-system")
                 .filter(|p| !p.deleted && replacement_base(&p.key) == a.addon)
-                .max_by_key(|p| p.seq);
+                .max_by_key(|p| p.seq());
             let Some(p) = current else { continue };
             if a.unschedulable_since.is_none() && p.unschedulable() {
                 a.unschedulable_since = p.scheduling.as_ref().and_then(|s| s.unschedulable_since).or(Some(now));
