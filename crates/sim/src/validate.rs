@@ -193,6 +193,9 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
         }
         match &x.subject {
             Subject::Node { name, .. } => node_ref(format!("{base}.node"), name)?,
+            // A controller's replacement (`<name>-r<N>`) of a defined pod
+            // may be checked too.
+            Subject::Pod { key, .. } if pods.contains_key(crate::cluster::replacement_base(key)) => {}
             Subject::Pod { key, .. } => pod_ref(format!("{base}.pod"), key)?,
             Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
         }
@@ -804,6 +807,15 @@ expect:
         let plain = parse("pods: [{name: a/b}]");
         assert_eq!(*plain.pods[0].scheduling, crate::scenario::PodSchedulingSpec::default());
         assert!(!plain.cluster.scheduler && plain.budgets.is_empty());
+    }
+
+    #[test]
+    fn expectations_may_name_a_replacement() {
+        parse("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-1-r2, unschedulable: true}]");
+        let e = error("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-2-r1, unschedulable: true}]");
+        assert_eq!(e.path(), Some("expect[0].pod"), "{e}");
+        let e = error("pods: [{name: d/web-1}]\nevents: [{at: 1s, delete-pod: d/web-1-r1}]");
+        assert_eq!(e.path(), Some("events[0].delete-pod"), "only expectations: {e}");
     }
 
     #[test]
