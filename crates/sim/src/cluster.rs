@@ -671,6 +671,8 @@ impl Cluster {
         let desired = match (spec.min_available, spec.max_unavailable) {
             (Some(min), _) => min.scaled(expected),
             (None, Some(max)) => expected.saturating_sub(max.scaled(expected)),
+            // Neither (only from code; files must give one): policy's
+            // old default, minAvailable 1.
             (None, None) => IntOrPercent::Int(1).scaled(expected),
         };
         BudgetStatus { expected, healthy, desired, allowed: healthy.saturating_sub(desired) }

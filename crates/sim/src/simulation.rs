@@ -643,7 +643,17 @@ mod tests {
         let json = crate::report::to_json(&o, &run, false);
         let lost = lost.map_or(0.0, |l| l.as_secs_f64());
         assert_eq!(json["addons"][2]["unschedulable_seconds"], lost);
-        assert!(crate::report::render_text(&o, &run).contains("Critical addons (rescheduler on)"));
+        let text = crate::report::render_text(&o, &run);
+        assert!(text.contains("Critical addons (rescheduler on)"), "{text}");
+        // As the report reads once an addon is bound.
+        let mut done = o.clone();
+        let since = done.addons[0].unschedulable_since.unwrap_or(Timestamp::EPOCH);
+        done.addons[0].bound = Some((since + Span::from_secs(25), "node-000007".into()));
+        done.addons[0].evicted = 2;
+        let text = crate::report::render_text(&done, &run);
+        assert!(text.contains("bound to node-000007 at"), "{text}");
+        assert!(text.contains("1 of 3 lost addon(s) scheduled again (the slowest 25s after"), "{text}");
+        assert!(text.contains("2 pod(s) evicted against a minimum of"), "{text}");
         // The other scenarios' reports do not change.
         let other = run_with(Builtin::NodeCrash, 30, ControllerConfig::default(), Some(Span::from_secs(120)));
         assert!(other.addons.is_empty());

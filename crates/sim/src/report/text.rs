@@ -266,6 +266,7 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
 fn addons_text(s: &mut String, o: &Outcome) {
     let _ = writeln!(s, "\nCritical addons (rescheduler {})", if o.config.enable_rescheduler { "on" } else { "off" });
     let (mut bound, mut lost, mut evicted, mut minimum) = (0, 0, 0, 0);
+    let mut longest = Span::ZERO;
     for a in &o.addons {
         let Some(since) = a.unschedulable_since else {
             let _ = writeln!(s, "  {:<32} never unschedulable", a.addon);
@@ -277,6 +278,7 @@ fn addons_text(s: &mut String, o: &Outcome) {
         let placed = match &a.bound {
             Some((t, node)) => {
                 bound += 1;
+                longest = longest.max(*t - since);
                 format!("bound to {node} at {} ({} later)", human(*t), human_span(*t - since))
             }
             None => "NOT BOUND by the end".to_string(),
@@ -291,10 +293,15 @@ fn addons_text(s: &mut String, o: &Outcome) {
             a.evicted
         );
     }
+    let took = if bound > 0 {
+        format!(" (the slowest {} after it became unschedulable)", human_span(longest))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "  in short: {bound} of {lost} lost addon(s) scheduled again; {evicted} pod(s) evicted against a minimum of {minimum} \
-         (per addon, the fewest pods on one node whose removal makes it fit, ignoring budgets)"
+        "  in short: {bound} of {lost} lost addon(s) scheduled again{took}; {evicted} pod(s) evicted against a minimum \
+         of {minimum} (per addon, the fewest pods on one node whose removal makes it fit, ignoring budgets)"
     );
 }
 
