@@ -645,8 +645,13 @@ mod tests {
         assert_eq!(json["addons"][2]["unschedulable_seconds"], lost);
         let text = crate::report::render_text(&o, &run);
         assert!(text.contains("Critical addons (rescheduler on)"), "{text}");
-        // As the report reads once an addon is bound.
+        // As the report reads with one addon bound and two not (whatever
+        // this run's controller did).
         let mut done = o.clone();
+        for a in &mut done.addons {
+            a.bound = None;
+            a.evicted = 0;
+        }
         let since = done.addons[0].unschedulable_since.unwrap_or(Timestamp::EPOCH);
         done.addons[0].bound = Some((since + Span::from_secs(25), "node-000007".into()));
         done.addons[0].evicted = 2;
