@@ -63,10 +63,6 @@ pub struct SimPod {
     /// Send [`SimPod::scheduling`] to the controller (only when it runs
     /// the rescheduler, so other runs' observations stay as they were).
     pub report_scheduling: bool,
-    /// Creation order (the number in the uid): the scheduler's queue order.
-    pub seq: u64,
-    /// A graceful deletion's end: the pod is terminating until then.
-    pub delete_at: Option<Timestamp>,
 }
 
 /// The pod condition type that [`SimPod::ready`] reads.
@@ -108,6 +104,12 @@ impl SimPod {
         !self.deleted
             && self.node.is_none()
             && self.scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some())
+    }
+
+    /// Creation order, the number in its uid (`uid-<n>`): the scheduler's
+    /// queue order.
+    pub fn seq(&self) -> u64 {
+        self.uid.strip_prefix("uid-").and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
     }
 
     /// Terminating (deletion timestamp set) and not gone yet.
@@ -354,6 +356,15 @@ impl Cluster {
         self.pods.get(key)
     }
 
+    /// The pods of one namespace ever created, deleted ones included, by key.
+    pub fn pods_in<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a SimPod> + 'a {
+        let start = format!("{namespace}/");
+        self.pods
+            .range::<str, _>((Bound::Included(start.as_str()), Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(&start))
+            .map(|(_, p)| p)
+    }
+
     /// Every pod ever created, deleted ones included, by key.
     pub fn pods(&self) -> impl Iterator<Item = &SimPod> {
         self.pods.values()
@@ -499,6 +510,12 @@ impl Cluster {
     /// Creates a pod: admission adds its default tolerations, and it gets
     /// the next uid. A deleted pod of the same name is replaced.
     pub fn add_pod(&mut self, spec: &PodSpec) -> Vec<Observation> {
+        self.add_pod_at(spec, Timestamp::EPOCH)
+    }
+
+    /// [`Cluster::add_pod`] at `now` (what `unschedulable-since: now`
+    /// stands for).
+    pub fn add_pod_at(&mut self, spec: &PodSpec, now: Timestamp) -> Vec<Observation> {
         if self.pods.get(&spec.name).is_some_and(|p| !p.deleted) {
             warn!(pod = %spec.name, "add-pod: the pod exists; replacing it");
         }
@@ -521,7 +538,7 @@ impl Cluster {
                 termination_grace: sched.grace_period.unwrap_or(PodScheduling::DEFAULT_TERMINATION_GRACE),
                 labels: sched.labels.clone(),
                 placement: Placement { node_selector: sched.node_selector.clone(), affinity: sched.affinity.clone() },
-                unschedulable_since: sched.unschedulable_since.map(|t| t.resolve(Timestamp::EPOCH)),
+                unschedulable_since: sched.unschedulable_since.map(|t| t.resolve(now)),
             })
         });
         if scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some()) {
@@ -540,8 +557,6 @@ impl Cluster {
             refuse_deletions: spec.refuse_deletions,
             scheduling,
             report_scheduling: self.report,
-            seq: self.next_uid,
-            delete_at: None,
         };
         self.insert_pod(pod)
     }
@@ -656,6 +671,8 @@ impl Cluster {
         let desired = match (spec.min_available, spec.max_unavailable) {
             (Some(min), _) => min.scaled(expected),
             (None, Some(max)) => expected.saturating_sub(max.scaled(expected)),
+            // Neither (only from code; files must give one): policy's
+            // old default, minAvailable 1.
             (None, None) => IntOrPercent::Int(1).scaled(expected),
         };
         BudgetStatus { expected, healthy, desired, allowed: healthy.saturating_sub(desired) }
@@ -730,8 +747,6 @@ impl Cluster {
             refuse_deletions: 0,
             scheduling: Some(scheduling),
             report_scheduling: self.report,
-            seq: self.next_uid,
-            delete_at: None,
         };
         self.insert_pod(pod)
     }
@@ -754,9 +769,8 @@ impl Cluster {
                 break;
             }
             self.graceful.pop_first();
-            if let Some(p) = self.pods.get_mut(&key).filter(|p| !p.deleted && p.delete_at == Some(at)) {
+            if let Some(p) = self.pods.get_mut(&key).filter(|p| !p.deleted && p.terminating) {
                 p.deleted = true;
-                p.delete_at = None;
                 self.deleted_uids.insert(p.uid.clone());
                 self.epoch += 1;
                 out.push(Observation::PodDeleted { key });
@@ -791,34 +805,20 @@ impl Cluster {
         out
     }
 
-    /// One first-fit pass over the pending pods ([`crate::scheduler`]).
-    fn schedule(&mut self, now: Timestamp) -> Vec<Observation> {
-        let mut pending: Vec<&SimPod> = self
-            .pods
-            .values()
-            .filter(|p| !p.deleted && !p.terminating && p.node.is_none() && p.scheduling.is_some())
-            .collect();
-        if pending.is_empty() {
-            return Vec::new();
-        }
-        pending.sort_by_key(|p| p.seq);
+    /// The requests bound to each node, by pods that are not gone.
+    fn used(&self) -> BTreeMap<&str, Resources> {
         let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
         for p in self.pods.values().filter(|p| !p.deleted) {
             if let Some(n) = &p.node {
                 *used.entry(n.as_str()).or_default() += p.requests();
             }
         }
-        let no_placement = Placement::default();
-        let views: Vec<PodView<'_>> = pending
-            .iter()
-            .map(|p| PodView {
-                requests: p.requests(),
-                tolerations: &p.tolerations,
-                placement: p.scheduling.as_ref().map_or(&no_placement, |s| &s.placement),
-            })
-            .collect();
-        let mut nodes: Vec<NodeView<'_>> = self
-            .nodes
+        used
+    }
+
+    /// Every node as the scheduler sees it, in name order.
+    fn node_views<'a>(&'a self, used: &BTreeMap<&str, Resources>) -> Vec<NodeView<'a>> {
+        self.nodes
             .values()
             .map(|n| NodeView {
                 name: &n.name,
@@ -829,7 +829,85 @@ impl Cluster {
                 allocatable: self.allocatable.get(&n.name).copied().unwrap_or(DEFAULT_ALLOCATABLE),
                 used: used.get(n.name.as_str()).copied().unwrap_or_default(),
             })
+            .collect()
+    }
+
+    /// The fewest pods whose eviction from a single node would let pod
+    /// `key` fit there, ignoring budgets and grace periods: only nodes it
+    /// may use otherwise (Ready, schedulable, taints tolerated, placement),
+    /// never evicting a critical addon, a DaemonSet or a mirror pod or a
+    /// terminating one. Per node, the evictable pods are taken largest
+    /// first (by CPU, then memory), which is exact when one resource falls
+    /// short. `None`: no node could take it even emptied of evictable pods.
+    pub fn fewest_evictions_for(&self, key: &str) -> Option<usize> {
+        let pod = self.pods.get(key).filter(|p| !p.deleted)?;
+        let no_placement = Placement::default();
+        let view = PodView {
+            requests: pod.requests(),
+            tolerations: &pod.tolerations,
+            placement: pod.scheduling.as_ref().map_or(&no_placement, |s| &s.placement),
+        };
+        let used = self.used();
+        let mut by_node: BTreeMap<&str, Vec<Resources>> = BTreeMap::new();
+        for p in self.pods.values().filter(|p| !p.deleted && !p.terminating && !p.daemonset) {
+            let Some(node) = &p.node else { continue };
+            let protected = p.scheduling.as_ref().is_some_and(|s| {
+                s.mirror || {
+                    let ns = p.key.split_once('/').map_or("", |(ns, _)| ns);
+                    nodewarden_model::scheduling::is_critical_addon(
+                        ns,
+                        s.critical_annotation,
+                        s.priority_class.as_deref(),
+                    )
+                }
+            });
+            if !protected {
+                by_node.entry(node.as_str()).or_default().push(p.requests());
+            }
+        }
+        let mut best: Option<usize> = None;
+        for node in self.node_views(&used) {
+            let mut candidates = by_node.remove(node.name).unwrap_or_default();
+            candidates.sort_by(|a, b| b.cpu_millis.cmp(&a.cpu_millis).then(b.memory_bytes.cmp(&a.memory_bytes)));
+            let mut n = node;
+            for count in 0..=candidates.len() {
+                if scheduler::fits(&view, &n).is_ok() {
+                    best = Some(best.map_or(count, |b| b.min(count)));
+                    break;
+                }
+                if !matches!(scheduler::fits(&view, &n), Err(scheduler::Misfit::Insufficient(_))) {
+                    break;
+                }
+                if let Some(c) = candidates.get(count) {
+                    n.used = n.used.saturating_sub(c);
+                }
+            }
+        }
+        best
+    }
+
+    /// One first-fit pass over the pending pods ([`crate::scheduler`]).
+    fn schedule(&mut self, now: Timestamp) -> Vec<Observation> {
+        let mut pending: Vec<&SimPod> = self
+            .pods
+            .values()
+            .filter(|p| !p.deleted && !p.terminating && p.node.is_none() && p.scheduling.is_some())
             .collect();
+        if pending.is_empty() {
+            return Vec::new();
+        }
+        pending.sort_by_key(|p| p.seq());
+        let used = self.used();
+        let no_placement = Placement::default();
+        let views: Vec<PodView<'_>> = pending
+            .iter()
+            .map(|p| PodView {
+                requests: p.requests(),
+                tolerations: &p.tolerations,
+                placement: p.scheduling.as_ref().map_or(&no_placement, |s| &s.placement),
+            })
+            .collect();
+        let mut nodes = self.node_views(&used);
         let placed = scheduler::first_fit(&views, &mut nodes);
         let decisions: Vec<(String, Option<String>)> = pending
             .iter()
@@ -999,7 +1077,6 @@ impl Cluster {
             };
             if grace > Span::ZERO {
                 p.terminating = true;
-                p.delete_at = Some(now + grace);
                 graceful = Some(now + grace);
             } else {
                 p.deleted = true;
@@ -1774,6 +1851,57 @@ pods:
             c.apply_action(t(2), &act(2, ActionKind::MarkPodNotReady { pod: "d/w0".into(), uid }));
             let r = c.apply_action(t(3), &evict(3, &c, "d/w0", None));
             assert_eq!(r.outcome, Some(WriteOutcome::Done), "{r:?}");
+        }
+
+        /// The loop as the rescheduler will drive it: the addon fits
+        /// nowhere; the node is tainted `CriticalAddonsOnly` and pods are
+        /// evicted with a short grace; their replacements cannot use the
+        /// room; when the grace ends the addon is bound there.
+        #[test]
+        fn room_made_by_taint_and_evictions_goes_to_the_addon() {
+            let mut c = world(&format!(
+                "{NODES}pods:\n\
+                 - {{name: d/w1, node: a, owner: ReplicaSet, requests: {{cpu: 600m}}, grace-period: 5m}}\n\
+                 - {{name: d/w2, node: a, owner: ReplicaSet, requests: {{cpu: 400m}}}}\n\
+                 - {{name: d/w3, node: b, owner: ReplicaSet, requests: {{cpu: 1}}}}\n\
+                 - {{name: kube-system/dns, owner: ReplicaSet, requests: {{cpu: 500m}}, priority-class: system-cluster-critical, \
+                    tolerations: [{{key: CriticalAddonsOnly, operator: Exists}}]}}\n"
+            ));
+            c.housekeeping(t(0));
+            assert!(c.pod("kube-system/dns").unwrap().unschedulable());
+            let taint = nodewarden_model::Taint {
+                value: nodewarden_model::scheduling::CRITICAL_ADDONS_ONLY_VALUE.into(),
+                ..nodewarden_model::Taint::new(
+                    nodewarden_model::scheduling::CRITICAL_ADDONS_ONLY_TAINT,
+                    nodewarden_model::TaintEffect::NoSchedule,
+                )
+            };
+            let patch = ActionKind::PatchNodeTaints {
+                node: "a".into(),
+                add: vec![taint],
+                remove: vec![],
+                slot: nodewarden_engine::WriteSlot::CriticalAddonsTaint,
+            };
+            assert_eq!(c.apply_action(t(20), &act(1, patch)).outcome, Some(WriteOutcome::Done));
+            let r = c.apply_action(t(20), &evict(2, &c, "d/w1", Some(Span::from_secs(10))));
+            assert_eq!(r.outcome, Some(WriteOutcome::Done));
+            c.housekeeping(t(20));
+            // The replacement exists, cannot use the tainted room, and the
+            // terminating pod still holds it.
+            assert!(c.pod("d/w1-r1").unwrap().unschedulable());
+            assert_eq!(bound(&c, "kube-system/dns"), None);
+            assert_eq!(c.next_due(), Some(t(30)));
+            c.housekeeping(t(30));
+            assert_eq!(bound(&c, "kube-system/dns").as_deref(), Some("a"));
+            assert!(c.pod("d/w1-r1").unwrap().unschedulable());
+        }
+
+        #[test]
+        fn unschedulable_since_now_is_the_creation_instant() {
+            let mut c = world(NODES);
+            let s = parse_scenario("pods: [{name: d/p, unschedulable-since: now}]").unwrap_or_else(|e| panic!("{e}"));
+            c.add_pod_at(&s.pods[0], t(7));
+            assert_eq!(c.pod("d/p").and_then(|p| p.scheduling.as_ref()?.unschedulable_since), Some(t(7)));
         }
 
         #[test]

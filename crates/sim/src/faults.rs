@@ -140,7 +140,7 @@ pub fn apply_event(
             kubelets.stop(n);
             c.delete_node(n)
         }
-        EventAction::AddPod(spec) => c.add_pod(spec),
+        EventAction::AddPod(spec) => c.add_pod_at(spec, t),
         EventAction::DeletePod(k) => c.delete_pod(k),
         EventAction::SetTaints(a) => c.set_taints(&a.node, &a.taints),
         EventAction::SetUnschedulable(a) => c.set_unschedulable(&a.node, a.value),

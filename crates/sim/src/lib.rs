@@ -19,6 +19,7 @@
 //! [`Observation`](nodewarden_engine::Observation)s and applies
 //! [`Action`](nodewarden_engine::Action)s as an API server would.
 
+pub mod addons;
 pub mod admission;
 pub mod builtin;
 pub mod cluster;

@@ -500,4 +500,26 @@ expect:
         );
         assert!(o.ok(), "{:?}", o.records);
     }
+
+    #[test]
+    fn unschedulable_since_without_a_scheduler_lasts_until_bound() {
+        let o = run(
+            r#"
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+pods:
+- {name: kube-system/dns, unschedulable-since: -30s, priority-class: system-node-critical}
+events:
+- {at: 2s, add-pod: {name: kube-system/late, unschedulable-since: now}}
+- {at: 5s, bind-pod: {pod: kube-system/dns, node: a}}
+expect:
+- {at: 1s, pod: kube-system/dns, unschedulable: true, node: null, conditions: {PodScheduled: "False"}}
+- {at: 3s, pod: kube-system/late, unschedulable: true}
+- {at: 5s, pod: kube-system/dns, unschedulable: false, node: a, conditions: {PodScheduled: "True"}}
+- {at: 6s, pod: kube-system/late, unschedulable: true, node: null}
+"#,
+            ReplayOptions::default(),
+        );
+        assert!(o.ok(), "{:?}", o.failures().collect::<Vec<_>>());
+    }
 }

@@ -558,22 +558,59 @@ impl<'de> Deserialize<'de> for IntOrPercent {
 
 /// A PodDisruptionBudget (an addition to the contract): `name` is
 /// `namespace/name`, `selector` a label selector over the pods of that
-/// namespace, and exactly one of `min-available` / `max-unavailable`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+/// namespace, and exactly one of `min-available` / `max-unavailable`
+/// (checked as it is read, so the error has its line).
+#[derive(Clone, Debug, PartialEq)]
 pub struct BudgetSpec {
     /// `namespace/name`.
     pub name: String,
     /// `spec.selector` (`matchLabels`, `matchExpressions`); empty = every
     /// pod of the namespace.
-    #[serde(default, deserialize_with = "null_as_default")]
     pub selector: LabelSelector,
     /// `spec.minAvailable`.
-    #[serde(default)]
     pub min_available: Option<IntOrPercent>,
     /// `spec.maxUnavailable`.
-    #[serde(default)]
     pub max_unavailable: Option<IntOrPercent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawBudget {
+    name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    selector: LabelSelector,
+    #[serde(default)]
+    min_available: Option<IntOrPercent>,
+    #[serde(default)]
+    max_unavailable: Option<IntOrPercent>,
+}
+
+impl TryFrom<RawBudget> for BudgetSpec {
+    type Error = String;
+
+    fn try_from(r: RawBudget) -> Result<BudgetSpec, String> {
+        match (r.min_available, r.max_unavailable) {
+            (Some(_), Some(_)) => {
+                Err("a budget gives one of min-available and max-unavailable, not both (as policy/v1)".to_string())
+            }
+            (None, None) => Err("a budget needs min-available or max-unavailable".to_string()),
+            _ => Ok(BudgetSpec {
+                name: r.name,
+                selector: r.selector,
+                min_available: r.min_available,
+                max_unavailable: r.max_unavailable,
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BudgetSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<BudgetSpec, D::Error> {
+        deserialize_checked::<D, RawBudget, BudgetSpec>(
+            d,
+            "a budget: a mapping with `name`, `selector` and one of min-available, max-unavailable",
+        )
+    }
 }
 
 /// `set-allocatable: {node, allocatable}`.

@@ -193,6 +193,9 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
         }
         match &x.subject {
             Subject::Node { name, .. } => node_ref(format!("{base}.node"), name)?,
+            // A controller's replacement (`<name>-r<N>`) of a defined pod
+            // may be checked too.
+            Subject::Pod { key, .. } if pods.contains_key(crate::cluster::replacement_base(key)) => {}
             Subject::Pod { key, .. } => pod_ref(format!("{base}.pod"), key)?,
             Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
         }
@@ -297,13 +300,7 @@ fn check_budget(path: &str, b: &BudgetSpec) -> Result<(), ScenarioError> {
     if !is_pod_key(&b.name) {
         return Err(err(format!("{path}.name"), format!("{:?} is not namespace/name (e.g. default/web)", b.name)));
     }
-    match (b.min_available, b.max_unavailable) {
-        (Some(_), Some(_)) => {
-            Err(err(path.to_string(), "give one of min-available and max-unavailable, not both (as policy/v1)"))
-        }
-        (None, None) => Err(err(path.to_string(), "needs min-available or max-unavailable")),
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
@@ -813,6 +810,15 @@ expect:
     }
 
     #[test]
+    fn expectations_may_name_a_replacement() {
+        parse("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-1-r2, unschedulable: true}]");
+        let e = error("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-2-r1, unschedulable: true}]");
+        assert_eq!(e.path(), Some("expect[0].pod"), "{e}");
+        let e = error("pods: [{name: d/web-1}]\nevents: [{at: 1s, delete-pod: d/web-1-r1}]");
+        assert_eq!(e.path(), Some("events[0].delete-pod"), "only expectations: {e}");
+    }
+
+    #[test]
     fn bad_rescheduler_values_name_their_field() {
         for (text, path, needle) in [
             ("nodes: [{name: a, allocatable: {cpu: lots}}]", "nodes[0].allocatable.cpu", "quantity \"lots\""),
@@ -870,6 +876,8 @@ expect:
         let e = error("nodes:\n- name: a\n  allocatable:\n    cpu: 2\n    memory: 12Qi\n");
         assert_eq!(e.location().map(|l| l.line), Some(5), "{e}");
         assert!(e.to_string().starts_with("nodes[0].allocatable.memory (line 5"), "{e}");
+        let e = error("nodes: []\nbudgets:\n- name: a/b\n  min-available: 1\n  max-unavailable: 1\n");
+        assert_eq!((e.path(), e.location().map(|l| l.line)), (Some("budgets[0]"), Some(3)), "{e}");
     }
 
     #[test]
