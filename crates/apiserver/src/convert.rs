@@ -128,6 +128,7 @@ fn condition(v: &Value, time: &TimeBase) -> NodeCondition {
 pub fn node_snapshot(v: &Value, time: &TimeBase) -> NodeSnapshot {
     let meta = &v["metadata"];
     NodeSnapshot {
+        allocatable: None,
         name: s(meta, "name").to_string(),
         created: meta
             .get("creationTimestamp")
@@ -173,6 +174,7 @@ pub fn pod_ready(v: &Value) -> Option<bool> {
 pub fn pod_snapshot(v: &Value) -> PodSnapshot {
     let meta = &v["metadata"];
     PodSnapshot {
+        scheduling: None,
         key: format!("{}/{}", s(meta, "namespace"), s(meta, "name")),
         uid: s(meta, "uid").to_string(),
         node: v.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_string),
@@ -387,6 +389,7 @@ mod tests {
         let time = TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 };
         let t = |s: i64| Timestamp::from_nanos(s * 1_000_000_000);
         let node = NodeSnapshot {
+            allocatable: None,
             name: "n1".into(),
             created: t(-100),
             labels: BTreeMap::from([("topology.kubernetes.io/zone".into(), "a".into())]),
@@ -406,6 +409,7 @@ mod tests {
         assert_eq!(back.labels.remove("kubernetes.io/hostname").as_deref(), Some("n1"));
         assert_eq!(back, node);
         let pod = PodSnapshot {
+            scheduling: None,
             key: "ns/p".into(),
             uid: "pu".into(),
             node: Some("n1".into()),

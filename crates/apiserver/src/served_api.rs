@@ -171,7 +171,9 @@ pub fn write_observation(s: &mut Inner, time: &TimeBase, lease_duration: i64, o:
                 s.commit(Kind::Pod, &key, o.value(), true);
             }
         }
-        Observation::WriteFinished { .. } => {}
+        // Scenario events write no budgets; the store's budgets come from
+        // the API (kubectl, tests).
+        Observation::WriteFinished { .. } | Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
     }
 }
 
@@ -218,7 +220,8 @@ impl ClusterApi for ServedApi<'_> {
             ActionKind::MarkPodNotReady { pod, .. }
             | ActionKind::SetPodNodeLost { pod, .. }
             | ActionKind::AddPodDisruptionTarget { pod, .. }
-            | ActionKind::DeletePod { pod, .. } => (Kind::Pod, pod.clone()),
+            | ActionKind::DeletePod { pod, .. }
+            | ActionKind::EvictForAddon { pod, .. } => (Kind::Pod, pod.clone()),
             ActionKind::RecordEvent(_) => return Applied::default(),
         };
         let Some(cur) = s.get(kind, &key) else {
@@ -263,6 +266,7 @@ impl ClusterApi for ServedApi<'_> {
             | ActionKind::SetPodNodeLost { uid, .. }
             | ActionKind::AddPodDisruptionTarget { uid, .. }
             | ActionKind::DeletePod { uid, .. }
+            | ActionKind::EvictForAddon { uid, .. }
                 if !uid_ok(uid) =>
             {
                 return failed(
@@ -293,17 +297,18 @@ impl ClusterApi for ServedApi<'_> {
                 );
                 v["status"]["conditions"] = Value::Array(list);
             }
-            ActionKind::DeletePod { mode, pod, .. } => {
-                if *mode == DeletionMode::Evict {
+            ActionKind::DeletePod { pod, .. } | ActionKind::EvictForAddon { pod, .. } => {
+                if matches!(
+                    action.kind,
+                    ActionKind::DeletePod { mode: DeletionMode::Evict, .. } | ActionKind::EvictForAddon { .. }
+                ) {
                     drop(s);
                     let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
-                    return match crate::pdb::evict(
-                        sh,
-                        json!({"apiVersion": "policy/v1", "kind": "Eviction"}),
-                        false,
-                        ns,
-                        name,
-                    ) {
+                    let mut body = json!({"apiVersion": "policy/v1", "kind": "Eviction"});
+                    if let ActionKind::EvictForAddon { grace: Some(g), .. } = &action.kind {
+                        body["deleteOptions"] = json!({"gracePeriodSeconds": g.as_secs_f64().ceil() as i64});
+                    }
+                    return match crate::pdb::evict(sh, body, false, ns, name) {
                         Ok(_) => Applied {
                             observations: vec![
                                 Observation::WriteFinished { id, outcome: WriteOutcome::Done },

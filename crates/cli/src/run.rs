@@ -164,6 +164,9 @@ fn config(args: &RunArgs) -> anyhow::Result<ControllerConfig> {
         // the list is not.
         taint_eviction: taint_eviction || (!args.enable_taint_manager && !eviction_switched_off),
         pod_deletion_mode: if args.pod_deletion_mode == "evict" { DeletionMode::Evict } else { DeletionMode::Delete },
+        // The critical-addon rescheduler is not served by `run` yet: off,
+        // as its default is.
+        ..ControllerConfig::default()
     };
     c.validate().context("invalid controller flags")?;
     Ok(c)

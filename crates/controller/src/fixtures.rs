@@ -22,6 +22,7 @@ pub(crate) fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Ob
     let mut labels = BTreeMap::new();
     labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string());
     Observation::NodeUpserted(NodeSnapshot {
+        allocatable: None,
         name: name.into(),
         created: t(-3600),
         labels,
@@ -42,6 +43,7 @@ pub(crate) fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Ob
 /// forever), owned by a DaemonSet or not.
 pub(crate) fn pod(key: &str, node: &str, seconds: Option<i64>, daemonset: bool) -> Observation {
     Observation::PodUpserted(PodSnapshot {
+        scheduling: None,
         key: key.into(),
         uid: "u".into(),
         node: Some(node.into()),

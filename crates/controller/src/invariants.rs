@@ -114,6 +114,9 @@ struct NodeMirror {
     last_transition: Timestamp,
     /// Since when the node has carried NoExecute taints without a break.
     tainted_since: Option<Timestamp>,
+    /// `metadata.creationTimestamp`: a different one is a new object under
+    /// the same name, whose heartbeats the old one's say nothing about.
+    created: Timestamp,
 }
 
 /// A `not-ready` or `unreachable` NoExecute taint: the ones the controller
@@ -242,6 +245,13 @@ impl InvariantChecker {
         match obs {
             Observation::NodeUpserted(n) => {
                 let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
+                // A node deleted and created again under its name is a new
+                // object: the controller first sees it at a monitor pass,
+                // and one that never posted status counts from its
+                // creation, whatever the old object's heartbeats were.
+                if self.nodes.get(&n.name).is_some_and(|m| m.created != n.created) {
+                    self.nodes.remove(&n.name);
+                }
                 let known = self.nodes.contains_key(&n.name);
                 let entry = self.nodes.entry(n.name.clone()).or_insert_with(|| NodeMirror {
                     // A node that never posted status counts from its
@@ -250,6 +260,7 @@ impl InvariantChecker {
                     last_transition: if ready.is_some() { now } else { n.created.min(now) },
                     ready_heartbeat: ready.map(|c| c.last_heartbeat),
                     ready_transition: ready.map(|c| c.last_transition),
+                    created: n.created,
                     ..NodeMirror::default()
                 });
                 if let Some(c) = ready {
@@ -300,7 +311,8 @@ impl InvariantChecker {
                     set.remove(key.as_str());
                 }
             }
-            Observation::WriteFinished { .. } => {}
+            // The rescheduler's rules read budgets; node lifecycle's do not.
+            Observation::WriteFinished { .. } | Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
         }
     }
 
@@ -739,6 +751,45 @@ mod tests {
         c.end_step(false);
         // Counted from creation (-3600 s), the 300 s timeout is long past.
         assert!(c.check_action(t(5), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn a_node_created_again_under_its_name_starts_afresh() {
+        let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
+        let mut c = InvariantChecker::new(&config);
+        let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::Unknown, vec![]) else { unreachable!() };
+        n.created = t(100);
+        // The first object posts Ready=Unknown at 200 s: its heartbeat is
+        // seen then.
+        c.observe(t(200), &Observation::NodeUpserted(n.clone()));
+        c.observe(t(200), &pod("ns/web", "n", None, false));
+        // A different object under the same name, created long ago and
+        // without status: counted from its own creation, not from the old
+        // object's heartbeat.
+        let mut again = n.clone();
+        again.created = t(-3600);
+        again.conditions.clear();
+        c.observe(t(200), &Observation::NodeUpserted(again));
+        c.own_condition_write(
+            "n",
+            &[NodeCondition {
+                kind: ConditionType::Ready,
+                status: ConditionStatus::Unknown,
+                reason: "NodeStatusNeverUpdated".into(),
+                message: String::new(),
+                last_heartbeat: t(-3600),
+                last_transition: t(205),
+            }],
+        );
+        assert!(c.check_action(t(205), &delete("ns/web"), &zone(0.1), false).is_empty());
+        // The same object seen again changes nothing: still counted from
+        // the first heartbeat seen.
+        c.end_step(false);
+        let mut same = InvariantChecker::new(&config);
+        same.observe(t(200), &Observation::NodeUpserted(n.clone()));
+        same.observe(t(200), &pod("ns/web", "n", None, false));
+        same.observe(t(201), &Observation::NodeUpserted(n));
+        assert_eq!(same.check_action(t(205), &delete("ns/web"), &zone(0.1), false).len(), 1);
     }
 
     #[test]

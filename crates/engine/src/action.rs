@@ -74,6 +74,9 @@ pub enum WriteSlot {
     PodStatus,
     /// A pod's deletion.
     PodDeletion,
+    /// A node's `CriticalAddonsOnly` taint, added and removed by the
+    /// critical-addon rescheduler.
+    CriticalAddonsTaint,
 }
 
 /// One write to the cluster.
@@ -141,6 +144,21 @@ pub enum ActionKind {
         /// Why: the recorded facts and the rule that made it due.
         why: Box<crate::explain::Explanation>,
     },
+    /// Evict the pod through the Eviction API to make room for a critical
+    /// addon (the rescheduler). Kept apart from [`ActionKind::DeletePod`]:
+    /// the pod's node is healthy, so node-lifecycle's rules do not explain
+    /// it, the rescheduler's do.
+    EvictForAddon {
+        /// The pod.
+        pod: PodKey,
+        /// Precondition: the pod's uid.
+        uid: String,
+        /// `deleteOptions.gracePeriodSeconds` to send; `None` keeps the
+        /// pod's own (it is already no longer than the rescheduler's).
+        grace: Option<nodewarden_model::Span>,
+        /// Why: the addon, the node and tier, the pods chosen and why.
+        why: Box<crate::explain::AddonEviction>,
+    },
     /// Record an Event (not a write to the object it names).
     RecordEvent(Event),
 }
@@ -161,7 +179,9 @@ impl ActionKind {
             | ActionKind::AddPodDisruptionTarget { pod, .. } => {
                 Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodStatus))
             }
-            ActionKind::DeletePod { pod, .. } => Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodDeletion)),
+            ActionKind::DeletePod { pod, .. } | ActionKind::EvictForAddon { pod, .. } => {
+                Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodDeletion))
+            }
             ActionKind::RecordEvent(_) => None,
         }
     }

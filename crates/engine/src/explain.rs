@@ -218,3 +218,115 @@ impl Explanation {
         s
     }
 }
+
+/// Which of the rescheduler's preference tiers a node was chosen in
+/// (the first tier with any node where the addon fits wins).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PreparationTier {
+    /// Every pod evicted is allowed by its budgets and terminates within
+    /// the rescheduler's eviction grace.
+    AllowedAndQuick,
+    /// Every pod evicted is allowed by its budgets.
+    Allowed,
+    /// Some pod evicted is not (yet) allowed by a budget: the Eviction API
+    /// may refuse it, and the refusal is retried.
+    Any,
+}
+
+impl PreparationTier {
+    /// 1, 2 or 3, as the rules number them.
+    pub fn number(self) -> u8 {
+        match self {
+            PreparationTier::AllowedAndQuick => 1,
+            PreparationTier::Allowed => 2,
+            PreparationTier::Any => 3,
+        }
+    }
+
+    /// What the tier means, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PreparationTier::AllowedAndQuick => "budgets allow every eviction and every pod stops within the grace",
+            PreparationTier::Allowed => "budgets allow every eviction",
+            PreparationTier::Any => "some evictions need a budget to allow them",
+        }
+    }
+}
+
+/// The recorded reasons for one eviction the critical-addon rescheduler
+/// issued: which addon it is for, since when it waits, where it goes and
+/// why these pods.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AddonEviction {
+    /// The evicted pod.
+    pub pod: String,
+    /// The node it runs on, which is being prepared for the addon.
+    pub node: String,
+    /// The critical addon the room is made for.
+    pub addon: String,
+    /// When the scheduler marked the addon Unschedulable.
+    pub unschedulable_since: Timestamp,
+    /// The addon's requests.
+    pub needed: nodewarden_model::Resources,
+    /// The node's free room before any eviction (allocatable minus the
+    /// requests of the pods bound there).
+    pub free_before: nodewarden_model::Resources,
+    /// The tier the node was chosen in.
+    pub tier: PreparationTier,
+    /// Every pod evicted from the node for the addon, this one included,
+    /// in the order chosen.
+    pub victims: Vec<String>,
+    /// The requests of all of them together.
+    pub freed: nodewarden_model::Resources,
+    /// The budgets covering this pod (`namespace/name`), with the
+    /// disruptions each allowed when the node was chosen.
+    pub budgets: Vec<(String, u32)>,
+    /// The pod's own termination grace period.
+    pub pod_grace: Span,
+    /// The grace period the eviction asks for.
+    pub grace: Span,
+    /// When the node was chosen.
+    pub decided_at: Timestamp,
+}
+
+impl AddonEviction {
+    /// One line, for Event messages and logs.
+    pub fn one_line(&self) -> String {
+        let mut s = format!(
+            "making room on {} for critical addon {} (unschedulable since {}, needs {}; tier {}: {}); {} of {} pod(s) evicted, freeing {}",
+            self.node,
+            self.addon,
+            self.unschedulable_since,
+            self.needed,
+            self.tier.number(),
+            self.tier.describe(),
+            self.pod,
+            self.victims.len(),
+            self.freed
+        );
+        if self.grace < self.pod_grace {
+            let _ = write!(s, "; grace shortened from {} to {}", self.pod_grace, self.grace);
+        }
+        s
+    }
+
+    /// Several lines, for a person reading one eviction.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "pod {} on node {} evicted at {}", self.pod, self.node, self.decided_at);
+        let _ = writeln!(s, "  for critical addon:      {}", self.addon);
+        let _ = writeln!(s, "  unschedulable since:     {}", self.unschedulable_since);
+        let _ = writeln!(s, "  addon needs:             {}", self.needed);
+        let _ = writeln!(s, "  node free before:        {}", self.free_before);
+        let _ = writeln!(s, "  tier:                    {} ({})", self.tier.number(), self.tier.describe());
+        let _ = writeln!(s, "  pods evicted:            {} (freeing {})", self.victims.join(", "), self.freed);
+        if self.budgets.is_empty() {
+            let _ = writeln!(s, "  budgets:                 none covers this pod");
+        }
+        for (budget, allowed) in &self.budgets {
+            let _ = writeln!(s, "  budget:                  {budget} allowed {allowed} disruption(s)");
+        }
+        let _ = write!(s, "  grace period:            {} (the pod's own: {})", self.grace, self.pod_grace);
+        s
+    }
+}

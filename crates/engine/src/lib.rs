@@ -35,8 +35,8 @@ mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
 pub use engine::{Engine, PhaseTiming, ZoneReport};
-pub use explain::Explanation;
-pub use observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+pub use explain::{AddonEviction, Explanation, PreparationTier};
+pub use observation::{BudgetSnapshot, NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
 // Defined in nodewarden_model (shared with the simulator and the reference
 // model); re-exported so `nodewarden_engine::{PodKey, ZoneState}` keep working.
 pub use nodewarden_model::{PodKey, ZoneState};

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_model::{NodeCondition, PodKey, Taint, Timestamp, Toleration};
+use nodewarden_model::{LabelSelector, NodeCondition, PodKey, PodScheduling, Resources, Taint, Timestamp, Toleration};
 
 use crate::action::ActionId;
 
@@ -27,6 +27,10 @@ pub struct NodeSnapshot {
     pub taints: Vec<Taint>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
+    /// `status.allocatable` (cpu, memory, pods), for the rescheduler's fit
+    /// checks; `None` when the driver does not run the rescheduler, or the
+    /// node has not reported it (no addon is placed there then).
+    pub allocatable: Option<Resources>,
 }
 
 /// A pod, reduced to what the controller reads.
@@ -48,6 +52,24 @@ pub struct PodSnapshot {
     pub terminating: bool,
     /// `spec.tolerations`, in pod order (order matters for matching).
     pub tolerations: Vec<Toleration>,
+    /// What the critical-addon rescheduler reads (requests, priority,
+    /// owner, placement, scheduling state). `None` when the driver does not
+    /// run the rescheduler: node lifecycle never reads it, and boxing keeps
+    /// the snapshot small for the drivers that leave it out.
+    pub scheduling: Option<Box<PodScheduling>>,
+}
+
+/// A PodDisruptionBudget, reduced to what the rescheduler reads: which
+/// pods it covers and how many of them may be disrupted now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetSnapshot {
+    /// `namespace/name`.
+    pub key: String,
+    /// `spec.selector`, applied to pods of the budget's namespace.
+    pub selector: LabelSelector,
+    /// `status.disruptionsAllowed`, as the disruption controller last
+    /// computed it.
+    pub disruptions_allowed: u32,
 }
 
 /// How a write the engine asked for ended.
@@ -88,6 +110,13 @@ pub enum Observation {
     LeaseDeleted {
         /// The node (and Lease) name.
         node: String,
+    },
+    /// A PodDisruptionBudget was added or changed.
+    BudgetUpserted(BudgetSnapshot),
+    /// A PodDisruptionBudget was deleted.
+    BudgetDeleted {
+        /// Its `namespace/name`.
+        key: String,
     },
     /// A write the engine issued has finished.
     WriteFinished {

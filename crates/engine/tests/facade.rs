@@ -11,6 +11,7 @@ fn t(ms: i64) -> Timestamp {
 
 fn node(name: &str) -> Observation {
     Observation::NodeUpserted(NodeSnapshot {
+        allocatable: None,
         name: name.into(),
         created: t(-3_600_000),
         labels: BTreeMap::new(),

@@ -267,7 +267,7 @@ pub fn node_reading(v: &Value, seen_at: Timestamp) -> Option<NodeSnapshot> {
             false
         }
     };
-    Some(NodeSnapshot { name: name.to_string(), created, labels, conditions, taints, unschedulable })
+    Some(NodeSnapshot { allocatable: None, name: name.to_string(), created, labels, conditions, taints, unschedulable })
 }
 
 /// The toleration an unreadable one reads as: every taint, forever.
@@ -377,6 +377,7 @@ pub fn pod_reading(v: &Value, seen_at: Timestamp) -> Option<PodSnapshot> {
             .collect(),
     };
     Some(PodSnapshot {
+        scheduling: None,
         key: key.clone(),
         uid: uid.to_string(),
         node: r.text(v, &["spec", "nodeName"], "spec.nodeName").filter(|n| !n.is_empty()).map(str::to_string),

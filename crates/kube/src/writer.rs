@@ -136,6 +136,7 @@ pub fn action_name(kind: &ActionKind) -> &'static str {
         ActionKind::SetPodNodeLost { .. } => "set_pod_node_lost",
         ActionKind::AddPodDisruptionTarget { .. } => "add_pod_disruption_target",
         ActionKind::DeletePod { .. } => "delete_pod",
+        ActionKind::EvictForAddon { .. } => "evict_for_addon",
         ActionKind::RecordEvent(_) => "record_event",
     }
 }
@@ -181,6 +182,9 @@ impl ClusterApi for DryRunApi {
         metrics::counter!(DRY_RUN_METRIC, "action" => name).increment(1);
         match &action.kind {
             ActionKind::DeletePod { why, .. } => {
+                tracing::info!(action = name, dry_run = true, "would send {:?}: {}", action.kind.slot(), why.one_line())
+            }
+            ActionKind::EvictForAddon { why, .. } => {
                 tracing::info!(action = name, dry_run = true, "would send {:?}: {}", action.kind.slot(), why.one_line())
             }
             ActionKind::RecordEvent(e) => {
@@ -676,35 +680,48 @@ impl Writer {
             ActionKind::MarkPodNotReady { pod, uid }
             | ActionKind::SetPodNodeLost { pod, uid, .. }
             | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(since, pod, uid, kind).await,
-            ActionKind::DeletePod { pod, uid, mode, .. } => {
-                let (ns, name) = pod_name(pod);
-                let api = Api::<Pod>::namespaced(self.client.clone(), ns);
-                let dp = DeleteParams {
-                    preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
-                    ..DeleteParams::default()
-                };
-                let result = match mode {
-                    DeletionMode::Delete => self.call(since, || api.delete(name, &dp)).await.map(|r| r.left()),
-                    DeletionMode::Evict => {
-                        let ep = EvictParams { delete_options: Some(dp.clone()), ..EvictParams::default() };
-                        self.call(since, || api.evict(name, &ep)).await.map(|_| None)
-                    }
-                };
-                match result {
-                    Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => {
-                        Ok(Attempt::Done(pod_state(pod, Some(&p))))
-                    }
-                    Ok(_) => Ok(Attempt::Done(pod_state(pod, None))),
-                    // Already gone: what the deletion wanted.
-                    Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None))),
-                    Err(e) if matches!(code(&e), Some(409 | 429)) => {
-                        let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
-                        Ok(Attempt::Refused(e.to_string(), pod_state(pod, fresh.as_ref())))
-                    }
-                    Err(e) => Err(e),
-                }
+            ActionKind::DeletePod { pod, uid, mode, .. } => self.delete_pod(since, pod, uid, *mode, None).await,
+            ActionKind::EvictForAddon { pod, uid, grace, .. } => {
+                self.delete_pod(since, pod, uid, DeletionMode::Evict, *grace).await
             }
             ActionKind::RecordEvent(_) => Ok(Attempt::Done(Vec::new())),
+        }
+    }
+
+    /// A pod deletion (plain, or through the Eviction API), preconditioned
+    /// on the pod's uid, with `grace` as `gracePeriodSeconds` when given.
+    async fn delete_pod(
+        &self,
+        since: Instant,
+        pod: &str,
+        uid: &str,
+        mode: DeletionMode,
+        grace: Option<nodewarden_model::Span>,
+    ) -> ApiResult<Attempt> {
+        let (ns, name) = pod_name(pod);
+        let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
+            grace_period_seconds: grace.map(|g| g.as_secs_f64().ceil().max(0.0) as u32),
+            ..DeleteParams::default()
+        };
+        let result = match mode {
+            DeletionMode::Delete => self.call(since, || api.delete(name, &dp)).await.map(|r| r.left()),
+            DeletionMode::Evict => {
+                let ep = EvictParams { delete_options: Some(dp.clone()), ..EvictParams::default() };
+                self.call(since, || api.evict(name, &ep)).await.map(|_| None)
+            }
+        };
+        match result {
+            Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => Ok(Attempt::Done(pod_state(pod, Some(&p)))),
+            Ok(_) => Ok(Attempt::Done(pod_state(pod, None))),
+            // Already gone: what the deletion wanted.
+            Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None))),
+            Err(e) if matches!(code(&e), Some(409 | 429)) => {
+                let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
+                Ok(Attempt::Refused(e.to_string(), pod_state(pod, fresh.as_ref())))
+            }
+            Err(e) => Err(e),
         }
     }
 

@@ -48,6 +48,25 @@ pub struct ControllerConfig {
     /// or `evict` through the Eviction API, which honours
     /// PodDisruptionBudgets (a refused eviction is retried with backoff).
     pub pod_deletion_mode: DeletionMode,
+    /// Run the critical-addon rescheduler (nodewarden's own flag; off by
+    /// default, as upstream shipped its rescheduler off): make room for
+    /// `kube-system` critical addons the scheduler cannot place.
+    pub enable_rescheduler: bool,
+    /// How often the rescheduler looks for addons that need help
+    /// (upstream rescheduler's `--housekeeping-interval`, 10s).
+    pub rescheduler_housekeeping_interval: Span,
+    /// How long an addon must have been Unschedulable before the
+    /// rescheduler acts for it (10s), so the scheduler's own retries come
+    /// first.
+    pub rescheduler_unschedulable_grace: Span,
+    /// The termination grace period the rescheduler's evictions use at most
+    /// (10s): longer ones are shortened to it, and pods whose own is no
+    /// longer are the first choice.
+    pub rescheduler_eviction_grace: Span,
+    /// How long a prepared node waits for its addon to be bound before it
+    /// is released and the addon reconsidered (upstream rescheduler's
+    /// `--pod-scheduled-timeout`, 10m).
+    pub rescheduler_pod_scheduled_timeout: Span,
 }
 
 /// How the controller removes a pod.
@@ -79,6 +98,11 @@ impl Default for ControllerConfig {
             node_lifecycle: true,
             taint_eviction: true,
             pod_deletion_mode: DeletionMode::Delete,
+            enable_rescheduler: false,
+            rescheduler_housekeeping_interval: Span::from_secs(10),
+            rescheduler_unschedulable_grace: Span::from_secs(10),
+            rescheduler_eviction_grace: Span::from_secs(10),
+            rescheduler_pod_scheduled_timeout: Span::from_secs(600),
         }
     }
 }
@@ -176,6 +200,29 @@ impl ControllerConfig {
                 "node-lifecycle-controller is off and no taint-eviction-controller runs: nothing left to run".into(),
             );
         }
+        if self.rescheduler_housekeeping_interval <= Span::ZERO {
+            return err(
+                "rescheduler-housekeeping-interval",
+                format!("must be positive, got {}", self.rescheduler_housekeeping_interval),
+            );
+        }
+        for (flag, span) in [
+            ("rescheduler-unschedulable-grace", self.rescheduler_unschedulable_grace),
+            ("rescheduler-eviction-grace", self.rescheduler_eviction_grace),
+        ] {
+            if span.is_negative() {
+                return err(flag, format!("must not be negative, got {span}"));
+            }
+        }
+        if self.rescheduler_pod_scheduled_timeout < self.rescheduler_housekeeping_interval {
+            return err(
+                "rescheduler-pod-scheduled-timeout",
+                format!(
+                    "{} is shorter than rescheduler-housekeeping-interval ({}); a prepared node would be released before it is looked at again",
+                    self.rescheduler_pod_scheduled_timeout, self.rescheduler_housekeeping_interval
+                ),
+            );
+        }
         Ok(())
     }
 }
@@ -197,6 +244,9 @@ mod tests {
         assert_eq!(c.unhealthy_zone_threshold, 0.55);
         assert!(c.enable_taint_manager);
         assert!(c.node_lifecycle && c.taint_eviction);
+        assert!(!c.enable_rescheduler, "off by default, as upstream shipped it");
+        assert_eq!(c.rescheduler_housekeeping_interval, Span::from_secs(10));
+        assert_eq!(c.rescheduler_pod_scheduled_timeout, Span::from_secs(600));
         c.validate().unwrap();
     }
 
@@ -252,6 +302,10 @@ mod tests {
         bad(|c| (c.node_lifecycle, c.taint_eviction) = (false, false), "controllers");
         bad(|c| (c.enable_taint_manager, c.taint_eviction) = (false, false), "controllers");
         bad(|c| (c.enable_taint_manager, c.node_lifecycle) = (false, false), "controllers");
+        bad(|c| c.rescheduler_housekeeping_interval = Span::ZERO, "rescheduler-housekeeping-interval");
+        bad(|c| c.rescheduler_eviction_grace = Span::from_secs(-1), "rescheduler-eviction-grace");
+        bad(|c| c.rescheduler_unschedulable_grace = Span::from_secs(-1), "rescheduler-unschedulable-grace");
+        bad(|c| c.rescheduler_pod_scheduled_timeout = Span::from_secs(1), "rescheduler-pod-scheduled-timeout");
     }
 
     #[test]

@@ -487,8 +487,15 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
                 .into_iter()
                 .collect();
             let taints = user_taints(taints, now);
-            let snapshot =
-                NodeSnapshot { name: name.clone(), created, labels, conditions, taints, unschedulable: false };
+            let snapshot = NodeSnapshot {
+                allocatable: None,
+                name: name.clone(),
+                created,
+                labels,
+                conditions,
+                taints,
+                unschedulable: false,
+            };
             world.kubelets.stop(&name);
             let mut out = c.put_node(snapshot);
             if *lease {
@@ -551,6 +558,7 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
             terminating: *terminating,
             tolerations: tolerations.iter().take(3).map(|t| t.toleration()).collect(),
             refuse_deletions: 0,
+            scheduling: Default::default(),
         }),
         Step::DeletePod { pod } => {
             let key = pod_name(*pod);

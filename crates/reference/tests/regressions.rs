@@ -177,18 +177,15 @@ fn an_untolerated_taint_is_not_hidden_by_an_earlier_zero_second_toleration() {
     );
 }
 
-/// Open: found by the engine_steps proptest (seed becdc08e...). In legacy
-/// mode, after several controller restarts, the engine deletes a pod of a
-/// node that the invariant checker has not seen unready for
-/// pod-eviction-timeout (deleted at 74 s, allowed from 159 s). The safety
-/// interlock judges every action with this same checker, so a driver holds
-/// such a deletion back rather than send it; what is open is which side is right about a node first
-/// seen unready after a restart (upstream counts from the node's creation
-/// there). Kept out of CI until settled: `cargo test -p
-/// nodewarden-reference --test regressions -- --ignored`.
+/// Found by the engine_steps proptest (seed becdc08e...). In legacy mode a
+/// node is replaced by a new object under the same name, created long ago
+/// and without a Ready condition, after the checker had seen the old one's
+/// Ready heartbeat. The engine, as upstream, counts a node that never posted
+/// status from its creation and deletes its pods at its first monitor pass;
+/// the checker used to keep the old object's heartbeat and call that early.
+/// It now starts afresh when the creation timestamp changes.
 #[test]
-#[ignore = "open: legacy eviction after restarts, engine and checker disagree (see the doc comment)"]
-fn legacy_eviction_after_restarts_waits_for_pod_eviction_timeout() {
+fn legacy_eviction_counts_a_replaced_node_from_its_creation() {
     let bytes: &[u8] = &[
         43, 44, 0, 0, 0, 19, 0, 0, 0, 0, 0, 0, 157, 0, 0, 0, 0, 1, 246, 46, 36, 216, 111, 76, 16, 52, 166, 75, 245,
         140, 103, 200, 131, 143, 207, 32, 94, 252, 160, 116, 142, 168, 175, 200, 205, 134, 16, 141, 201, 207, 94, 49,

@@ -139,6 +139,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         cluster.put_node(NodeSnapshot {
+            allocatable: None,
             name: name.clone(),
             created,
             labels,
@@ -177,6 +178,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
                 terminating: false,
                 tolerations,
                 refuse_deletions: 0,
+                scheduling: Default::default(),
             });
         }
         layout.nodes.push(name);

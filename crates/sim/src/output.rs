@@ -157,6 +157,14 @@ impl ActionRecord {
                 explanation: Some(why.clone()),
                 ..r
             },
+            ActionKind::EvictForAddon { pod, why, .. } => ActionRecord {
+                action: "evict-for-addon",
+                pod: Some(pod.clone()),
+                node: Some(why.node.clone()),
+                mode: Some("evict"),
+                why: Some(why.one_line()),
+                ..r
+            },
             ActionKind::RecordEvent(e) => ActionRecord {
                 action: "event",
                 reason: Some(e.reason),

@@ -43,7 +43,7 @@ pub fn node(i: usize, zones: usize, nodes: usize, heartbeat: Timestamp) -> NodeS
         last_transition: created,
     })
     .collect();
-    NodeSnapshot { name: name(i), created, labels, conditions, taints: vec![], unschedulable: false }
+    NodeSnapshot { allocatable: None, name: name(i), created, labels, conditions, taints: vec![], unschedulable: false }
 }
 
 pub fn name(i: usize) -> String {
@@ -85,6 +85,7 @@ pub fn cluster_state(nodes: usize, zones: usize, pods_per_node: usize) -> Vec<Ob
                 )
             };
             out.push(Observation::PodUpserted(PodSnapshot {
+                scheduling: None,
                 uid: format!("uid-{key}"),
                 key,
                 node: Some(name(i)),
