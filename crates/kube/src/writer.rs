@@ -35,8 +35,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use k8s_openapi::api::core::v1::{Node, NodeCondition as KNodeCondition, ObjectReference, Pod, PodCondition};
 use k8s_openapi::api::events::v1::Event as KEvent;
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions as KPreconditions};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionKind, EventType, ObjectRef, Observation, WriteOutcome};
@@ -471,6 +473,22 @@ async fn get_reading<K: Readable>(api: Api<Trimmed<K>>, name: &str) -> ApiResult
     Ok(api.get_opt(name).await?.map(|o| o.reading))
 }
 
+/// The Eviction to POST. Not kube-rs's `Api::evict`: kube-core 5 writes
+/// its delete options as `delete_options`, a field the API server does not
+/// know and drops (a warning at most), so the uid precondition and the
+/// grace period would silently not apply; here they are `deleteOptions`,
+/// as policy/v1 spells them.
+fn eviction(ns: &str, name: &str, uid: &str, grace_period_seconds: Option<u32>) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta { name: Some(name.to_string()), namespace: Some(ns.to_string()), ..ObjectMeta::default() },
+        delete_options: Some(DeleteOptions {
+            grace_period_seconds: grace_period_seconds.map(i64::from),
+            preconditions: Some(KPreconditions { uid: Some(uid.to_string()), resource_version: None }),
+            ..DeleteOptions::default()
+        }),
+    }
+}
+
 fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &Taint) -> bool {
     k.key == t.key && k.effect == t.effect.as_str()
 }
@@ -739,8 +757,11 @@ impl Writer {
         let result = match mode {
             DeletionMode::Delete => self.call(since, || api.delete(name, &dp)).await.map(|r| r.left()),
             DeletionMode::Evict => {
-                let ep = EvictParams { delete_options: Some(dp.clone()), ..EvictParams::default() };
-                self.call(since, || api.evict(name, &ep)).await.map(|_| None)
+                let eviction = eviction(ns, name, uid, dp.grace_period_seconds);
+                let pp = PostParams::default();
+                self.call(since, || api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
+                    .await
+                    .map(|_| None)
             }
         };
         match result {
@@ -895,6 +916,34 @@ impl Writer {
         };
         let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
         self.call(since, || api.create(&POST, &e)).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod eviction_body_tests {
+    use super::*;
+
+    /// What goes over the wire: `deleteOptions` with the uid precondition
+    /// and the grace period, which kube-rs's own `evict` would misspell.
+    #[test]
+    fn the_eviction_body_spells_delete_options_as_the_api_does() {
+        let v = serde_json::to_value(eviction("kube-system", "p", "u-1", Some(10))).expect("json");
+        assert_eq!(v["apiVersion"], "policy/v1");
+        assert_eq!(v["kind"], "Eviction");
+        assert_eq!(v["metadata"]["name"], "p");
+        assert_eq!(v["deleteOptions"]["gracePeriodSeconds"], 10);
+        assert_eq!(v["deleteOptions"]["preconditions"]["uid"], "u-1");
+        assert!(v.get("delete_options").is_none());
+        let v = serde_json::to_value(eviction("ns", "p", "u", None)).expect("json");
+        assert!(v["deleteOptions"].get("gracePeriodSeconds").is_none(), "no grace: the pod's own");
+        // kube-rs's body, for the record: the reason this module builds its own.
+        let req = kube::core::Request::new("/api/v1/namespaces/ns/pods")
+            .evict("p", &kube::api::EvictParams::default())
+            .expect("request");
+        let body: serde_json::Value = serde_json::from_slice(req.body()).expect("json");
+        assert!(
+            body.get("deleteOptions").is_none() && body.as_object().is_some_and(|m| m.contains_key("delete_options"))
+        );
     }
 }
 
