@@ -10,6 +10,7 @@
 //! actions land through [`ServedApi`], an implementation of
 //! [`nodewarden_controller::ClusterApi`] over the store.
 
+pub mod binding;
 pub mod clock;
 pub mod convert;
 pub mod error;
