@@ -351,6 +351,43 @@ mod tests {
     }
 
     #[test]
+    fn budgets_are_watched_with_the_rescheduler_and_do_not_blind_the_engine() {
+        assert_eq!(Watched::needed(false), Watched::LIFECYCLE);
+        assert_eq!(Watched::needed(true), [Watched::Nodes, Watched::Pods, Watched::Leases, Watched::Budgets]);
+        let blinding: Vec<_> = Watched::needed(true).into_iter().filter(|w| w.blinds()).collect();
+        assert_eq!(blinding, [Watched::Nodes, Watched::Leases], "heartbeats come through these only");
+    }
+
+    #[test]
+    fn a_budget_deleted_while_away_is_reported_by_its_namespaced_key() {
+        let budget = |name: &str| {
+            Trimmed::<PodDisruptionBudget>::from_json(
+                &json!({"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"selector": {}}}),
+                Timestamp::EPOCH,
+            )
+        };
+        let mut k = Keys::default();
+        for e in [Event::Init, Event::InitApply(budget("a")), Event::InitApply(budget("b")), Event::InitDone] {
+            k.on_event(e);
+        }
+        let out = [Event::Init, Event::InitApply(budget("a")), Event::InitDone]
+            .into_iter()
+            .flat_map(|e| k.on_event(e))
+            .filter_map(|i| match i {
+                Input::Observe(Observation::BudgetDeleted { key }) => Some(key),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(out, ["kube-system/b"]);
+        // Scheduled kinds key and delete as their plain kinds do.
+        assert_eq!(
+            <Scheduled<Pod> as WatchedKind>::deleted("ns/p".into()),
+            Observation::PodDeleted { key: "ns/p".into() }
+        );
+        assert_eq!(<Scheduled<Node> as WatchedKind>::WATCHED, Watched::Nodes);
+    }
+
+    #[test]
     fn a_relist_reports_what_was_deleted_while_away_and_syncs_once() {
         let mut k = Keys::default();
         let mut seen = Vec::new();
