@@ -150,6 +150,9 @@ pub fn apply_event(
         EventAction::BindPod(a) => c.bind_pod(&a.pod, &a.node),
         EventAction::SetLabels(a) => c.set_labels(&a.node, &a.labels),
         EventAction::RestartController => Vec::new(),
+        EventAction::AddBudget(b) => c.put_budget(b),
+        EventAction::DeleteBudget(k) => c.delete_budget(k),
+        EventAction::SetAllocatable(a) => c.set_allocatable(&a.node, &a.allocatable),
     }
 }
 

@@ -32,6 +32,7 @@ pub mod report;
 pub mod rng;
 pub mod runner;
 pub mod scenario;
+pub mod scheduler;
 pub mod simulation;
 pub mod statistics;
 pub mod validate;

@@ -9,7 +9,10 @@
 //!
 //! 1. faults due by `t` are applied;
 //! 2. every kubelet renewal and post due by `t` lands in the cluster, each
-//!    at its own instant (so Lease renew times keep their jitter);
+//!    at its own instant (so Lease renew times keep their jitter); then
+//!    the cluster's housekeeping (graceful deletions ending, the simulated
+//!    scheduler, budget status), which does nothing unless the scenario
+//!    runs the scheduler or the rescheduler, or has budgets;
 //! 3. what the watches deliver is sent to the engine, unless the control
 //!    plane is unreachable (then nothing is; once it is back, the engine
 //!    gets the whole cluster again, as a relist);
@@ -17,7 +20,8 @@
 //!    ticks (timed per phase when measuring), the safety interlock judges
 //!    each action, the rest land on the cluster (or, while the control
 //!    plane is unreachable, fail with no echo) and their feedback goes back;
-//!    a refused write makes the engine tick again at `t`.
+//!    a refused write makes the engine tick again at `t`; then
+//!    housekeeping again, so room the controller made is used at once.
 //!
 //! The figures are gathered by [`crate::statistics`]. The run is
 //! deterministic for a given seed: nothing here reads the wall clock except
@@ -399,6 +403,9 @@ impl Simulation {
         if let Some(f) = self.plan.faults().get(self.next_fault) {
             next = next.min(ceil_step(f.at.max(after)));
         }
+        if let Some(g) = self.cluster.next_due() {
+            next = next.min(ceil_step(g.max(after)));
+        }
         if let Some(c) = &self.controller {
             next = next.min(c.next_due().max(after));
         }
@@ -422,7 +429,8 @@ impl Simulation {
             self.send(t, obs);
             self.next_fault += 1;
         }
-        let obs = self.kubelets.run_until(t, &mut self.cluster);
+        let mut obs = self.kubelets.run_until(t, &mut self.cluster);
+        obs.extend(self.cluster.housekeeping(t));
         if self.relist && !self.control_plane_down {
             self.relist = false;
             let state = self.cluster.state();
@@ -430,6 +438,8 @@ impl Simulation {
         }
         self.send(t, obs);
         self.tick(t);
+        let obs = self.cluster.housekeeping(t);
+        self.send(t, obs);
         if t >= self.stats.next_sample || t >= self.end {
             self.stats.sample(t, &self.cluster);
             while self.stats.next_sample <= t {
