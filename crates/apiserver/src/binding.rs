@@ -16,7 +16,36 @@ use crate::error::ApiError;
 use crate::http::{self, ResBody};
 use crate::resource::Kind;
 use crate::server::Shared;
-use crate::store::key_of;
+use crate::store::{Inner, key_of};
+use nodewarden_model::Timestamp;
+
+/// Binds the pod `v` to `node` as the API does: `spec.nodeName`, and
+/// `PodScheduled=True`; when the node is Ready its kubelet starts the pod
+/// at once (Running, Ready), as for a pod created bound.
+pub fn assign(s: &Inner, sh: &Shared, v: &mut Value, node: &str, now: Timestamp) {
+    let host = s.get(Kind::Node, node).and_then(|n| {
+        let nv = n.value();
+        let ready = convert::node_snapshot(&nv, &sh.time).conditions.iter().any(|c| {
+            c.kind == nodewarden_model::ConditionType::Ready && c.status == nodewarden_model::ConditionStatus::True
+        });
+        ready.then(|| nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string())
+    });
+    v["spec"]["nodeName"] = json!(node);
+    if host.is_some() {
+        let ip = format!("10.250.{}.{}", (s.rv() >> 8) & 0xff, s.rv() & 0xff);
+        v["status"] = convert::running_status(true, true, now, host.as_deref(), &ip, &sh.time);
+    } else {
+        let at = sh.time.time(now);
+        let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": at});
+        let mut conditions: Vec<Value> = v
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .map(|cs| cs.iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).cloned().collect())
+            .unwrap_or_default();
+        conditions.push(scheduled);
+        v["status"]["conditions"] = Value::Array(conditions);
+    }
+}
 
 /// `POST pods/{name}/binding`.
 pub fn bind(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Result<Response<ResBody>, ApiError> {
@@ -63,34 +92,7 @@ pub fn bind(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Result
             message: format!("pod {name} is being deleted, cannot be assigned to a host"),
         });
     }
-    let now = sh.time.now();
-    let host = s.get(Kind::Node, node).and_then(|n| {
-        let nv = n.value();
-        let ready = convert::node_snapshot(&nv, &sh.time).conditions.iter().any(|c| {
-            c.kind == nodewarden_model::ConditionType::Ready && c.status == nodewarden_model::ConditionStatus::True
-        });
-        ready.then(|| {
-            nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string()
-        })
-    });
-    v["spec"]["nodeName"] = json!(node);
-    if host.is_some() {
-        let ip = format!("10.250.{}.{}", (s.rv() >> 8) & 0xff, s.rv() & 0xff);
-        v["status"] = convert::running_status(true, true, now, host.as_deref(), &ip, &sh.time);
-    } else {
-        let at = sh.time.time(now);
-        let scheduled =
-            json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": at});
-        let mut conditions: Vec<Value> = v
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .map(|cs| {
-                cs.iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).cloned().collect()
-            })
-            .unwrap_or_default();
-        conditions.push(scheduled);
-        v["status"]["conditions"] = Value::Array(conditions);
-    }
+    assign(&s, sh, &mut v, node, sh.time.now());
     if !dry {
         s.commit(Kind::Pod, &key, v, false);
     }

@@ -307,6 +307,36 @@ pub fn pod_json(
     v
 }
 
+/// A scenario file's PodDisruptionBudget as the API holds it (its status
+/// is the served disruption controller's, [`crate::pdb::refresh`]).
+pub fn budget_json(b: &nodewarden_sim::scenario::BudgetSpec, ns: &str, name: &str, uid: &str, time: &TimeBase) -> Value {
+    use nodewarden_sim::scenario::IntOrPercent;
+    let amount = |a: &IntOrPercent| match a {
+        IntOrPercent::Int(n) => json!(n),
+        IntOrPercent::Percent(p) => json!(format!("{p}%")),
+    };
+    let mut selector = Map::new();
+    if !b.selector.match_labels.is_empty() {
+        selector.insert("matchLabels".into(), json!(b.selector.match_labels));
+    }
+    if !b.selector.match_expressions.is_empty() {
+        selector.insert("matchExpressions".into(), b.selector.match_expressions.iter().map(requirement_json).collect());
+    }
+    let mut spec = json!({"selector": selector});
+    if let Some(m) = &b.min_available {
+        spec["minAvailable"] = amount(m);
+    }
+    if let Some(m) = &b.max_unavailable {
+        spec["maxUnavailable"] = amount(m);
+    }
+    json!({
+        "kind": "PodDisruptionBudget", "apiVersion": "policy/v1",
+        "metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1,
+                     "creationTimestamp": time.time(Timestamp::EPOCH)},
+        "spec": spec,
+    })
+}
+
 /// A label requirement as the API writes it.
 fn requirement_json(r: &nodewarden_model::scheduling::Requirement) -> Value {
     use nodewarden_model::scheduling::SelectorOperator as Op;

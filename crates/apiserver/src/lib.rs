@@ -24,6 +24,7 @@ pub mod pdb;
 pub mod protobuf;
 pub mod request_log;
 pub mod resource;
+pub mod scheduler;
 pub mod selector;
 pub mod served_api;
 pub mod server;

@@ -314,3 +314,67 @@ async fn an_unschedulable_critical_addon_gets_a_node_prepared_through_the_api() 
     watching.abort();
     served.stop();
 }
+
+/// The whole loop with the served cluster's scheduler (a scenario file's
+/// `cluster.scheduler`, the simulator's first fit): three full nodes, a
+/// critical addon that fits nowhere; nodewarden prepares one node and
+/// evicts one pod there, the served scheduler binds the addon into the
+/// room made, and nodewarden removes its taint. No client binds anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the engine rescheduler (resched-engine)"]
+async fn the_served_scheduler_binds_the_addon_into_the_room_nodewarden_made() {
+    let scenario = nodewarden_sim::parse_scenario(
+        r#"
+name: a full cluster loses its DNS pod
+cluster: {scheduler: true}
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 2, memory: 4Gi, pods: 10}}
+- {name: b, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 2, memory: 4Gi, pods: 10}}
+- {name: c, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 2, memory: 4Gi, pods: 10}}
+budgets:
+- {name: default/web, selector: {matchLabels: {app: web}}, max-unavailable: 1}
+pods:
+- {name: default/web-a, node: a, owner: ReplicaSet, labels: {app: web}, requests: {cpu: 2}, grace-period: 30s}
+- {name: default/web-b, node: b, owner: ReplicaSet, labels: {app: web}, requests: {cpu: 2}, grace-period: 30s}
+- {name: default/web-c, node: c, owner: ReplicaSet, labels: {app: web}, requests: {cpu: 2}, grace-period: 30s}
+- name: kube-system/dns
+  owner: ReplicaSet
+  requests: {cpu: 1, memory: 70Mi}
+  priority-class: system-cluster-critical
+  tolerations: [{key: CriticalAddonsOnly, operator: Exists}]
+"#,
+    )
+    .expect("scenario");
+    let mut opts = quiet_cluster(1);
+    opts.source = ServeSource::File(Box::new(scenario));
+    let served = serve(opts).await;
+    let c = client(&served);
+    let config = ControllerConfig {
+        enable_rescheduler: true,
+        rescheduler_housekeeping_interval: Span::from_millis(500),
+        rescheduler_unschedulable_grace: Span::from_secs(1),
+        rescheduler_pod_scheduled_timeout: Span::from_secs(60),
+        ..ControllerConfig::default()
+    };
+    let running = run(c.clone(), RunOptions { config, ..RunOptions::default() }).expect("config");
+    let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
+    let nodes: Api<Node> = Api::all(c.clone());
+    let started = std::time::Instant::now();
+    let bound_to = loop {
+        if let Some(node) = system.get("dns").await.expect("dns").spec.and_then(|s| s.node_name) {
+            break node;
+        }
+        assert!(started.elapsed() < Duration::from_secs(40), "the addon was not bound by the served scheduler");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eventually(Duration::from_secs(20), "no CriticalAddonsOnly taint left", async || {
+        !nodes.list(&ListParams::default()).await.expect("nodes").items.iter().any(reserved)
+    })
+    .await;
+    let evictions: Vec<_> = served.requests().into_iter().filter(|r| r.subresource == "eviction").collect();
+    assert_eq!(evictions.len(), 1, "one pod made room: {evictions:?}");
+    let victim = &evictions[0].name;
+    assert_eq!(victim.strip_prefix("web-"), Some(bound_to.as_str()), "the addon went where the room was made");
+    running.stop();
+    served.stop();
+}
