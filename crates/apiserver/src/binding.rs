@@ -28,7 +28,9 @@ pub fn assign(s: &Inner, sh: &Shared, v: &mut Value, node: &str, now: Timestamp)
         let ready = convert::node_snapshot(&nv, &sh.time).conditions.iter().any(|c| {
             c.kind == nodewarden_model::ConditionType::Ready && c.status == nodewarden_model::ConditionStatus::True
         });
-        ready.then(|| nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string())
+        ready.then(|| {
+            nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string()
+        })
     });
     v["spec"]["nodeName"] = json!(node);
     if host.is_some() {
@@ -36,11 +38,14 @@ pub fn assign(s: &Inner, sh: &Shared, v: &mut Value, node: &str, now: Timestamp)
         v["status"] = convert::running_status(true, true, now, host.as_deref(), &ip, &sh.time);
     } else {
         let at = sh.time.time(now);
-        let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": at});
+        let scheduled =
+            json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": at});
         let mut conditions: Vec<Value> = v
             .pointer("/status/conditions")
             .and_then(Value::as_array)
-            .map(|cs| cs.iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).cloned().collect())
+            .map(|cs| {
+                cs.iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).cloned().collect()
+            })
             .unwrap_or_default();
         conditions.push(scheduled);
         v["status"]["conditions"] = Value::Array(conditions);

@@ -309,7 +309,13 @@ pub fn pod_json(
 
 /// A scenario file's PodDisruptionBudget as the API holds it (its status
 /// is the served disruption controller's, [`crate::pdb::refresh`]).
-pub fn budget_json(b: &nodewarden_sim::scenario::BudgetSpec, ns: &str, name: &str, uid: &str, time: &TimeBase) -> Value {
+pub fn budget_json(
+    b: &nodewarden_sim::scenario::BudgetSpec,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    time: &TimeBase,
+) -> Value {
     use nodewarden_sim::scenario::IntOrPercent;
     let amount = |a: &IntOrPercent| match a {
         IntOrPercent::Int(n) => json!(n),

@@ -131,8 +131,9 @@ pub fn placement(v: &Value) -> Placement {
                 .map(|(k, x)| x.as_str().map(|s| (k.clone(), s.to_string())))
                 .collect::<Option<_>>()?,
         };
-        let required =
-            v.pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution").filter(|r| !r.is_null());
+        let required = v
+            .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution")
+            .filter(|r| !r.is_null());
         let affinity = match required {
             None => None,
             Some(r) => Some(NodeAffinity {

@@ -180,10 +180,12 @@ pods:
     let node_a = Api::<Node>::all(c.clone()).get("a").await.or_fail("node a");
     let alloc = node_a.status.and_then(|s| s.allocatable).ok_or("no allocatable").or_fail("allocatable");
     assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("2000m"));
-    let web = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.clone(), "default").get("web-1").await.or_fail("web-1");
+    let web =
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.clone(), "default").get("web-1").await.or_fail("web-1");
     let spec = web.spec.ok_or("no spec").or_fail("spec");
     assert_eq!(spec.termination_grace_period_seconds, Some(20));
-    let requests = spec.containers[0].resources.as_ref().and_then(|r| r.requests.clone()).ok_or("none").or_fail("requests");
+    let requests =
+        spec.containers[0].resources.as_ref().and_then(|r| r.requests.clone()).ok_or("none").or_fail("requests");
     assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1000m"));
     let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(c.clone(), "default");
     let system: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "kube-system");
@@ -195,14 +197,18 @@ pods:
             let huge = pods.get("huge").await.or_fail("huge");
             let budget = pdbs.get("web").await.or_fail("budget");
             let bound = dns.spec.as_ref().and_then(|s| s.node_name.clone());
-            let marked = huge.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default().into_iter().find(
-                |c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"),
-            );
+            let marked =
+                huge.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default().into_iter().find(|c| {
+                    c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+                });
             let allowed = budget.status.map(|s| s.disruptions_allowed);
             if let (Some(node), Some(mark), Some(_)) = (bound, marked, allowed) {
                 assert_eq!(node, "a", "first fit: a has 1 core free, b 1 core too, a comes first");
                 let message = mark.message.unwrap_or_default();
-                assert!(message.starts_with("0/2 nodes are available") && message.contains("Insufficient cpu"), "{message}");
+                assert!(
+                    message.starts_with("0/2 nodes are available") && message.contains("Insufficient cpu"),
+                    "{message}"
+                );
                 assert_eq!(dns.spec.and_then(|s| s.priority_class_name).as_deref(), Some("system-cluster-critical"));
                 assert!(huge.spec.and_then(|s| s.node_name).is_none());
                 break;
