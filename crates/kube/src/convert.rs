@@ -44,6 +44,8 @@
 //! and PodDisruptionBudgets are read too ([`budget_reading`]). There the
 //! conservative reading is the one that cannot make the rescheduler evict
 //! a pod it should not, or prepare a node the addon cannot use:
+//! - a pod whose annotations cannot be read is never evicted (they might
+//!   mark it a mirror pod) and is no critical addon;
 //! - a pod whose requests cannot be read (a malformed quantity, a container
 //!   list of the wrong type) fills its node in that resource (the amount
 //!   reads as the largest there is, so no addon is placed beside it) and is
@@ -770,7 +772,14 @@ impl Reading<'_> {
 
     /// What the rescheduler reads of a pod (see the module's documentation).
     fn scheduling(&self, v: &Value) -> PodScheduling {
-        let annotations = at(v, &["metadata", "annotations"]).and_then(Value::as_object);
+        let annotations = at(v, &["metadata", "annotations"]);
+        // Annotations that cannot be read might hide the mirror marker: such
+        // a pod is never evicted (and, unmarked, is no critical addon).
+        let garbled = annotations.is_some_and(|a| !a.is_object());
+        if garbled {
+            self.odd("metadata.annotations", "not an object; the pod is never evicted for an addon");
+        }
+        let annotations = annotations.and_then(Value::as_object);
         let annotated = |a: &str| annotations.is_some_and(|m| m.contains_key(a));
         let finished = matches!(at(v, &["status", "phase"]).and_then(Value::as_str), Some("Succeeded" | "Failed"));
         let tally = self.pod_requests(v);
@@ -827,7 +836,7 @@ impl Reading<'_> {
                 .filter(|p| !p.is_empty())
                 .map(str::to_string),
             critical_annotation: annotated(CRITICAL_POD_ANNOTATION),
-            mirror: annotated(MIRROR_POD_ANNOTATION) || (unreadable && !finished),
+            mirror: annotated(MIRROR_POD_ANNOTATION) || garbled || (unreadable && !finished),
             controller_kind,
             termination_grace,
             labels: self.labels(v),
@@ -1293,6 +1302,9 @@ mod scheduling_tests {
         }
         let s = sched(pod_spec(json!({"priorityClassName": 7})));
         assert_eq!(s.priority_class, None);
+        let garbled = sched(json!({"metadata": {"name": "p", "namespace": "kube-system", "uid": "u",
+                                                "annotations": ["kubernetes.io/config.mirror"]}}));
+        assert!(garbled.mirror && !garbled.critical_annotation, "unreadable annotations: never evicted");
     }
 
     #[test]
