@@ -600,10 +600,19 @@ impl InvariantChecker {
     /// A fresh controller took over (a restart): its rate limiters start
     /// full, as upstream's do, so the zone rate is judged from its first
     /// taint on, and nothing it issues is in flight yet. Everything the
-    /// checker knows of the cluster stays.
+    /// checker knows of the cluster stays, but one thing: a node without a
+    /// Ready condition is, to a controller that has just started, a node
+    /// that never posted status, counted from its creation (upstream's
+    /// `tryUpdateNodeHealth`), whatever heartbeats the checker saw before
+    /// someone removed the condition. The checker may allow what the
+    /// controller may do, never less.
     pub fn controller_restarted(&mut self) {
         self.zone_taints.clear();
         self.step_writes.clear();
+        for n in self.nodes.values_mut().filter(|n| n.ready.is_none()) {
+            n.last_beat = n.last_beat.min(n.created);
+            n.last_transition = n.last_transition.min(n.created);
+        }
     }
 }
 
@@ -751,6 +760,42 @@ mod tests {
         c.end_step(false);
         // Counted from creation (-3600 s), the 300 s timeout is long past.
         assert!(c.check_action(t(5), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn after_a_restart_a_node_without_ready_counts_from_its_creation() {
+        let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
+        let mut c = InvariantChecker::new(&config);
+        let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::Unknown, vec![]) else { unreachable!() };
+        // Created an hour ago; a heartbeat seen at 200 s, then someone
+        // removes the Ready condition.
+        c.observe(t(200), &Observation::NodeUpserted(n.clone()));
+        c.observe(t(200), &pod("ns/web", "n", None, false));
+        n.conditions.clear();
+        c.observe(t(210), &Observation::NodeUpserted(n));
+        let written = [NodeCondition {
+            kind: ConditionType::Ready,
+            status: ConditionStatus::Unknown,
+            reason: "NodeStatusNeverUpdated".into(),
+            message: String::new(),
+            last_heartbeat: t(-3600),
+            last_transition: t(215),
+        }];
+        c.own_condition_write("n", &written);
+        // The same controller goes by the heartbeat it saw.
+        assert_eq!(c.check_action(t(215), &delete("ns/web"), &zone(0.1), false).len(), 1);
+        c.end_step(false);
+        // A restarted one cannot tell the node from one that never posted
+        // status, and counts from its creation, as upstream does.
+        let mut r = InvariantChecker::new(&config);
+        let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::Unknown, vec![]) else { unreachable!() };
+        r.observe(t(200), &Observation::NodeUpserted(n.clone()));
+        r.observe(t(200), &pod("ns/web", "n", None, false));
+        n.conditions.clear();
+        r.observe(t(210), &Observation::NodeUpserted(n));
+        r.controller_restarted();
+        r.own_condition_write("n", &written);
+        assert!(r.check_action(t(215), &delete("ns/web"), &zone(0.1), false).is_empty());
     }
 
     #[test]
