@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
-use nodewarden_engine::{Action, Observation, WriteOutcome, ZoneReport};
+use nodewarden_engine::{Action, ActionKind, Observation, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use crate::admission::AdmissionDefaults;
@@ -53,6 +53,9 @@ pub enum Source {
     Builtin(Builtin, FleetSpec),
     /// A scenario file: its nodes, pods, configuration and events.
     File(Box<Scenario>),
+    /// A cluster and fault plan built by the caller (a real cluster's
+    /// snapshot); the options' configuration applies.
+    Prepared(Box<crate::prepared::Prepared>),
 }
 
 /// A simulation's settings.
@@ -107,6 +110,9 @@ pub struct Simulation {
     relist: bool,
     /// The figures gathered so far.
     stats: Statistics,
+    /// The controller's pod writes that took effect, when asked for
+    /// ([`Simulation::record_pod_changes`]).
+    pod_log: Option<Vec<crate::prepared::PodChange>>,
 }
 
 /// The smallest grid instant at or after `t`.
@@ -136,6 +142,7 @@ struct SimApi<'a> {
     cluster: &'a mut Cluster,
     stats: &'a mut Statistics,
     control_plane_down: bool,
+    pod_log: Option<&'a mut Vec<crate::prepared::PodChange>>,
 }
 
 impl ClusterApi for SimApi<'_> {
@@ -160,6 +167,17 @@ impl ClusterApi for SimApi<'_> {
             self.stats.writes_failed += 1;
         } else {
             self.stats.track_after(now, action, self.cluster);
+            if let Some(log) = &mut self.pod_log {
+                use crate::prepared::{PodChange, PodChangeKind};
+                let change = match &action.kind {
+                    ActionKind::MarkPodNotReady { pod, .. } => Some((pod, PodChangeKind::NotReady)),
+                    ActionKind::DeletePod { pod, .. } => Some((pod, PodChangeKind::Deleted)),
+                    _ => None,
+                };
+                if let Some((pod, kind)) = change {
+                    log.push(PodChange { at: now, pod: pod.clone(), kind });
+                }
+            }
         }
         applied
     }
@@ -234,6 +252,12 @@ impl Simulation {
                     end,
                 )
             }
+            Source::Prepared(p) => {
+                opts.config.validate()?;
+                let p = *p;
+                let end = Timestamp::EPOCH + opts.duration.unwrap_or(p.duration);
+                (p.name, p.description, opts.config, p.admission, p.timing, p.cluster, p.kubelets, p.plan, None, end)
+            }
         };
         let mut sim = Simulation {
             name,
@@ -253,6 +277,7 @@ impl Simulation {
             control_plane_down: false,
             relist: false,
             stats: Statistics::default(),
+            pod_log: None,
         };
         sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
         // A timeline of at most ~600 points, on whole multiples of 5 s.
@@ -265,6 +290,18 @@ impl Simulation {
             sim.next_fault += 1;
         }
         Ok(sim)
+    }
+
+    /// Keeps a log of the controller's pod writes that take effect (Ready
+    /// set to False, deletions), for a per-workload report; off by default
+    /// (it grows with every eviction).
+    pub fn record_pod_changes(&mut self) {
+        self.pod_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The pod writes logged so far (see [`Simulation::record_pod_changes`]).
+    pub fn take_pod_changes(&mut self) -> Vec<crate::prepared::PodChange> {
+        self.pod_log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Virtual time now (the last step's).
@@ -442,7 +479,12 @@ impl Simulation {
     fn tick(&mut self, t: Timestamp) {
         let Some(controller) = &mut self.controller else { return };
         let down = self.control_plane_down;
-        let mut api = SimApi { cluster: &mut self.cluster, stats: &mut self.stats, control_plane_down: down };
+        let mut api = SimApi {
+            cluster: &mut self.cluster,
+            stats: &mut self.stats,
+            control_plane_down: down,
+            pod_log: self.pod_log.as_mut(),
+        };
         let mut notes: Vec<String> = Vec::new();
         let mut ticks: Vec<TickFigures> = Vec::new();
         let mut fed_back = 0u64;

@@ -1,0 +1,245 @@
+//! `nodewarden sim --from-snapshot FILE` and `--from-cluster`: a failure
+//! played on a snapshot of a real cluster, reported per workload, then per
+//! zone; `--compare CONFIG_B` plays it under a second configuration.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_sim::report;
+use nodewarden_whatif::workloads::WorkloadReport;
+use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
+
+use crate::sim::SimArgs;
+
+/// Workloads listed per section in the text report.
+const LIST_LIMIT: usize = 25;
+
+fn faults(args: &SimArgs) -> anyhow::Result<Faults> {
+    let mode = match args.fail_mode.as_str() {
+        "partition" => FailMode::Partition,
+        "crash" => FailMode::Crash,
+        other => bail!("--fail-mode must be partition or crash, got {other:?}"),
+    };
+    let duration = match (args.duration, args.hours) {
+        (Some(d), _) if d <= Span::ZERO => bail!("--duration must be positive, got {d}"),
+        (Some(d), _) => Some(d),
+        (None, Some(h)) => match Span::from_secs_f64(h * 3600.0).filter(|s| *s > Span::ZERO) {
+            Some(s) => Some(s),
+            None => bail!("--hours must be a positive number, got {h}"),
+        },
+        (None, None) => None,
+    };
+    let events = match &args.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+            nodewarden_whatif::faults::scenario_events(&text).with_context(|| path.clone())?
+        }
+        None => Vec::new(),
+    };
+    if args.fail_at < Span::ZERO {
+        bail!("--fail-at must not be negative, got {}", args.fail_at);
+    }
+    Ok(Faults {
+        zones: args.fail_zone.clone(),
+        nodes: args.fail_nodes.clone(),
+        selectors: args.fail_nodes_selector.clone(),
+        mode,
+        at: args.fail_at,
+        recover_after: args.recover_after,
+        control_plane_outage: args.fail_control_plane,
+        events,
+        duration,
+    })
+}
+
+fn snapshot(args: &SimArgs) -> anyhow::Result<Snapshot> {
+    if let Some(path) = &args.from_snapshot {
+        return Ok(nodewarden_whatif::load_path(path)?);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let kc = kube::config::Kubeconfig::read_from(path)
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                    .await
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?
+            }
+            None => {
+                kube::Config::infer().await.context("no --kubeconfig and no in-cluster or default configuration")?
+            }
+        };
+        let source = format!("cluster {}", config.cluster_url);
+        let client = kube::Client::try_from(config).context("kube client")?;
+        Ok(nodewarden_whatif::live::list_cluster(&client, &source).await?)
+    })
+}
+
+fn config_b(path: &Path, legacy: bool) -> anyhow::Result<ControllerConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut c =
+        ControllerConfig::from_yaml(&text).with_context(|| format!("invalid controller config {}", path.display()))?;
+    if legacy {
+        c.enable_taint_manager = false;
+    }
+    Ok(c)
+}
+
+fn one_line(w: Option<&WorkloadReport>, end: nodewarden_model::Timestamp) -> String {
+    let Some(w) = w else { return "-".to_string() };
+    let mut s = format!("{}/{} evicted", w.evicted.len(), w.replicas);
+    if let Some(t) = w.all_evicted_at() {
+        s.push_str(&format!(" (all by {})", report::human(t)));
+    }
+    if w.lost_all() {
+        s.push_str(&format!(", none ready for {}", report::human_span(w.time_without(end))));
+    }
+    s
+}
+
+/// The side-by-side part of `--compare`.
+fn render_compare(a: &Played, b: &Played, name_a: &str, name_b: &str) -> String {
+    let mut s = String::new();
+    let count = |p: &Played| {
+        let r = &p.report;
+        (
+            r.lost_all().len(),
+            r.workloads.iter().map(|w| w.evicted.len()).sum::<usize>(),
+            r.pdbs.iter().filter(|b| b.breached_at.is_some()).count(),
+            r.critical.iter().filter(|c| c.evicted.is_some()).count(),
+        )
+    };
+    let (ca, cb) = (count(a), count(b));
+    s.push_str(&format!("Side by side: A = {name_a}, B = {name_b}\n"));
+    s.push_str(&format!("  {:<46} {:>12} {:>12}\n", "", "A", "B"));
+    for (label, x, y) in [
+        ("workloads that lose every ready replica", ca.0, cb.0),
+        ("pods evicted", ca.1, cb.1),
+        ("PodDisruptionBudgets breached", ca.2, cb.2),
+        ("critical pods evicted", ca.3, cb.3),
+    ] {
+        s.push_str(&format!("  {label:<46} {x:>12} {y:>12}\n"));
+    }
+    let mut rows = Vec::new();
+    for w in &a.report.workloads {
+        let other = b.report.workloads.iter().find(|x| x.id == w.id);
+        let (la, lb) = (one_line(Some(w), a.report.end), one_line(other, b.report.end));
+        if la != lb || w.lost_all() {
+            rows.push(format!("  {}\n      A: {la}\n      B: {lb}\n", w.id));
+        }
+    }
+    if rows.is_empty() {
+        s.push_str("  Every workload fares the same under both.\n");
+    } else {
+        s.push_str(&format!("  Workloads that fare differently or lose every ready replica ({}):\n", rows.len()));
+        for r in rows.iter().take(LIST_LIMIT) {
+            s.push_str(r);
+        }
+        if rows.len() > LIST_LIMIT {
+            s.push_str(&format!("  ... and {} more (--json lists them all)\n", rows.len() - LIST_LIMIT));
+        }
+    }
+    s
+}
+
+/// The workload sections as HTML, for the page.
+fn html_section(title: &str, played: &Played) -> String {
+    let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    format!("<h2>{}</h2><pre>{}</pre>", esc(title), esc(&played.report.render_text(usize::MAX)))
+}
+
+/// Runs a what-if; `Ok(true)` when every safety check held.
+pub fn run(args: &SimArgs, config: ControllerConfig) -> anyhow::Result<bool> {
+    let faults = faults(args)?;
+    let started = std::time::Instant::now();
+    let snap = snapshot(args)?;
+    if !args.quiet {
+        eprintln!("sim: {} (read in {:.1}s)", snap.summary(), started.elapsed().as_secs_f64());
+        for p in snap.problems.iter().take(20) {
+            eprintln!("sim:   {p}");
+        }
+        if snap.problems.len() > 20 {
+            eprintln!("sim:   ... and {} more", snap.problems.len() - 20);
+        }
+    }
+    nodewarden_whatif::faults::check_events(&faults.events, &snap)?;
+    if !args.quiet {
+        eprintln!("sim: playing: {}", faults.describe());
+    }
+    let a = nodewarden_whatif::play(&snap, &faults, config, args.seed)?;
+    let b = match &args.compare {
+        Some(path) => Some((path, nodewarden_whatif::play(&snap, &faults, config_b(path, args.legacy)?, args.seed)?)),
+        None => None,
+    };
+    let name_a = args.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
+    if let Some(path) = &args.report {
+        let mut page = report::render_html(&a.outcome, &a.run);
+        let mut sections = html_section(&format!("Workloads ({name_a})"), &a);
+        if let Some((pb, b)) = &b {
+            sections.push_str(&html_section(&format!("Workloads ({})", pb.display()), b));
+        }
+        match page.find("<h2>") {
+            Some(i) => page.insert_str(i, &sections),
+            None => page.push_str(&sections),
+        }
+        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        if !args.quiet {
+            eprintln!("sim: report written to {}", path.display());
+        }
+    }
+    let text = if args.json {
+        let one = |p: &Played| {
+            serde_json::json!({
+                "workloads": p.report.to_json(),
+                "sim": report::to_json(&p.outcome, &p.run, false),
+            })
+        };
+        let mut v = serde_json::json!({
+            "snapshot": {
+                "source": snap.source, "nodes": snap.nodes.len(), "pods": snap.pods.len(),
+                "leases": snap.leases.len(), "daemonsets": snap.daemonsets.len(),
+                "pod_disruption_budgets": snap.pdbs.len(), "skipped": snap.skipped, "problems": snap.problems,
+            },
+            "faults": faults.describe(),
+            "a": one(&a),
+        });
+        if let Some((pb, b)) = &b {
+            v["b"] = one(b);
+            v["b"]["config"] = serde_json::json!(pb.display().to_string());
+        }
+        let mut s = serde_json::to_string_pretty(&v)?;
+        s.push('\n');
+        s
+    } else {
+        let mut s = String::new();
+        match &b {
+            Some((pb, b)) => {
+                s.push_str(&render_compare(&a, b, &name_a, &pb.display().to_string()));
+                s.push_str(&format!("\n== A: {name_a} ==\n"));
+                s.push_str(&a.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&a.outcome, &a.run));
+                s.push_str(&format!("\n== B: {} ==\n", pb.display()));
+                s.push_str(&b.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&b.outcome, &b.run));
+            }
+            None => {
+                s.push_str(&a.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&a.outcome, &a.run));
+            }
+        }
+        s
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    Ok(a.outcome.safe() && b.as_ref().is_none_or(|(_, b)| b.outcome.safe()))
+}
