@@ -263,7 +263,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
         return crate::serve::run(args).map(|()| true);
     }
     if args.from_snapshot.is_some() || args.from_cluster {
-        return crate::whatif::run(args, controller_config(args)?);
+        return crate::whatif::run(args);
     }
     let what_if_only = !args.fail_zone.is_empty()
         || !args.fail_nodes.is_empty()

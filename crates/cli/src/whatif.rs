@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_sim::report;
+use nodewarden_whatif::config::TolerationDefaults;
 use nodewarden_whatif::workloads::WorkloadReport;
 use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
 
@@ -78,14 +79,42 @@ fn snapshot(args: &SimArgs) -> anyhow::Result<Snapshot> {
     })
 }
 
-fn config_b(path: &Path, legacy: bool) -> anyhow::Result<ControllerConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut c =
-        ControllerConfig::from_yaml(&text).with_context(|| format!("invalid controller config {}", path.display()))?;
+/// A configuration: the controller's flags and kube-apiserver's default
+/// toleration seconds (`nodewarden_whatif::config`); the defaults without
+/// a file.
+fn read_config(path: Option<&Path>, legacy: bool) -> anyhow::Result<(ControllerConfig, TolerationDefaults)> {
+    let (mut c, d) = match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            nodewarden_whatif::config::read(&text).with_context(|| format!("invalid config {}", path.display()))?
+        }
+        None => (ControllerConfig::default(), TolerationDefaults::default()),
+    };
     if legacy {
         c.enable_taint_manager = false;
     }
-    Ok(c)
+    Ok((c, d))
+}
+
+/// Plays one configuration, on a copy of the snapshot with its toleration
+/// defaults applied when it sets any.
+fn play_config(
+    snap: &Snapshot,
+    faults: &Faults,
+    (config, defaults): (ControllerConfig, TolerationDefaults),
+    seed: u64,
+    quiet: bool,
+    name: &str,
+) -> anyhow::Result<Played> {
+    if defaults.is_empty() {
+        return Ok(nodewarden_whatif::play(snap, faults, config, seed)?);
+    }
+    let mut copy = snap.clone();
+    let n = defaults.apply(&mut copy);
+    if !quiet {
+        eprintln!("sim: {name}: {} ({n} admission-added toleration(s) rewritten)", defaults.describe());
+    }
+    Ok(nodewarden_whatif::play(&copy, faults, config, seed)?)
 }
 
 fn one_line(w: Option<&WorkloadReport>, end: nodewarden_model::Timestamp) -> String {
@@ -152,8 +181,13 @@ fn html_section(title: &str, played: &Played) -> String {
 }
 
 /// Runs a what-if; `Ok(true)` when every safety check held.
-pub fn run(args: &SimArgs, config: ControllerConfig) -> anyhow::Result<bool> {
+pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
     let faults = faults(args)?;
+    let config_a = read_config(args.config.as_deref(), args.legacy)?;
+    let config_b = match &args.compare {
+        Some(path) => Some((path, read_config(Some(path), args.legacy)?)),
+        None => None,
+    };
     let started = std::time::Instant::now();
     let snap = snapshot(args)?;
     if !args.quiet {
@@ -169,12 +203,14 @@ pub fn run(args: &SimArgs, config: ControllerConfig) -> anyhow::Result<bool> {
     if !args.quiet {
         eprintln!("sim: playing: {}", faults.describe());
     }
-    let a = nodewarden_whatif::play(&snap, &faults, config, args.seed)?;
-    let b = match &args.compare {
-        Some(path) => Some((path, nodewarden_whatif::play(&snap, &faults, config_b(path, args.legacy)?, args.seed)?)),
+    let name_a = args.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
+    let a = play_config(&snap, &faults, config_a, args.seed, args.quiet, &name_a)?;
+    let b = match config_b {
+        Some((path, c)) => {
+            Some((path, play_config(&snap, &faults, c, args.seed, args.quiet, &path.display().to_string())?))
+        }
         None => None,
     };
-    let name_a = args.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
     if let Some(path) = &args.report {
         let mut page = report::render_html(&a.outcome, &a.run);
         let mut sections = html_section(&format!("Workloads ({name_a})"), &a);

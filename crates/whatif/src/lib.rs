@@ -12,6 +12,8 @@
 //! - [`live`] lists the same objects from a cluster (GET only);
 //! - [`fleet`] makes the simulated cluster and kubelets from a snapshot;
 //! - [`faults`] aims the failure at real zones, nodes and labels;
+//! - [`config`] reads the controller's flags and kube-apiserver's default
+//!   toleration seconds, for `--config` and `--compare`;
 //! - [`workloads`] builds the per-workload report from the controller's
 //!   pod writes.
 //!
@@ -19,6 +21,7 @@
 //! with the adapter's lenient readings, so `nodewarden run` and a what-if
 //! agree on what an object means) and below the cli.
 
+pub mod config;
 pub mod faults;
 pub mod fleet;
 pub mod live;
@@ -39,6 +42,9 @@ pub enum WhatIfError {
     /// The snapshot (or the faults aimed at it) cannot be used.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// A configuration file cannot be used.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
     /// The simulator refused to start (a bad configuration).
     #[error(transparent)]
     Sim(#[from] nodewarden_sim::SimError),
