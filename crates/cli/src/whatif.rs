@@ -33,6 +33,11 @@ fn faults(args: &SimArgs) -> anyhow::Result<Faults> {
         (None, None) => None,
     };
     let events = match &args.scenario {
+        Some(name) if name.parse::<nodewarden_sim::Builtin>().is_ok() => {
+            bail!(
+                "--scenario {name} generates its own fleet; on a snapshot, aim the failure with --fail-zone, --fail-nodes, --fail-nodes-selector or --fail-control-plane (or give a scenario file)"
+            )
+        }
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
             nodewarden_whatif::faults::scenario_events(&text).with_context(|| path.clone())?

@@ -366,6 +366,22 @@ pub fn build(snap: &Snapshot, plan: &FaultPlan, changes: &[PodChange], end: Time
         })
         .collect();
 
+    // Pods by namespace, and by namespace and label, so a budget looks
+    // only at the pods that can match it (thousands of budgets over
+    // hundreds of thousands of pods would otherwise be their product).
+    let mut by_ns: HashMap<&str, Vec<&SnapPod>> = HashMap::new();
+    let mut by_label: HashMap<(&str, &str, &str), Vec<&SnapPod>> = HashMap::new();
+    let mut indexed = BTreeSet::new();
+    for p in &snap.pods {
+        let Some((ns, _)) = p.pod.key.split_once('/') else { continue };
+        if !indexed.insert(p.pod.key.as_str()) {
+            continue; // listed twice (two files): counted once
+        }
+        by_ns.entry(ns).or_default().push(p);
+        for (k, v) in &p.labels {
+            by_label.entry((ns, k.as_str(), v.as_str())).or_default().push(p);
+        }
+    }
     let mut pdbs: Vec<PdbReport> = snap
         .pdbs
         .iter()
@@ -374,9 +390,12 @@ pub fn build(snap: &Snapshot, plan: &FaultPlan, changes: &[PodChange], end: Time
             let mut ready0 = 0;
             let mut evictions: Vec<Timestamp> = Vec::new();
             let mut changes: Vec<(Timestamp, i64)> = Vec::new();
-            for p in &snap.pods {
-                let Some((ns, _)) = p.pod.key.split_once('/') else { continue };
-                if ns != b.namespace || !b.selector.matches(&p.labels) {
+            let candidates = match b.selector.match_labels.iter().next() {
+                Some((k, v)) => by_label.get(&(b.namespace.as_str(), k.as_str(), v.as_str())),
+                None => by_ns.get(b.namespace.as_str()),
+            };
+            for p in candidates.map_or(&[][..], Vec::as_slice) {
+                if !b.selector.matches(&p.labels) {
                     continue;
                 }
                 let Some((ready, lines)) = pod_lines.get(p.pod.key.as_str()) else { continue };
