@@ -512,7 +512,12 @@ impl Report {
                 let evicted = match (w.evicted.len(), w.all_evicted_at()) {
                     (0, _) => "none evicted".to_string(),
                     (n, Some(t)) => format!("all {n} evicted by {}", human(t)),
-                    (n, None) => format!("{n} evicted ({} .. {})", human(w.evicted[0].0), human(w.evicted[n - 1].0)),
+                    (n, None) if w.evicted[0].0 == w.evicted[n - 1].0 => {
+                        format!("{n} of them evicted at {}", human(w.evicted[0].0))
+                    }
+                    (n, None) => {
+                        format!("{n} of them evicted, {} .. {}", human(w.evicted[0].0), human(w.evicted[n - 1].0))
+                    }
                 };
                 let _ = writeln!(
                     s,
