@@ -558,6 +558,7 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
             terminating: *terminating,
             tolerations: tolerations.iter().take(3).map(|t| t.toleration()).collect(),
             refuse_deletions: 0,
+            scheduling: Default::default(),
         }),
         Step::DeletePod { pod } => {
             let key = pod_name(*pod);

@@ -174,6 +174,9 @@ pub struct Outcome {
     pub contract_violations: usize,
     /// The first violations, for people.
     pub violations: Vec<String>,
+    /// What happened to each critical addon (empty unless the cluster
+    /// keeps scheduling data, as in `critical-addon`).
+    pub addons: Vec<crate::addons::AddonOutcome>,
 }
 
 impl Outcome {
@@ -193,7 +196,7 @@ fn is_noexecute(t: &nodewarden_model::Taint) -> bool {
 pub(crate) struct Statistics {
     pub(crate) zone_keys: Vec<String>,
     zone_index: HashMap<String, usize>,
-    pub(crate) node_index: HashMap<String, usize>,
+    pub(crate) node_index: HashMap<String, usize, foldhash::fast::RandomState>,
     pub(crate) nodes: Vec<NodeTrack>,
     pub(crate) tally: Vec<ZoneTally>,
     pub(crate) latencies: Latencies,

@@ -139,6 +139,8 @@ pub fn prepare(snap: &Snapshot, faults: &Faults, seed: u64) -> Result<Prepared, 
             terminating: p.pod.terminating,
             tolerations: p.pod.tolerations.clone(),
             refuse_deletions: 0,
+            // The what-if plays node lifecycle only: no scheduling facts.
+            scheduling: Default::default(),
         });
     }
     let plan = faults.plan(snap)?;

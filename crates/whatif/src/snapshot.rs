@@ -26,7 +26,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
-use nodewarden_kube::convert::{NODE_LEASE_NAMESPACE, lease_reading, node_reading, pod_reading};
+use nodewarden_kube::convert::{Detail, NODE_LEASE_NAMESPACE, lease_reading, node_reading, pod_reading};
 use nodewarden_model::{LabelSelector, Timestamp};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -235,7 +235,7 @@ impl Snapshot {
             return;
         };
         match kind {
-            "Node" => match node_reading(v, SEEN_AT) {
+            "Node" => match node_reading(v, SEEN_AT, Detail::Lifecycle) {
                 Some(n) => self.nodes.push(n),
                 None => self.problem("Node", v, "no metadata.name"),
             },
@@ -277,7 +277,7 @@ impl Snapshot {
         if text(v, &["metadata", "uid"]).is_none_or(str::is_empty) {
             return self.problem("Pod", v, "no metadata.uid");
         }
-        let Some(pod) = pod_reading(v, SEEN_AT) else {
+        let Some(pod) = pod_reading(v, SEEN_AT, Detail::Lifecycle) else {
             return self.problem("Pod", v, "unreadable");
         };
         let owner = match controller_owner(v) {
