@@ -261,3 +261,28 @@ fn the_failure_can_be_aimed_at_names_and_labels() {
     let err = Faults { zones: vec!["zone-x".into()], ..Faults::default() }.failed_nodes(&snap).expect_err("x");
     assert!(err.to_string().contains("r1/zone-a, r1/zone-b, r1/zone-c"), "{err}");
 }
+
+#[test]
+fn a_control_plane_outage_evicts_nothing_and_scenario_events_hit_real_nodes() {
+    let outage = Faults {
+        control_plane_outage: Some(Span::from_secs(10 * 60)),
+        at: Span::from_secs(60),
+        duration: Some(Span::from_secs(20 * 60)),
+        ..Faults::default()
+    };
+    let p = play(&snapshot(), &outage, ControllerConfig::default(), 1).expect("plays");
+    assert!(p.outcome.safe());
+    assert_eq!(p.report.failed_nodes, 0);
+    assert!(p.report.workloads.iter().all(|w| w.evicted.is_empty() && !w.lost_all()));
+    // A scenario file's events, aimed at the snapshot's node names.
+    let events =
+        nodewarden_whatif::faults::scenario_events("events:\n- {at: 1m, kubelet-stop: [b1]}\n").expect("events");
+    let snap = snapshot();
+    nodewarden_whatif::faults::check_events(&events, &snap).expect("b1 exists");
+    let faults = Faults { events, duration: Some(Span::from_secs(15 * 60)), ..Faults::default() };
+    let p = play(&snap, &faults, ControllerConfig::default(), 1).expect("plays");
+    assert_eq!(p.report.failed_nodes, 1);
+    assert_eq!(workload(&p, "Deployment shop/api").evicted.len(), 1, "api's replica on b1");
+    let bad = nodewarden_whatif::faults::scenario_events("events:\n- {at: 1m, kubelet-stop: [zz]}\n").expect("parses");
+    assert!(nodewarden_whatif::faults::check_events(&bad, &snap).is_err());
+}
