@@ -24,6 +24,7 @@ use tracing_subscriber::EnvFilter;
 mod run;
 mod serve;
 mod sim;
+mod whatif;
 
 /// Exit code: every expectation held.
 const EXIT_OK: u8 = 0;

@@ -85,6 +85,49 @@ pub struct SimArgs {
     /// simulated cluster.
     #[arg(long, requires = "serve")]
     pub(crate) insecure_allow_remote: bool,
+    /// What-if on a real cluster: a snapshot to simulate, as
+    /// `kubectl get nodes,pods,leases,daemonsets,poddisruptionbudgets -A -o json`
+    /// prints it (JSON or YAML; or a directory of such files).
+    #[arg(long, value_name = "FILE|DIR", conflicts_with_all = ["serve", "from_cluster"])]
+    pub(crate) from_snapshot: Option<PathBuf>,
+    /// What-if on a real cluster, read live (list calls only: nothing is
+    /// written, no watch is opened).
+    #[arg(long, conflicts_with = "serve")]
+    pub(crate) from_cluster: bool,
+    /// With --from-cluster: the kubeconfig (default: in-cluster, then
+    /// $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE", requires = "from_cluster")]
+    pub(crate) kubeconfig: Option<PathBuf>,
+    /// What-if: this zone fails (a topology.kubernetes.io/zone value or
+    /// REGION/ZONE); repeatable.
+    #[arg(long, value_name = "ZONE")]
+    pub(crate) fail_zone: Vec<String>,
+    /// What-if: these nodes fail (comma-separated names).
+    #[arg(long, value_name = "A,B,C", value_delimiter = ',')]
+    pub(crate) fail_nodes: Vec<String>,
+    /// What-if: the nodes with this label fail; repeatable.
+    #[arg(long, value_name = "LABEL=VALUE")]
+    pub(crate) fail_nodes_selector: Vec<String>,
+    /// What-if: how the nodes fail: partition (cut off from the API
+    /// server, as a zone's network failure) or crash.
+    #[arg(long, value_name = "MODE", default_value = "partition")]
+    pub(crate) fail_mode: String,
+    /// What-if: when the failure starts, after the snapshot's moment.
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    pub(crate) fail_at: Span,
+    /// What-if: the failed nodes come back after this long (default:
+    /// not within the run).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) recover_after: Option<Span>,
+    /// What-if: the controller cannot reach the API server for this long,
+    /// from --fail-at.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) fail_control_plane: Option<Span>,
+    /// What-if: play the same failure under a second controller
+    /// configuration (kube-controller-manager's flag names) and show both
+    /// side by side.
+    #[arg(long, value_name = "CONFIG_B")]
+    pub(crate) compare: Option<PathBuf>,
 }
 
 /// The controller's flags: `--config`'s file (kube-controller-manager's
@@ -218,6 +261,18 @@ fn publish(sim: &Simulation) {
 pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
     if args.serve.is_some() {
         return crate::serve::run(args).map(|()| true);
+    }
+    if args.from_snapshot.is_some() || args.from_cluster {
+        return crate::whatif::run(args);
+    }
+    let what_if_only = !args.fail_zone.is_empty()
+        || !args.fail_nodes.is_empty()
+        || !args.fail_nodes_selector.is_empty()
+        || args.recover_after.is_some()
+        || args.fail_control_plane.is_some()
+        || args.compare.is_some();
+    if what_if_only {
+        bail!("--fail-*, --recover-after and --compare need --from-snapshot or --from-cluster");
     }
     let opts = options(args)?;
     if let Some(addr) = args.metrics_addr {

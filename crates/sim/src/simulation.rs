@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
-use nodewarden_engine::{Action, Observation, WriteOutcome, ZoneReport};
+use nodewarden_engine::{Action, ActionKind, Observation, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use crate::addons::{self, AddonTracker};
@@ -58,6 +58,9 @@ pub enum Source {
     Builtin(Builtin, FleetSpec),
     /// A scenario file: its nodes, pods, configuration and events.
     File(Box<Scenario>),
+    /// A cluster and fault plan built by the caller (a real cluster's
+    /// snapshot); the options' configuration applies.
+    Prepared(Box<crate::prepared::Prepared>),
 }
 
 /// A simulation's settings.
@@ -112,6 +115,9 @@ pub struct Simulation {
     relist: bool,
     /// The figures gathered so far.
     stats: Statistics,
+    /// The controller's pod writes that took effect, when asked for
+    /// ([`Simulation::record_pod_changes`]).
+    pod_log: Option<Vec<crate::prepared::PodChange>>,
     /// The critical addons followed (none unless the cluster keeps
     /// scheduling data).
     addons: AddonTracker,
@@ -145,6 +151,7 @@ struct SimApi<'a> {
     stats: &'a mut Statistics,
     addons: &'a mut AddonTracker,
     control_plane_down: bool,
+    pod_log: Option<&'a mut Vec<crate::prepared::PodChange>>,
 }
 
 impl ClusterApi for SimApi<'_> {
@@ -172,6 +179,17 @@ impl ClusterApi for SimApi<'_> {
             self.stats.writes_failed += 1;
         } else {
             self.stats.track_after(now, action, self.cluster);
+            if let Some(log) = &mut self.pod_log {
+                use crate::prepared::{PodChange, PodChangeKind};
+                let change = match &action.kind {
+                    ActionKind::MarkPodNotReady { pod, .. } => Some((pod, PodChangeKind::NotReady)),
+                    ActionKind::DeletePod { pod, .. } => Some((pod, PodChangeKind::Deleted)),
+                    _ => None,
+                };
+                if let Some((pod, kind)) = change {
+                    log.push(PodChange { at: now, pod: pod.clone(), kind });
+                }
+            }
         }
         applied
     }
@@ -255,6 +273,12 @@ impl Simulation {
                     end,
                 )
             }
+            Source::Prepared(p) => {
+                opts.config.validate()?;
+                let p = *p;
+                let end = Timestamp::EPOCH + opts.duration.unwrap_or(p.duration);
+                (p.name, p.description, opts.config, p.admission, p.timing, p.cluster, p.kubelets, p.plan, None, end)
+            }
         };
         let mut sim = Simulation {
             name,
@@ -274,6 +298,7 @@ impl Simulation {
             control_plane_down: false,
             relist: false,
             stats: Statistics::default(),
+            pod_log: None,
             addons: AddonTracker::default(),
         };
         sim.addons = AddonTracker::new(&sim.cluster);
@@ -288,6 +313,18 @@ impl Simulation {
             sim.next_fault += 1;
         }
         Ok(sim)
+    }
+
+    /// Keeps a log of the controller's pod writes that take effect (Ready
+    /// set to False, deletions), for a per-workload report; off by default
+    /// (it grows with every eviction).
+    pub fn record_pod_changes(&mut self) {
+        self.pod_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The pod writes logged so far (see [`Simulation::record_pod_changes`]).
+    pub fn take_pod_changes(&mut self) -> Vec<crate::prepared::PodChange> {
+        self.pod_log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Virtual time now (the last step's).
@@ -477,6 +514,7 @@ impl Simulation {
         let mut api = SimApi {
             cluster: &mut self.cluster,
             stats: &mut self.stats,
+            pod_log: self.pod_log.as_mut(),
             addons: &mut self.addons,
             control_plane_down: down,
         };

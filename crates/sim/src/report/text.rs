@@ -110,12 +110,15 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     );
     let _ = writeln!(
         s,
-        "controller: grace {}, monitor every {}, taint rate {}/s (secondary {}/s), pods tolerate {} by default{}",
+        "controller: grace {}, monitor every {}, taint rate {}/s (secondary {}/s), {}{}",
         human_span(o.config.node_monitor_grace_period),
         human_span(o.config.node_monitor_period),
         fmt_rate(o.config.node_eviction_rate),
         fmt_rate(o.config.secondary_node_eviction_rate),
-        o.admission.unreachable_seconds.map_or("forever".to_string(), |x| format!("{x}s")),
+        // No admission default: a pod tolerates only what it declares.
+        o.admission
+            .unreachable_seconds
+            .map_or("pods get no default toleration".to_string(), |x| format!("pods tolerate {x}s by default")),
         if o.config.enable_taint_manager { "" } else { "; legacy eviction mode" },
     );
     let _ = writeln!(s, "\nWhat happened");

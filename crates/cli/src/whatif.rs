@@ -1,0 +1,286 @@
+//! `nodewarden sim --from-snapshot FILE` and `--from-cluster`: a failure
+//! played on a snapshot of a real cluster, reported per workload, then per
+//! zone; `--compare CONFIG_B` plays it under a second configuration.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_sim::report;
+use nodewarden_whatif::config::TolerationDefaults;
+use nodewarden_whatif::workloads::WorkloadReport;
+use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
+
+use crate::sim::SimArgs;
+
+/// Workloads listed per section in the text report.
+const LIST_LIMIT: usize = 25;
+
+fn faults(args: &SimArgs) -> anyhow::Result<Faults> {
+    let mode = match args.fail_mode.as_str() {
+        "partition" => FailMode::Partition,
+        "crash" => FailMode::Crash,
+        other => bail!("--fail-mode must be partition or crash, got {other:?}"),
+    };
+    let duration = match (args.duration, args.hours) {
+        (Some(d), _) if d <= Span::ZERO => bail!("--duration must be positive, got {d}"),
+        (Some(d), _) => Some(d),
+        (None, Some(h)) => match Span::from_secs_f64(h * 3600.0).filter(|s| *s > Span::ZERO) {
+            Some(s) => Some(s),
+            None => bail!("--hours must be a positive number, got {h}"),
+        },
+        (None, None) => None,
+    };
+    let events = match &args.scenario {
+        Some(name) if name.parse::<nodewarden_sim::Builtin>().is_ok() => {
+            bail!(
+                "--scenario {name} generates its own fleet; on a snapshot, aim the failure with --fail-zone, --fail-nodes, --fail-nodes-selector or --fail-control-plane (or give a scenario file)"
+            )
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+            nodewarden_whatif::faults::scenario_events(&text).with_context(|| path.clone())?
+        }
+        None => Vec::new(),
+    };
+    if args.fail_at < Span::ZERO {
+        bail!("--fail-at must not be negative, got {}", args.fail_at);
+    }
+    Ok(Faults {
+        zones: args.fail_zone.clone(),
+        nodes: args.fail_nodes.clone(),
+        selectors: args.fail_nodes_selector.clone(),
+        mode,
+        at: args.fail_at,
+        recover_after: args.recover_after,
+        control_plane_outage: args.fail_control_plane,
+        events,
+        duration,
+    })
+}
+
+fn snapshot(args: &SimArgs) -> anyhow::Result<Snapshot> {
+    if let Some(path) = &args.from_snapshot {
+        return Ok(nodewarden_whatif::load_path(path)?);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let kc = kube::config::Kubeconfig::read_from(path)
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                    .await
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?
+            }
+            None => {
+                kube::Config::infer().await.context("no --kubeconfig and no in-cluster or default configuration")?
+            }
+        };
+        let source = format!("cluster {}", config.cluster_url);
+        let client = kube::Client::try_from(config).context("kube client")?;
+        Ok(nodewarden_whatif::live::list_cluster(&client, &source).await?)
+    })
+}
+
+/// A configuration: the controller's flags and kube-apiserver's default
+/// toleration seconds (`nodewarden_whatif::config`); the defaults without
+/// a file.
+fn read_config(path: Option<&Path>, legacy: bool) -> anyhow::Result<(ControllerConfig, TolerationDefaults)> {
+    let (mut c, d) = match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            nodewarden_whatif::config::read(&text).with_context(|| format!("invalid config {}", path.display()))?
+        }
+        None => (ControllerConfig::default(), TolerationDefaults::default()),
+    };
+    if legacy {
+        c.enable_taint_manager = false;
+    }
+    Ok((c, d))
+}
+
+/// Plays one configuration, on a copy of the snapshot with its toleration
+/// defaults applied when it sets any.
+fn play_config(
+    snap: &Snapshot,
+    faults: &Faults,
+    (config, defaults): (ControllerConfig, TolerationDefaults),
+    seed: u64,
+    quiet: bool,
+    name: &str,
+) -> anyhow::Result<Played> {
+    if defaults.is_empty() {
+        return Ok(nodewarden_whatif::play(snap, faults, config, seed)?);
+    }
+    let mut copy = snap.clone();
+    let n = defaults.apply(&mut copy);
+    if !quiet {
+        eprintln!("sim: {name}: {} ({n} admission-added toleration(s) rewritten)", defaults.describe());
+    }
+    Ok(nodewarden_whatif::play(&copy, faults, config, seed)?)
+}
+
+fn one_line(w: Option<&WorkloadReport>, end: nodewarden_model::Timestamp) -> String {
+    let Some(w) = w else { return "-".to_string() };
+    let mut s = format!("{}/{} evicted", w.evicted.len(), w.replicas);
+    if let Some(t) = w.all_evicted_at() {
+        s.push_str(&format!(" (all by {})", report::human(t)));
+    }
+    if w.lost_all() {
+        s.push_str(&format!(", none ready for {}", report::human_span(w.time_without(end))));
+    }
+    s
+}
+
+/// The side-by-side part of `--compare`.
+fn render_compare(a: &Played, b: &Played, name_a: &str, name_b: &str) -> String {
+    let mut s = String::new();
+    let count = |p: &Played| {
+        let r = &p.report;
+        (
+            r.lost_all().len(),
+            r.workloads.iter().map(|w| w.evicted.len()).sum::<usize>(),
+            r.pdbs.iter().filter(|b| b.breached_at.is_some()).count(),
+            r.critical.iter().filter(|c| c.evicted.is_some()).count(),
+        )
+    };
+    let (ca, cb) = (count(a), count(b));
+    s.push_str(&format!("Side by side: A = {name_a}, B = {name_b}\n"));
+    s.push_str(&format!("  {:<46} {:>12} {:>12}\n", "", "A", "B"));
+    for (label, x, y) in [
+        ("workloads that lose every ready replica", ca.0, cb.0),
+        ("pods evicted", ca.1, cb.1),
+        ("PodDisruptionBudgets breached", ca.2, cb.2),
+        ("critical pods evicted", ca.3, cb.3),
+    ] {
+        s.push_str(&format!("  {label:<46} {x:>12} {y:>12}\n"));
+    }
+    let mut rows = Vec::new();
+    for w in &a.report.workloads {
+        let other = b.report.workloads.iter().find(|x| x.id == w.id);
+        let (la, lb) = (one_line(Some(w), a.report.end), one_line(other, b.report.end));
+        if la != lb || w.lost_all() {
+            rows.push(format!("  {}\n      A: {la}\n      B: {lb}\n", w.id));
+        }
+    }
+    if rows.is_empty() {
+        s.push_str("  Every workload fares the same under both.\n");
+    } else {
+        s.push_str(&format!("  Workloads that fare differently or lose every ready replica ({}):\n", rows.len()));
+        for r in rows.iter().take(LIST_LIMIT) {
+            s.push_str(r);
+        }
+        if rows.len() > LIST_LIMIT {
+            s.push_str(&format!("  ... and {} more (--json lists them all)\n", rows.len() - LIST_LIMIT));
+        }
+    }
+    s
+}
+
+/// The workload sections as HTML, for the page.
+fn html_section(title: &str, played: &Played) -> String {
+    let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    format!("<h2>{}</h2><pre>{}</pre>", esc(title), esc(&played.report.render_text(usize::MAX)))
+}
+
+/// Runs a what-if; `Ok(true)` when every safety check held.
+pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
+    let faults = faults(args)?;
+    let config_a = read_config(args.config.as_deref(), args.legacy)?;
+    let config_b = match &args.compare {
+        Some(path) => Some((path, read_config(Some(path), args.legacy)?)),
+        None => None,
+    };
+    let started = std::time::Instant::now();
+    let snap = snapshot(args)?;
+    if !args.quiet {
+        eprintln!("sim: {} (read in {:.1}s)", snap.summary(), started.elapsed().as_secs_f64());
+        for p in snap.problems.iter().take(20) {
+            eprintln!("sim:   {p}");
+        }
+        if snap.problems.len() > 20 {
+            eprintln!("sim:   ... and {} more", snap.problems.len() - 20);
+        }
+    }
+    nodewarden_whatif::faults::check_events(&faults.events, &snap)?;
+    if !args.quiet {
+        eprintln!("sim: playing: {}", faults.describe());
+    }
+    let name_a = args.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
+    let a = play_config(&snap, &faults, config_a, args.seed, args.quiet, &name_a)?;
+    let b = match config_b {
+        Some((path, c)) => {
+            Some((path, play_config(&snap, &faults, c, args.seed, args.quiet, &path.display().to_string())?))
+        }
+        None => None,
+    };
+    if let Some(path) = &args.report {
+        let mut page = report::render_html(&a.outcome, &a.run);
+        let mut sections = html_section(&format!("Workloads ({name_a})"), &a);
+        if let Some((pb, b)) = &b {
+            sections.push_str(&html_section(&format!("Workloads ({})", pb.display()), b));
+        }
+        match page.find("<h2>") {
+            Some(i) => page.insert_str(i, &sections),
+            None => page.push_str(&sections),
+        }
+        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        if !args.quiet {
+            eprintln!("sim: report written to {}", path.display());
+        }
+    }
+    let text = if args.json {
+        let one = |p: &Played| {
+            serde_json::json!({
+                "workloads": p.report.to_json(),
+                "sim": report::to_json(&p.outcome, &p.run, false),
+            })
+        };
+        let mut v = serde_json::json!({
+            "snapshot": {
+                "source": snap.source, "nodes": snap.nodes.len(), "pods": snap.pods.len(),
+                "leases": snap.leases.len(), "daemonsets": snap.daemonsets.len(),
+                "pod_disruption_budgets": snap.pdbs.len(), "skipped": snap.skipped, "problems": snap.problems,
+            },
+            "faults": faults.describe(),
+            "a": one(&a),
+        });
+        if let Some((pb, b)) = &b {
+            v["b"] = one(b);
+            v["b"]["config"] = serde_json::json!(pb.display().to_string());
+        }
+        let mut s = serde_json::to_string_pretty(&v)?;
+        s.push('\n');
+        s
+    } else {
+        let mut s = String::new();
+        match &b {
+            Some((pb, b)) => {
+                s.push_str(&render_compare(&a, b, &name_a, &pb.display().to_string()));
+                s.push_str(&format!("\n== A: {name_a} ==\n"));
+                s.push_str(&a.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&a.outcome, &a.run));
+                s.push_str(&format!("\n== B: {} ==\n", pb.display()));
+                s.push_str(&b.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&b.outcome, &b.run));
+            }
+            None => {
+                s.push_str(&a.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&a.outcome, &a.run));
+            }
+        }
+        s
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    Ok(a.outcome.safe() && b.as_ref().is_none_or(|(_, b)| b.outcome.safe()))
+}

@@ -1,0 +1,144 @@
+//! `nodewarden sim --from-snapshot` through the built binary: the report,
+//! `--json`, `--compare`, `--report`, and exit code 2 for input that is
+//! not a snapshot or faults aimed at nothing.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nodewarden-whatif-cli");
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let p = dir().join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn nodewarden(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodewarden")).args(args).env_remove("RUST_LOG").output().expect("run nodewarden")
+}
+
+/// Two zones of two nodes; Deployment `web` (2 replicas) all in zone-a,
+/// with a budget of minAvailable 1.
+fn snapshot() -> PathBuf {
+    let mut items = Vec::new();
+    for (n, z) in [("a1", "zone-a"), ("a2", "zone-a"), ("b1", "zone-b"), ("b2", "zone-b")] {
+        items.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n, "labels": {"topology.kubernetes.io/zone": z}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}));
+        items.push(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": n, "namespace": "kube-node-lease"},
+            "spec": {"renewTime": "2026-01-01T00:00:02.000000Z"}}));
+    }
+    for (i, n) in ["a1", "a2"].iter().enumerate() {
+        items.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("web-6f7-{i}"), "namespace": "prod", "uid": format!("u{i}"),
+                         "labels": {"app": "web", "pod-template-hash": "6f7"},
+                         "ownerReferences": [{"kind": "ReplicaSet", "name": "web-6f7", "controller": true}]},
+            "spec": {"nodeName": n, "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}));
+    }
+    items.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}));
+    write("snapshot.json", &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+}
+
+#[test]
+fn a_zone_failure_is_reported_per_workload_then_per_zone() {
+    let snap = snapshot();
+    let o = nodewarden(&[
+        "sim",
+        "--from-snapshot",
+        snap.to_str().expect("utf-8"),
+        "--fail-zone",
+        "zone-a",
+        "--duration",
+        "15m",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Lose EVERY ready replica (1):\n    Deployment prod/web: 2 replica(s) in /zone-a"), "{out}");
+    assert!(out.contains("PodDisruptionBudgets breached (1 of 1):\n    prod/web (minAvailable 1;"), "{out}");
+    assert!(out.contains("What the controller did, per zone"), "{out}");
+}
+
+#[test]
+fn json_compare_and_html() {
+    let snap = snapshot();
+    let fast = write("fast.yaml", "default-unreachable-toleration-seconds: 60\n");
+    let html = dir().join("whatif.html");
+    let o = nodewarden(&[
+        "sim",
+        "--from-snapshot",
+        snap.to_str().expect("utf-8"),
+        "--fail-nodes",
+        "a1,a2",
+        "--duration",
+        "15m",
+        "--compare",
+        fast.to_str().expect("utf-8"),
+        "--json",
+        "--report",
+        html.to_str().expect("utf-8"),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let when = |side: &str| v[side]["workloads"]["workloads"][0]["all_evicted_at"].as_f64().expect("evicted");
+    // Same failure; 60 s tolerations evict 240 s sooner.
+    assert!((when("a") - when("b") - 240.0).abs() < 1e-6, "{} vs {}", when("a"), when("b"));
+    assert_eq!(v["snapshot"]["nodes"], 4);
+    assert!(v["a"]["sim"]["zones"].is_array() || v["a"]["sim"]["zones"].is_object(), "{}", v["a"]["sim"]);
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("Workloads (default flags)") && page.contains("fast.yaml"), "{page}");
+    let o = nodewarden(&[
+        "sim",
+        "--from-snapshot",
+        snap.to_str().expect("utf-8"),
+        "--fail-zone",
+        "zone-b",
+        "--duration",
+        "10m",
+        "--compare",
+        fast.to_str().expect("utf-8"),
+        "-q",
+    ]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("Side by side: A = default flags, B = "), "{out}");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let snap = snapshot();
+    let s = snap.to_str().expect("utf-8");
+    let garbage = write("garbage.json", "{\"not\": \"kubernetes\"}");
+    let text = write("notes.txt", "these are my notes\n");
+    for (args, message) in [
+        (vec!["sim", "--from-snapshot", garbage.to_str().expect("utf-8")], "not Kubernetes JSON or YAML"),
+        (vec!["sim", "--from-snapshot", text.to_str().expect("utf-8")], "not Kubernetes JSON or YAML"),
+        (vec!["sim", "--from-snapshot", "/nonexistent/snap.json"], "cannot read"),
+        (
+            vec!["sim", "--from-snapshot", s, "--fail-zone", "zone-x"],
+            "no node in zone \"zone-x\"; the snapshot's zones: /zone-a, /zone-b",
+        ),
+        (vec!["sim", "--from-snapshot", s, "--fail-nodes-selector", "nolabel"], "LABEL=VALUE"),
+        (vec!["sim", "--from-snapshot", s, "--fail-mode", "melt"], "--fail-mode"),
+        (vec!["sim", "--fail-zone", "zone-a"], "need --from-snapshot or --from-cluster"),
+    ] {
+        let o = nodewarden(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

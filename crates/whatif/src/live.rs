@@ -1,0 +1,83 @@
+//! `--from-cluster`: the same objects a snapshot file holds, listed from a
+//! live API server, read-only.
+//!
+//! Only paged `GET` list requests are sent (`limit=500` with `continue`),
+//! one resource after another; no watch is opened and nothing is written,
+//! so the permissions needed are `list` on nodes, pods, node Leases,
+//! DaemonSets, ReplicaSets and PodDisruptionBudgets. Nodes and pods are
+//! required; a resource the server does not serve or the user may not
+//! list (404, 403) is noted and left out, as a snapshot without it would
+//! be.
+
+use http::Request;
+
+use crate::snapshot::{Snapshot, SnapshotError};
+
+/// Items per list page (kubectl's default chunk size).
+pub const PAGE: usize = 500;
+
+/// The resources listed: (kind, path, required).
+pub const RESOURCES: [(&str, &str, bool); 6] = [
+    ("Node", "/api/v1/nodes", true),
+    ("Pod", "/api/v1/pods", true),
+    ("Lease", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", false),
+    ("DaemonSet", "/apis/apps/v1/daemonsets", false),
+    ("ReplicaSet", "/apis/apps/v1/replicasets", false),
+    ("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", false),
+];
+
+fn failed(what: &str, message: String) -> SnapshotError {
+    SnapshotError::Syntax { origin: format!("the cluster ({what})"), message }
+}
+
+/// Lists every resource of [`RESOURCES`] into a snapshot.
+pub async fn list_cluster(client: &kube::Client, source: &str) -> Result<Snapshot, SnapshotError> {
+    let mut snap = Snapshot::new(source);
+    for (kind, path, required) in RESOURCES {
+        let mut cont: Option<String> = None;
+        loop {
+            let mut uri = format!("{path}?limit={PAGE}");
+            if let Some(c) = &cont {
+                uri.push_str("&continue=");
+                uri.push_str(&percent_encode(c));
+            }
+            let req = Request::get(&uri).body(Vec::new()).map_err(|e| failed(kind, e.to_string()))?;
+            let text = match client.request_text(req).await {
+                Ok(t) => t,
+                Err(kube::Error::Api(s)) if !required && (s.code == 404 || s.code == 403) => {
+                    snap.problems.push(format!("{kind}s not listed ({} {}); left out", s.code, s.reason));
+                    break;
+                }
+                Err(e) => return Err(failed(kind, format!("GET {uri}: {e}"))),
+            };
+            let page: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| failed(kind, format!("GET {uri}: not JSON: {e}")))?;
+            for item in page.get("items").and_then(serde_json::Value::as_array).into_iter().flatten() {
+                // Items of an API list carry no kind of their own.
+                snap.add(item, Some(kind));
+            }
+            cont = page
+                .pointer("/metadata/continue")
+                .and_then(serde_json::Value::as_str)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string);
+            if cont.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(snap)
+}
+
+/// Percent-encodes a continue token for a query string.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,584 @@
+//! Reading a snapshot of a real cluster: what
+//! `kubectl get nodes,pods,leases,daemonsets,poddisruptionbudgets -A -o json`
+//! prints (a `List`), the same as YAML, several documents, a directory of
+//! such files, or the pages of a live listing ([`crate::live`]).
+//!
+//! A snapshot is untrusted input (hand-edited, truncated, from another
+//! tool), so reading it never panics and never gives up on one bad object:
+//!
+//! - a file that is not JSON or YAML, or whose documents are not Kubernetes
+//!   objects or Lists (no `kind`), is a [`SnapshotError`] naming the file;
+//! - objects of kinds the what-if does not use are counted by kind and
+//!   skipped ([`Snapshot::skipped`]);
+//! - an object that lacks what the simulation needs (a Node without a
+//!   name; a Pod without a name, namespace or uid) is reported by name in
+//!   [`Snapshot::problems`] and left out;
+//! - odd fields are read as the adapter reads them (`nodewarden_kube::convert`:
+//!   conservatively, logged), so `nodewarden run` and a what-if agree on
+//!   what an object means.
+//!
+//! JSON is read as a stream: the `items` of a List are decoded and reduced
+//! to what the simulation keeps one at a time, so a 300k-pod List (hundreds
+//! of megabytes) never exists as one JSON tree in memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
+use nodewarden_kube::convert::{Detail, NODE_LEASE_NAMESPACE, lease_reading, node_reading, pod_reading};
+use nodewarden_model::{LabelSelector, Timestamp};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// Why a snapshot could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The file or directory could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// What was read.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// The text is neither JSON nor YAML.
+    #[error("{origin}: not JSON or YAML: {message}")]
+    Syntax {
+        /// The file (or listing) it came from.
+        origin: String,
+        /// The parser's message, with the line and column.
+        message: String,
+    },
+    /// It parses, but is not a Kubernetes object or List.
+    #[error("{origin}: not Kubernetes JSON or YAML: {message}")]
+    NotKubernetes {
+        /// The file (or listing) it came from.
+        origin: String,
+        /// What was found instead.
+        message: String,
+    },
+    /// A directory without a single `.json`, `.yaml` or `.yml` file.
+    #[error("{0}: no .json, .yaml or .yml file in the directory")]
+    EmptyDirectory(PathBuf),
+    /// A fault aimed at something the snapshot does not have.
+    #[error("{0}")]
+    Fault(String),
+    /// Everything was read, but there is no node to simulate.
+    #[error("{0}: the snapshot has no usable Node (was it taken with `kubectl get nodes,pods,... -o json`?)")]
+    NoNodes(String),
+}
+
+/// A pod's controlling owner, as its `ownerReferences` say.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnerRef {
+    /// `ReplicaSet`, `StatefulSet`, `Job`, `DaemonSet`, ...
+    pub kind: String,
+    /// The owner's name (same namespace as the pod).
+    pub name: String,
+}
+
+/// What the what-if keeps of a pod: the engine's reading, and what the
+/// per-workload report needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnapPod {
+    /// The engine's reading (times in Unix nanoseconds, as the adapter's).
+    pub pod: PodSnapshot,
+    /// The owner reference marked `controller: true`, if any.
+    pub owner: Option<OwnerRef>,
+    /// `metadata.labels` (for PodDisruptionBudget selectors and the
+    /// Deployment rule).
+    pub labels: BTreeMap<String, String>,
+    /// `spec.priority`.
+    pub priority: Option<i64>,
+    /// `spec.priorityClassName`.
+    pub priority_class: Option<String>,
+    /// The `scheduler.alpha.kubernetes.io/critical-pod` annotation is set.
+    pub critical_annotation: bool,
+    /// `status.phase` is `Succeeded` or `Failed`: not a replica any more.
+    pub finished: bool,
+}
+
+/// An integer or a percentage (`minAvailable`, `maxUnavailable`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntOrPercent {
+    /// A count of pods.
+    Int(i64),
+    /// A percentage of the expected pods, rounded up (as the disruption
+    /// controller rounds).
+    Percent(i64),
+}
+
+impl IntOrPercent {
+    fn read(v: &Value) -> Option<IntOrPercent> {
+        match v {
+            Value::Number(n) => n.as_i64().map(IntOrPercent::Int),
+            Value::String(s) => match s.strip_suffix('%') {
+                Some(p) => p.trim().parse().ok().map(IntOrPercent::Percent),
+                None => s.trim().parse().ok().map(IntOrPercent::Int),
+            },
+            _ => None,
+        }
+    }
+
+    /// The count this stands for among `of` pods.
+    pub fn resolve(self, of: usize) -> usize {
+        let of = i64::try_from(of).unwrap_or(i64::MAX);
+        let n = match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => (p.saturating_mul(of) + 99).div_euclid(100),
+        };
+        usize::try_from(n.max(0)).unwrap_or(usize::MAX)
+    }
+}
+
+impl fmt::Display for IntOrPercent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IntOrPercent::Int(n) => write!(f, "{n}"),
+            IntOrPercent::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// What a PodDisruptionBudget requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    /// `spec.minAvailable`.
+    MinAvailable(IntOrPercent),
+    /// `spec.maxUnavailable`.
+    MaxUnavailable(IntOrPercent),
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Budget::MinAvailable(v) => write!(f, "minAvailable {v}"),
+            Budget::MaxUnavailable(v) => write!(f, "maxUnavailable {v}"),
+        }
+    }
+}
+
+/// A PodDisruptionBudget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pdb {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Which pods of the namespace it covers.
+    pub selector: LabelSelector,
+    /// What it requires.
+    pub budget: Budget,
+}
+
+/// Everything read from a snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Where it came from (file names or the cluster), for messages.
+    pub source: String,
+    /// Nodes, in the order read (times in Unix nanoseconds).
+    pub nodes: Vec<NodeSnapshot>,
+    /// Node Lease renew times, by node (Unix nanoseconds).
+    pub leases: HashMap<String, Option<Timestamp>>,
+    /// Pods, in the order read.
+    pub pods: Vec<SnapPod>,
+    /// DaemonSets, as `namespace/name`.
+    pub daemonsets: Vec<String>,
+    /// ReplicaSets' own controlling owners, by `namespace/name` (when the
+    /// snapshot has ReplicaSets; see [`crate::workloads`]).
+    pub replicasets: HashMap<String, Option<OwnerRef>>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<Pdb>,
+    /// Objects skipped because the what-if does not use their kind, by kind.
+    pub skipped: BTreeMap<String, usize>,
+    /// Objects left out, each with its name and why.
+    pub problems: Vec<String>,
+}
+
+/// The `seen_at` the adapter's readings get: an unreadable timestamp reads
+/// as this, and [`crate::fleet`] puts it at the snapshot's own time (the
+/// latest sign of life in it), as the adapter reads one as "when seen".
+pub const SEEN_AT: Timestamp = Timestamp::from_nanos(i64::MIN + 1);
+
+fn text<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_str()
+}
+
+fn object_name(v: &Value) -> String {
+    match (text(v, &["metadata", "namespace"]), text(v, &["metadata", "name"])) {
+        (Some(ns), Some(n)) if !ns.is_empty() => format!("{ns}/{n}"),
+        (_, Some(n)) => n.to_string(),
+        _ => "(unnamed)".to_string(),
+    }
+}
+
+impl Snapshot {
+    /// An empty snapshot from `source`.
+    pub fn new(source: impl Into<String>) -> Snapshot {
+        Snapshot { source: source.into(), ..Snapshot::default() }
+    }
+
+    fn problem(&mut self, kind: &str, v: &Value, why: &str) {
+        self.problems.push(format!("{kind} {}: {why}; left out", object_name(v)));
+    }
+
+    /// Takes in one object. `kind` overrides the object's own (items of an
+    /// API list response carry none).
+    pub fn add(&mut self, v: &Value, kind: Option<&str>) {
+        let Some(kind) = kind.or_else(|| text(v, &["kind"])) else {
+            self.problems.push(format!("an object without a kind ({}); left out", object_name(v)));
+            return;
+        };
+        match kind {
+            "Node" => match node_reading(v, SEEN_AT, Detail::Lifecycle) {
+                Some(n) => self.nodes.push(n),
+                None => self.problem("Node", v, "no metadata.name"),
+            },
+            "Pod" => self.add_pod(v),
+            "Lease" => {
+                if text(v, &["metadata", "namespace"]) != Some(NODE_LEASE_NAMESPACE) {
+                    *self.skipped.entry("Lease (not a node's)".into()).or_default() += 1;
+                    return;
+                }
+                match lease_reading(v, SEEN_AT) {
+                    Some(Observation::LeaseUpserted { node, renew }) => {
+                        self.leases.insert(node, renew);
+                    }
+                    _ => self.problem("Lease", v, "no metadata.name"),
+                }
+            }
+            "DaemonSet" => match (text(v, &["metadata", "namespace"]), text(v, &["metadata", "name"])) {
+                (Some(ns), Some(n)) => self.daemonsets.push(format!("{ns}/{n}")),
+                _ => self.problem("DaemonSet", v, "no name or namespace"),
+            },
+            "ReplicaSet" => match (text(v, &["metadata", "namespace"]), text(v, &["metadata", "name"])) {
+                (Some(ns), Some(n)) => {
+                    let owner = controller_owner(v).ok().flatten();
+                    self.replicasets.insert(format!("{ns}/{n}"), owner);
+                }
+                _ => self.problem("ReplicaSet", v, "no name or namespace"),
+            },
+            "PodDisruptionBudget" => self.add_pdb(v),
+            other => *self.skipped.entry(other.to_string()).or_default() += 1,
+        }
+    }
+
+    fn add_pod(&mut self, v: &Value) {
+        let named = text(v, &["metadata", "namespace"]).is_some_and(|s| !s.is_empty())
+            && text(v, &["metadata", "name"]).is_some_and(|s| !s.is_empty());
+        if !named {
+            return self.problem("Pod", v, "no metadata.name or metadata.namespace");
+        }
+        if text(v, &["metadata", "uid"]).is_none_or(str::is_empty) {
+            return self.problem("Pod", v, "no metadata.uid");
+        }
+        let Some(pod) = pod_reading(v, SEEN_AT, Detail::Lifecycle) else {
+            return self.problem("Pod", v, "unreadable");
+        };
+        let owner = match controller_owner(v) {
+            Ok(o) => o,
+            Err(()) => {
+                self.problems.push(format!(
+                    "Pod {}: unreadable ownerReferences; counted as a bare pod (and, as nodewarden run reads it, \
+                     as a DaemonSet's)",
+                    pod.key
+                ));
+                None
+            }
+        };
+        let labels = v
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default();
+        let annotations = v.pointer("/metadata/annotations").and_then(Value::as_object);
+        self.pods.push(SnapPod {
+            owner,
+            labels,
+            priority: v.pointer("/spec/priority").and_then(Value::as_i64),
+            priority_class: text(v, &["spec", "priorityClassName"]).filter(|s| !s.is_empty()).map(str::to_string),
+            critical_annotation: annotations
+                .is_some_and(|a| a.contains_key(nodewarden_model::scheduling::CRITICAL_POD_ANNOTATION)),
+            finished: matches!(text(v, &["status", "phase"]), Some("Succeeded" | "Failed")),
+            pod,
+        });
+    }
+
+    fn add_pdb(&mut self, v: &Value) {
+        let (Some(ns), Some(name)) = (text(v, &["metadata", "namespace"]), text(v, &["metadata", "name"])) else {
+            return self.problem("PodDisruptionBudget", v, "no name or namespace");
+        };
+        let selector = match v.pointer("/spec/selector") {
+            // policy/v1: a null selector selects nothing; leave it out.
+            None | Some(Value::Null) => {
+                return self.problem("PodDisruptionBudget", v, "no spec.selector (it selects no pod)");
+            }
+            Some(s) => match serde_json::from_value::<LabelSelector>(s.clone()) {
+                Ok(s) => s,
+                Err(e) => return self.problem("PodDisruptionBudget", v, &format!("unreadable spec.selector: {e}")),
+            },
+        };
+        let read = |field: &str| v.pointer(&format!("/spec/{field}")).filter(|x| !x.is_null());
+        let budget = match (read("minAvailable"), read("maxUnavailable")) {
+            (Some(m), None) => IntOrPercent::read(m).map(Budget::MinAvailable),
+            (None, Some(m)) => IntOrPercent::read(m).map(Budget::MaxUnavailable),
+            (None, None) => Some(Budget::MinAvailable(IntOrPercent::Int(1))),
+            (Some(_), Some(_)) => {
+                return self.problem("PodDisruptionBudget", v, "both minAvailable and maxUnavailable");
+            }
+        };
+        let Some(budget) = budget else {
+            return self.problem("PodDisruptionBudget", v, "unreadable minAvailable or maxUnavailable");
+        };
+        self.pdbs.push(Pdb { namespace: ns.to_string(), name: name.to_string(), selector, budget });
+    }
+
+    /// One line on what was read, skipped and left out.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{}: {} nodes, {} pods, {} node Leases, {} DaemonSets, {} PodDisruptionBudgets",
+            self.source,
+            self.nodes.len(),
+            self.pods.len(),
+            self.leases.len(),
+            self.daemonsets.len(),
+            self.pdbs.len()
+        );
+        if !self.replicasets.is_empty() {
+            s.push_str(&format!(", {} ReplicaSets", self.replicasets.len()));
+        }
+        if !self.skipped.is_empty() {
+            let kinds: Vec<String> = self.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            s.push_str(&format!("; skipped (not used): {}", kinds.join(", ")));
+        }
+        if !self.problems.is_empty() {
+            s.push_str(&format!("; {} object(s) left out or read leniently (listed below)", self.problems.len()));
+        }
+        s
+    }
+}
+
+/// The owner reference with `controller: true`; `Err` when the list is
+/// unreadable.
+fn controller_owner(v: &Value) -> Result<Option<OwnerRef>, ()> {
+    match v.pointer("/metadata/ownerReferences") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(refs)) => Ok(refs.iter().find_map(|r| {
+            (r.get("controller").and_then(Value::as_bool) == Some(true)).then(|| OwnerRef {
+                kind: text(r, &["kind"]).unwrap_or_default().to_string(),
+                name: text(r, &["name"]).unwrap_or_default().to_string(),
+            })
+        })),
+        Some(_) => Err(()),
+    }
+}
+
+/// Reads a file or a directory of files (`.json`, `.yaml`, `.yml`, in name
+/// order) into one snapshot.
+pub fn load_path(path: &Path) -> Result<Snapshot, SnapshotError> {
+    let io = |source| SnapshotError::Io { path: path.to_path_buf(), source };
+    let mut snap = Snapshot::new(path.display().to_string());
+    if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "json" | "yaml" | "yml"))
+            })
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(SnapshotError::EmptyDirectory(path.to_path_buf()));
+        }
+        for f in files {
+            let bytes = std::fs::read(&f).map_err(|source| SnapshotError::Io { path: f.clone(), source })?;
+            read_bytes(&bytes, &f.display().to_string(), &mut snap)?;
+        }
+    } else {
+        let bytes = std::fs::read(path).map_err(io)?;
+        read_bytes(&bytes, &path.display().to_string(), &mut snap)?;
+    }
+    Ok(snap)
+}
+
+/// Reads one file's text (JSON when it starts with `{` or `[`, else YAML,
+/// possibly several `---` documents) into `snap`.
+pub fn read_bytes(bytes: &[u8], source: &str, snap: &mut Snapshot) -> Result<(), SnapshotError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    match first {
+        None => Err(SnapshotError::NotKubernetes { origin: source.to_string(), message: "the file is empty".into() }),
+        Some(b'{' | b'[') => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            let top = TopLevel { snap: &mut *snap }.deserialize(&mut de).and_then(|t| de.end().map(|()| t));
+            match top {
+                Ok(top) => top.finish(source, snap),
+                Err(e) => Err(SnapshotError::Syntax { origin: source.to_string(), message: e.to_string() }),
+            }
+        }
+        Some(_) => {
+            let text = std::str::from_utf8(bytes).map_err(|e| SnapshotError::Syntax {
+                origin: source.to_string(),
+                message: format!("not UTF-8 text ({e})"),
+            })?;
+            let mut any = false;
+            for doc in serde_yaml_ng::Deserializer::from_str(text) {
+                let v = <Value as serde::Deserialize>::deserialize(doc)
+                    .map_err(|e| SnapshotError::Syntax { origin: source.to_string(), message: e.to_string() })?;
+                if v.is_null() {
+                    continue; // an empty document (a trailing `---`)
+                }
+                any = true;
+                read_value(v, source, snap)?;
+            }
+            if !any {
+                return Err(SnapshotError::NotKubernetes {
+                    origin: source.to_string(),
+                    message: "no document in the file".into(),
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One parsed document: an object or a List.
+fn read_value(v: Value, source: &str, snap: &mut Snapshot) -> Result<(), SnapshotError> {
+    match v {
+        Value::Object(mut m) => {
+            let items = m.remove("items");
+            if let Some(items) = items {
+                let items = match items {
+                    Value::Array(items) => items,
+                    Value::Null => Vec::new(),
+                    _ => return Err(not_k8s(source, "`items` is not a list")),
+                };
+                for item in &items {
+                    snap.add(item, None);
+                }
+                Top { rest: m, saw_items: true }.finish(source, snap)
+            } else {
+                Top { rest: m, saw_items: false }.finish(source, snap)
+            }
+        }
+        Value::Array(items) => {
+            for item in &items {
+                snap.add(item, None);
+            }
+            Ok(())
+        }
+        other => Err(not_k8s(source, &format!("the document is {}, not an object with a kind", describe(&other)))),
+    }
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "empty",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn not_k8s(source: &str, message: &str) -> SnapshotError {
+    SnapshotError::NotKubernetes { origin: source.to_string(), message: message.to_string() }
+}
+
+/// The top level of a JSON document with its `items` already taken in.
+struct Top {
+    rest: Map<String, Value>,
+    saw_items: bool,
+}
+
+impl Top {
+    fn finish(self, source: &str, snap: &mut Snapshot) -> Result<(), SnapshotError> {
+        let kind = self.rest.get("kind").and_then(Value::as_str);
+        let api_version = self.rest.get("apiVersion").and_then(Value::as_str);
+        match (kind, self.saw_items) {
+            (Some(k), true) if k == "List" || k.ends_with("List") => Ok(()),
+            (None, true) if api_version.is_some() => Ok(()),
+            (Some(k), true) => Err(not_k8s(source, &format!("an object of kind {k:?} with items is not a List"))),
+            (None, true) => Err(not_k8s(source, "an object with items but no kind or apiVersion")),
+            (Some(_), false) if api_version.is_some() => {
+                snap.add(&Value::Object(self.rest), None);
+                Ok(())
+            }
+            _ => {
+                let keys: Vec<&str> = self.rest.keys().map(String::as_str).take(5).collect();
+                Err(not_k8s(source, &format!("an object without kind and apiVersion (keys: {})", keys.join(", "))))
+            }
+        }
+    }
+}
+
+/// Streams a JSON document: a List's items go to the snapshot one at a
+/// time; everything else at the top level is kept.
+struct TopLevel<'s> {
+    snap: &'s mut Snapshot,
+}
+
+impl<'de> DeserializeSeed<'de> for TopLevel<'_> {
+    type Value = Top;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Top, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopLevel<'_> {
+    type Value = Top;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object or List")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut rest = Map::new();
+        let mut saw_items = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" && !saw_items {
+                saw_items = true;
+                map.next_value_seed(Items { snap: &mut *self.snap })?;
+            } else {
+                rest.insert(key, map.next_value::<Value>()?);
+            }
+        }
+        Ok(Top { rest, saw_items })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Top, A::Error> {
+        Items { snap: &mut *self.snap }.visit_seq(seq)?;
+        Ok(Top { rest: Map::from_iter([("kind".to_string(), Value::from("List"))]), saw_items: true })
+    }
+}
+
+/// A List's `items`, each taken in as soon as it is decoded.
+struct Items<'s> {
+    snap: &'s mut Snapshot,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of Kubernetes objects")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(item) = seq.next_element::<Value>()? {
+            self.snap.add(&item, None);
+        }
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(()) // `"items": null`, as an empty list
+    }
+}
