@@ -19,10 +19,15 @@ use crate::metric_names;
 use crate::monitor::{Health, NodeTimers, ZoneCounts};
 use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
 use crate::queue::RateLimitedTimedQueue;
+use crate::reschedule::SchedFacts;
 use crate::resources::*;
 
 /// Applies one observation.
 pub fn apply(world: &mut World, obs: Observation) {
+    // The rescheduler's own facts, kept only while it runs.
+    if world.resource::<SchedFacts>().enabled {
+        world.resource_mut::<SchedFacts>().observe(&obs);
+    }
     match obs {
         Observation::NodeUpserted(n) => upsert_node(world, n),
         Observation::NodeDeleted { name } => delete_node(world, &name),
@@ -34,8 +39,7 @@ pub fn apply(world: &mut World, obs: Observation) {
             LeaseIngest::new(world).apply(world, obs, &mut std::iter::empty().peekable());
         }
         Observation::WriteFinished { id, outcome } => finish_write(world, id, outcome),
-        // Read only by the critical-addon rescheduler, which is being built
-        // (issue 13); until it lands the engine has no use for budgets.
+        // Read only by the critical-addon rescheduler (kept above).
         Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
     }
 }
@@ -408,6 +412,9 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
         debug!(?id, "outcome for an unknown or already finished write");
         return;
     };
+    if matches!(kind, ActionKind::EvictForAddon { .. }) {
+        world.resource_mut::<SchedFacts>().write_finished(&kind, &outcome);
+    }
     let WriteOutcome::Failed(reason) = outcome else { return };
     metrics::counter!(metric_names::WRITE_FAILURES_TOTAL).increment(1);
     if let Some((object, slot)) = kind.slot()
@@ -428,6 +435,15 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
             progress.failed_deletions += 1;
             let failures = progress.failed_deletions;
             world.resource_mut::<RefusedDeletions>().0.push(RefusedDeletion { pod: e, key: pod, reason, failures });
+        }
+        ActionKind::EvictForAddon { pod, .. } => {
+            // No eviction under way any more; the rescheduler counted the
+            // refusal and decides at its next pass.
+            if let Some(e) = pod_named(world, &pod)
+                && let Some(mut refused) = world.get_mut::<Pod>(e)
+            {
+                refused.progress.deletion_requested = false;
+            }
         }
         ActionKind::UpdateNodeConditions { node, .. }
         | ActionKind::PatchNodeTaints { node, .. }
