@@ -52,7 +52,8 @@ pub enum Invariant {
     /// (the node being prepared): it is never added to a second one.
     AtMostOneNodePrepared,
     /// No eviction for an addon and no new `CriticalAddonsOnly` taint
-    /// while every zone is fully disrupted (as of the previous step).
+    /// while every zone is fully disrupted (a whole tick spent in master
+    /// disruption mode, as for NoExecute taints).
     NoReschedulingWhileAllZonesDown,
     /// nodewarden's `CriticalAddonsOnly` taint does not stay on any node
     /// for more than two housekeeping intervals while no critical addon
@@ -501,18 +502,18 @@ impl InvariantChecker {
             ActionKind::PatchNodeTaints { node, add, remove, .. } => {
                 self.judge_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out);
                 if let Some(added) = add.iter().find(|t| is_reservation(t)) {
-                    self.judge_reservation(now, node, added, &mut out);
+                    self.judge_reservation(now, node, added, all_zones_down, &mut out);
                 }
             }
             ActionKind::DeletePod { pod, .. } => self.judge_deletion(now, pod, &mut out),
-            ActionKind::EvictForAddon { pod, .. } => self.judge_addon_eviction(now, pod, &mut out),
+            ActionKind::EvictForAddon { pod, .. } => self.judge_addon_eviction(now, pod, all_zones_down, &mut out),
             _ => {}
         }
         out
     }
 
     /// A `CriticalAddonsOnly` taint of nodewarden's added to `node`.
-    fn judge_reservation(&self, now: Timestamp, node: &str, added: &Taint, out: &mut Vec<Violation>) {
+    fn judge_reservation(&self, now: Timestamp, node: &str, added: &Taint, all_down: bool, out: &mut Vec<Violation>) {
         if let Some(other) = self.reserved.iter().find(|n| n.as_str() != node) {
             out.push(Violation {
                 invariant: Invariant::AtMostOneNodePrepared,
@@ -520,7 +521,7 @@ impl InvariantChecker {
                 detail: format!("{} added to node {node} while node {other} carries it", added.short()),
             });
         }
-        if self.all_down_before {
+        if self.all_down_before && all_down {
             out.push(Violation {
                 invariant: Invariant::NoReschedulingWhileAllZonesDown,
                 at: now,
@@ -530,8 +531,8 @@ impl InvariantChecker {
     }
 
     /// An eviction for a critical addon.
-    fn judge_addon_eviction(&self, now: Timestamp, key: &str, out: &mut Vec<Violation>) {
-        if self.all_down_before {
+    fn judge_addon_eviction(&self, now: Timestamp, key: &str, all_down: bool, out: &mut Vec<Violation>) {
+        if self.all_down_before && all_down {
             out.push(Violation {
                 invariant: Invariant::NoReschedulingWhileAllZonesDown,
                 at: now,

@@ -47,9 +47,9 @@ struct Phase {
 /// time goes (the load tests' per-phase figures) without reaching inside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseTiming {
-    /// The phase: `ingest`, `rescheduler`, `pod_assignment`, `health_monitor`,
-    /// `node_handlers`, `tainting_pass`, `legacy_eviction_pass` or
-    /// `taint_manager`.
+    /// The phase: `ingest`, `pod_assignment`, `health_monitor`,
+    /// `node_handlers`, `tainting_pass`, `legacy_eviction_pass`,
+    /// `taint_manager` or `rescheduler`.
     pub phase: &'static str,
     /// Wall time it took.
     pub took: std::time::Duration,
@@ -147,14 +147,6 @@ impl Engine {
             legacy::eviction_decisions.into_configs()
         };
         let phases = vec![
-            // First, on the cluster as observed: the rescheduler decides on
-            // what the API said, and node lifecycle's writes of this
-            // instant are seen at its next pass.
-            phase(
-                "rescheduler",
-                |t, c| t.rescheduler_now && c.enable_rescheduler,
-                single(rescheduler::housekeeping.into_configs()),
-            ),
             phase("pod_assignment", always, single(pods::pod_assignment.into_configs())),
             phase(
                 "health_monitor",
@@ -186,6 +178,13 @@ impl Engine {
                 single(legacy::eviction_pass.into_configs()),
             ),
             phase("taint_manager", |_, c| c.enable_taint_manager, single(taint_manager::taint_manager.into_configs())),
+            // Last: the rescheduler decides on what node lifecycle made of
+            // this instant (conditions, taints, deletions, zone states).
+            phase(
+                "rescheduler",
+                |t, c| t.rescheduler_now && c.enable_rescheduler,
+                single(rescheduler::housekeeping.into_configs()),
+            ),
         ];
         // Pod deletions are issued by the taint manager, or by legacy
         // eviction when it runs instead; the mode is fixed for the engine's

@@ -439,10 +439,19 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
         ActionKind::EvictForAddon { pod, .. } => {
             // No eviction under way any more; the rescheduler counted the
             // refusal and decides at its next pass.
-            if let Some(e) = pod_named(world, &pod)
-                && let Some(mut refused) = world.get_mut::<Pod>(e)
-            {
+            let Some(e) = pod_named(world, &pod) else { return };
+            if let Some(mut refused) = world.get_mut::<Pod>(e) {
                 refused.progress.deletion_requested = false;
+            }
+            // A taint-based deletion that came due while the eviction was
+            // under way was passed over; it is due again now.
+            let passed_over = world.get::<PendingDeletion>(e).is_some_and(|d| d.get().is_none() && d.basis().is_some());
+            if passed_over {
+                let now = world.resource::<Now>().0;
+                let seq = world.resource_mut::<DeletionTimers>().push(now, e);
+                if let Some(mut pending) = world.get_mut::<PendingDeletion>(e) {
+                    pending.set(Some(Deadline { created: now, fire_at: now, seq }));
+                }
             }
         }
         ActionKind::UpdateNodeConditions { node, .. }

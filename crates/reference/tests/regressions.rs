@@ -20,7 +20,7 @@ fn run(setup: Setup, steps: Vec<Step>) {
 }
 
 fn node(node: u8, zone: u8, ready: Option<Status>, excluded: bool, taints: Vec<TaintPick>) -> Step {
-    Step::AddNode { node, zone, ready, created_ago: 60, lease: false, kubelet: false, excluded, taints }
+    Step::AddNode { node, zone, ready, created_ago: 60, lease: false, kubelet: false, excluded, taints, size: 0 }
 }
 
 /// A healthy node in zone 2, so that not every zone is down.
@@ -34,11 +34,20 @@ fn healthy() -> Step {
         kubelet: true,
         excluded: false,
         taints: vec![],
+        size: 0,
     }
 }
 
 fn pod(pod: u8, node: u8, tolerations: Vec<TolerationPick>) -> Step {
-    Step::AddPod { pod, node: Some(node), daemonset: false, ready: Some(true), terminating: false, tolerations }
+    Step::AddPod {
+        pod,
+        node: Some(node),
+        daemonset: false,
+        ready: Some(true),
+        terminating: false,
+        tolerations,
+        sched: None,
+    }
 }
 
 const NOT_READY: u8 = 0;
@@ -125,6 +134,7 @@ fn a_node_recreated_healthy_cancels_pending_deletions() {
                 kubelet: false,
                 excluded: false,
                 taints: vec![],
+                size: 0,
             },
             pod(1, 1, vec![]),
             Step::AdvanceSecs { secs: 100 },
@@ -139,6 +149,7 @@ fn a_node_recreated_healthy_cancels_pending_deletions() {
                 kubelet: true,
                 excluded: false,
                 taints: vec![],
+                size: 0,
             },
             Step::AdvanceSecs { secs: 200 },
         ],
@@ -168,6 +179,7 @@ fn an_untolerated_taint_is_not_hidden_by_an_earlier_zero_second_toleration() {
                 kubelet: true,
                 excluded: false,
                 taints: vec![taint(MAINTENANCE, true)],
+                size: 0,
             },
             pod(0, 0, tolerations),
             Step::AdvanceSecs { secs: 7 },

@@ -2,9 +2,10 @@
 //! critical addons the scheduler cannot place, one node at a time.
 //!
 //! One housekeeping pass every `rescheduler-housekeeping-interval`, on its
-//! own grid, in its own phase (right after ingest, so it decides on the
-//! cluster as observed; what node lifecycle writes in the same instant is
-//! seen at the next pass). A pass, in order:
+//! own grid, in its own phase, the tick's last: it decides on what node
+//! lifecycle made of the instant (a node turned Unknown in this pass is no
+//! candidate; a pod deleted in this tick still counts until its deletion
+//! is observed). A pass, in order:
 //!
 //! 1. (first pass only) a node carrying nodewarden's reservation taint is
 //!    adopted as the prepared node if an addon needs help and may go there;
@@ -21,10 +22,9 @@
 //!    reported once.
 //!
 //! While every zone is fully disrupted (node lifecycle's master disruption
-//! mode, as of its last pass) nothing that disrupts happens: no node is
-//! prepared and no pod evicted; releases still go (removing our own taint
-//! is always safe). The same holds at the first pass after a start, which
-//! runs before the engine's first monitor pass has told.
+//! mode, as of its last pass, which may be this instant's) nothing that
+//! disrupts happens: no node is prepared and no pod evicted; releases
+//! still go (removing our own taint is always safe).
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::scheduling::CRITICAL_ADDONS_ONLY_TAINT;
@@ -56,12 +56,7 @@ struct Needy {
 pub fn housekeeping(world: &mut World) {
     let now = world.resource::<Now>().0;
     let cfg = world.resource::<Settings>().0.clone();
-    // Until this engine's first monitor pass has run, node lifecycle has
-    // not said whether every zone is down (a restarted controller starts
-    // with no zone states): the first pass disrupts nothing.
-    let timers = *world.resource::<LoopTimers>();
-    let settled = timers.next_monitor > timers.start;
-    let all_down = world.resource::<DisruptionMode>().all_zones_down || !settled;
+    let all_down = world.resource::<DisruptionMode>().all_zones_down;
     world.resource_scope(|world: &mut World, mut facts: Mut<SchedFacts>| {
         world.resource_scope(|world: &mut World, mut state: Mut<ReschedulerState>| {
             let mut pass = Pass { world, facts: &mut facts, state: &mut state, now, cfg: &cfg, all_down };
