@@ -26,8 +26,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 30)]
     pub(crate) pods_per_node: usize,
     /// A built-in scenario (node-crash, zone-outage, partial-zone, flapping,
-    /// control-plane-outage, controller-restart, rolling-failure) or a
-    /// scenario file (its own nodes, pods, config and events).
+    /// control-plane-outage, controller-restart, rolling-failure,
+    /// critical-addon) or a scenario file (its own nodes, pods, config and events).
     /// (default: zone-outage; with --serve, none).
     #[arg(long)]
     pub(crate) scenario: Option<String>,

@@ -664,6 +664,7 @@ fn apply_to_cluster(world: &mut World, step: &Step, now: Timestamp, rescheduler:
                 terminating: *terminating,
                 tolerations,
                 refuse_deletions: 0,
+                scheduling: Default::default(),
             }));
             out
         }

@@ -153,6 +153,7 @@ mod tests {
             terminating: false,
             tolerations: vec![],
             refuse_deletions: 0,
+            scheduling: Default::default(),
         });
         let mut side = SchedSide::default();
         side.pods.insert("kube-system/p0".into(), PodScheduling::default());

@@ -35,6 +35,12 @@ pub enum Builtin {
     /// One node after another (5%, at most 40), every 30 s across the
     /// zones, goes down for 8 minutes and comes back.
     RollingFailure,
+    /// A full cluster (every node's CPU nearly taken by ordinary pods,
+    /// some under budgets, some with long grace periods, some bare) loses
+    /// the node that runs its DNS and metrics addons at 1m; their
+    /// replacements fit nowhere until the rescheduler (turned on by this
+    /// scenario) makes room. See [`crate::addons`].
+    CriticalAddon,
 }
 
 /// A scenario name that is not built in.
@@ -51,7 +57,7 @@ fn at(secs: i64) -> Timestamp {
 
 impl Builtin {
     /// Every built-in scenario, in the order they are listed.
-    pub const ALL: [Builtin; 7] = [
+    pub const ALL: [Builtin; 8] = [
         Builtin::NodeCrash,
         Builtin::ZoneOutage,
         Builtin::PartialZone,
@@ -59,6 +65,7 @@ impl Builtin {
         Builtin::ControlPlaneOutage,
         Builtin::ControllerRestart,
         Builtin::RollingFailure,
+        Builtin::CriticalAddon,
     ];
 
     /// The name on the command line.
@@ -71,6 +78,7 @@ impl Builtin {
             Builtin::ControlPlaneOutage => "control-plane-outage",
             Builtin::ControllerRestart => "controller-restart",
             Builtin::RollingFailure => "rolling-failure",
+            Builtin::CriticalAddon => "critical-addon",
         }
     }
 
@@ -91,6 +99,9 @@ impl Builtin {
             }
             Builtin::ControllerRestart => "the first zone goes down at 1m; the controller restarts at 6m",
             Builtin::RollingFailure => "one node after another goes down for 8m, every 30s, across the zones",
+            Builtin::CriticalAddon => {
+                "a full cluster loses the node running its DNS and metrics addons at 1m; the rescheduler makes room"
+            }
         }
     }
 
@@ -107,6 +118,7 @@ impl Builtin {
                 let n = rolling_count(layout.nodes.len()) as i64;
                 Span::from_secs(60 + 30 * n + 8 * 60 + 120)
             }
+            Builtin::CriticalAddon => Span::from_secs(15 * 60),
         }
     }
 
@@ -184,6 +196,15 @@ impl Builtin {
                     };
                     plan.add(at(t), Fault::Crash(vec![node.clone()]), what);
                     plan.add(at(t + 8 * 60), Fault::Recover(vec![node.clone()]), "");
+                }
+            }
+            Builtin::CriticalAddon => {
+                if let Some(node) = layout.nodes.first() {
+                    plan.add(
+                        at(60),
+                        Fault::Crash(vec![node.clone()]),
+                        format!("{node}, which runs the critical addons, crashes"),
+                    );
                 }
             }
         }

@@ -183,6 +183,19 @@ fn pod_checks(tally: &mut Tally, key: &str, checks: &PodChecks, cluster: &Cluste
         let got = cluster.writes(&ObjectRef::Pod(key.to_string()));
         tally.check("writes", got == want, json!(got));
     }
+    if let Some(want) = &checks.node {
+        let got = pod.map(|p| p.node.clone());
+        let ok = got.as_ref() == Some(want);
+        tally.check("node", ok, to_json(&got.flatten()));
+    }
+    if let Some(want) = checks.terminating {
+        let got = pod.map(|p| p.is_terminating());
+        tally.check("terminating", got == Some(want), to_json(&got));
+    }
+    if let Some(want) = checks.unschedulable {
+        let got = pod.map(|p| p.unschedulable());
+        tally.check("unschedulable", got == Some(want), to_json(&got));
+    }
 }
 
 /// Nodes of `zone` (by their labels, as the controller computes zones)
@@ -277,6 +290,7 @@ mod tests {
                     taints: vec![],
                     unschedulable: false,
                     kubelet: false,
+                    allocatable: None,
                 },
                 Timestamp::EPOCH,
             );
@@ -289,6 +303,7 @@ mod tests {
             terminating: false,
             tolerations: vec![],
             refuse_deletions: 0,
+            scheduling: Default::default(),
         });
         let taint = |node: &str, id: u64| Action {
             id: ActionId(id),

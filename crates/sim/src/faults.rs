@@ -140,7 +140,7 @@ pub fn apply_event(
             kubelets.stop(n);
             c.delete_node(n)
         }
-        EventAction::AddPod(spec) => c.add_pod(spec),
+        EventAction::AddPod(spec) => c.add_pod_at(spec, t),
         EventAction::DeletePod(k) => c.delete_pod(k),
         EventAction::SetTaints(a) => c.set_taints(&a.node, &a.taints),
         EventAction::SetUnschedulable(a) => c.set_unschedulable(&a.node, a.value),
@@ -150,6 +150,9 @@ pub fn apply_event(
         EventAction::BindPod(a) => c.bind_pod(&a.pod, &a.node),
         EventAction::SetLabels(a) => c.set_labels(&a.node, &a.labels),
         EventAction::RestartController => Vec::new(),
+        EventAction::AddBudget(b) => c.put_budget(b),
+        EventAction::DeleteBudget(k) => c.delete_budget(k),
+        EventAction::SetAllocatable(a) => c.set_allocatable(&a.node, &a.allocatable),
     }
 }
 

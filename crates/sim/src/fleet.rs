@@ -178,6 +178,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
                 terminating: false,
                 tolerations,
                 refuse_deletions: 0,
+                scheduling: Default::default(),
             });
         }
         layout.nodes.push(name);

@@ -382,6 +382,7 @@ mod tests {
                 taints: vec![],
                 unschedulable: false,
                 kubelet: true,
+                allocatable: None,
             },
             Timestamp::EPOCH,
         );

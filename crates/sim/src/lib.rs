@@ -19,6 +19,7 @@
 //! [`Observation`](nodewarden_engine::Observation)s and applies
 //! [`Action`](nodewarden_engine::Action)s as an API server would.
 
+pub mod addons;
 pub mod admission;
 pub mod builtin;
 pub mod cluster;
@@ -32,6 +33,7 @@ pub mod report;
 pub mod rng;
 pub mod runner;
 pub mod scenario;
+pub mod scheduler;
 pub mod simulation;
 pub mod statistics;
 pub mod validate;

@@ -11,7 +11,10 @@
 //! 2. scenario events due at `t` are applied in file order (a
 //!    `restart-controller` among them replaces the engine with a fresh one
 //!    started at `t`, which receives the cluster as it is at that point);
-//! 3. simulated kubelets do what is due at `t`;
+//! 3. simulated kubelets do what is due at `t`; then the cluster's
+//!    housekeeping ([`Cluster::housekeeping`]: graceful deletions that
+//!    end, the simulated scheduler, budget status; nothing unless the file
+//!    runs the scheduler or the rescheduler, or has budgets);
 //!    every change of steps 2 and 3 is sent to the engine as an observation;
 //! 4. one step of the [`Controller`] loop at `t`: the engine ticks; each
 //!    action it issued is judged by the safety interlock and either held
@@ -19,6 +22,8 @@
 //!    cluster's answer (`WriteFinished`, then the object) is fed back; when
 //!    a write was refused the engine ticks again at `t`, so it learns of
 //!    the refusal in the same instant (its periodic loops do not run twice);
+//!    then housekeeping runs again, so a pod the controller's writes made
+//!    room for is bound in the same instant;
 //! 5. zone state and rate changes (from `engine.zones()`) are printed;
 //! 6. expectations due at `t` are checked, in file order.
 
@@ -223,7 +228,13 @@ impl<'a> Runner<'a> {
             }
             let observations = self.kubelets.run_due(t, &mut self.cluster);
             self.send(t, observations);
+            let observations = self.cluster.housekeeping(t);
+            self.send(t, observations);
             self.tick(t);
+            // What the controller's writes let the scheduler do lands in
+            // the same instant (the engine hears of it at its next tick).
+            let observations = self.cluster.housekeeping(t);
+            self.send(t, observations);
             while let Some((i, x)) = expects.get(next_expect).filter(|(_, x)| at(x.at) == t) {
                 self.check(*i, t, x);
                 next_expect += 1;
@@ -235,6 +246,7 @@ impl<'a> Runner<'a> {
                 events.get(next_event).map(|(_, e)| at(e.at)),
                 expects.get(next_expect).map(|(_, x)| at(x.at)),
                 self.kubelets.next_due(),
+                self.cluster.next_due(),
                 engine_next,
             ]
             .into_iter()
@@ -487,5 +499,27 @@ expect:
             ReplayOptions::default(),
         );
         assert!(o.ok(), "{:?}", o.records);
+    }
+
+    #[test]
+    fn unschedulable_since_without_a_scheduler_lasts_until_bound() {
+        let o = run(
+            r#"
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true}
+pods:
+- {name: kube-system/dns, unschedulable-since: -30s, priority-class: system-node-critical}
+events:
+- {at: 2s, add-pod: {name: kube-system/late, unschedulable-since: now}}
+- {at: 5s, bind-pod: {pod: kube-system/dns, node: a}}
+expect:
+- {at: 1s, pod: kube-system/dns, unschedulable: true, node: null, conditions: {PodScheduled: "False"}}
+- {at: 3s, pod: kube-system/late, unschedulable: true}
+- {at: 5s, pod: kube-system/dns, unschedulable: false, node: a, conditions: {PodScheduled: "True"}}
+- {at: 6s, pod: kube-system/late, unschedulable: true, node: null}
+"#,
+            ReplayOptions::default(),
+        );
+        assert!(o.ok(), "{:?}", o.failures().collect::<Vec<_>>());
     }
 }

@@ -14,8 +14,10 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nodewarden_engine::ZoneState;
+use nodewarden_model::resources::{parse_bytes, parse_cpu_millis};
 use nodewarden_model::{
-    ConditionStatus, ConditionType, ControllerConfig, Span, Taint, TaintEffect, Timestamp, Toleration,
+    ConditionStatus, ConditionType, ControllerConfig, LabelSelector, NodeAffinity, Span, Taint, TaintEffect, Timestamp,
+    Toleration,
 };
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -43,6 +45,10 @@ pub struct Scenario {
     /// The pods present at t=0.
     #[serde(default, deserialize_with = "null_as_default")]
     pub pods: Vec<PodSpec>,
+    /// PodDisruptionBudgets present at t=0 (an addition to the contract:
+    /// evictions honour them, and the rescheduler reads them).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub budgets: Vec<BudgetSpec>,
     /// What happens to the cluster, and when.
     #[serde(default, deserialize_with = "null_as_default")]
     pub events: Vec<EventEntry>,
@@ -84,6 +90,12 @@ pub struct ClusterSpec {
     /// Settings of the simulated kubelets (`kubelet: true` nodes).
     #[serde(default, deserialize_with = "null_as_default")]
     pub kubelet: KubeletSpec,
+    /// Run the simulated kube-scheduler ([`crate::scheduler`]): pending
+    /// pods are bound, or marked Unschedulable. Default false, so a file
+    /// without it keeps its pods unscheduled until `bind-pod`, as the
+    /// contract has it.
+    #[serde(default)]
+    pub scheduler: bool,
 }
 
 fn default_toleration_seconds() -> Option<i64> {
@@ -96,6 +108,7 @@ impl Default for ClusterSpec {
             default_not_ready_toleration_seconds: default_toleration_seconds(),
             default_unreachable_toleration_seconds: default_toleration_seconds(),
             kubelet: KubeletSpec::default(),
+            scheduler: false,
         }
     }
 }
@@ -223,35 +236,392 @@ pub struct NodeSpec {
     /// A simulated kubelet keeps the Lease and status fresh until stopped.
     #[serde(default)]
     pub kubelet: bool,
+    /// `status.allocatable`; dimensions left out take the defaults of
+    /// [`AllocatableSpec::resources`]. Read only when a scheduler or the
+    /// rescheduler runs. Boxed: most nodes give none.
+    #[serde(default)]
+    pub allocatable: Option<Box<AllocatableSpec>>,
 }
 
 /// A pod as the file describes it, under `pods` or in `add-pod`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PodSpec {
     /// `namespace/name`.
     pub name: String,
     /// `spec.nodeName`; `None` = unscheduled.
-    #[serde(default)]
     pub node: Option<String>,
     /// Owned by a DaemonSet (marks the owner only; adds no toleration).
-    #[serde(default)]
     pub daemonset: bool,
     /// The Ready condition's status (default true); `null` = the pod has no
     /// Ready condition.
-    #[serde(default = "default_pod_ready", deserialize_with = "nullable")]
     pub ready: Option<bool>,
     /// Already being deleted (has a deletion timestamp).
-    #[serde(default)]
     pub terminating: bool,
     /// `spec.tolerations` before admission adds its defaults.
-    #[serde(default, deserialize_with = "null_as_default")]
     pub tolerations: Vec<Toleration>,
     /// The API server refuses this many deletion attempts of the pod before
     /// accepting one, as an admission webhook or (with
     /// `pod-deletion-mode: evict`) a PodDisruptionBudget would.
-    #[serde(default)]
     pub refuse_deletions: u32,
+    /// What the scheduler and the rescheduler read (additions to the
+    /// contract, all optional): requests, priority, owner, placement.
+    /// Boxed: most pods give none of it.
+    pub scheduling: Box<PodSchedulingSpec>,
+}
+
+/// The fields of a pod the scheduler and the rescheduler read, as the
+/// file spells them (flat in the pod's mapping). All optional; a pod that
+/// gives none is what the contract describes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodSchedulingSpec {
+    /// `resources.requests` summed over the containers; absent = none.
+    pub requests: RequestsSpec,
+    /// `spec.priorityClassName`.
+    pub priority_class: Option<String>,
+    /// Carries the `scheduler.alpha.kubernetes.io/critical-pod` annotation.
+    pub critical: bool,
+    /// `metadata.labels` (budget selectors read them).
+    pub labels: BTreeMap<String, String>,
+    /// The kind of the controller owning the pod (`ReplicaSet`,
+    /// `StatefulSet`, `Job`, ...); `None` = a bare pod. DaemonSet pods use
+    /// `daemonset: true`.
+    pub owner: Option<String>,
+    /// A mirror pod (annotation `kubernetes.io/config.mirror`).
+    pub mirror: bool,
+    /// `spec.terminationGracePeriodSeconds`; `None` = 30 s.
+    pub grace_period: Option<Span>,
+    /// `spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity, in the shape of
+    /// `requiredDuringSchedulingIgnoredDuringExecution`
+    /// (`{nodeSelectorTerms: [{matchExpressions, matchFields}]}`).
+    pub affinity: Option<NodeAffinity>,
+    /// The pod carries `PodScheduled=False` (reason `Unschedulable`) since
+    /// this time; for files without the scheduler.
+    pub unschedulable_since: Option<TimeSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawPodSpec {
+    name: String,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    daemonset: bool,
+    #[serde(default = "default_pod_ready", deserialize_with = "nullable")]
+    ready: Option<bool>,
+    #[serde(default)]
+    terminating: bool,
+    #[serde(default, deserialize_with = "null_as_default")]
+    tolerations: Vec<Toleration>,
+    #[serde(default)]
+    refuse_deletions: u32,
+    #[serde(default, deserialize_with = "null_as_default")]
+    requests: RequestsSpec,
+    #[serde(default)]
+    priority_class: Option<String>,
+    #[serde(default)]
+    critical: bool,
+    #[serde(default, deserialize_with = "null_as_default")]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    mirror: bool,
+    #[serde(default)]
+    grace_period: Option<Span>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    affinity: Option<NodeAffinity>,
+    #[serde(default)]
+    unschedulable_since: Option<TimeSpec>,
+}
+
+impl TryFrom<RawPodSpec> for PodSpec {
+    type Error = String;
+
+    fn try_from(r: RawPodSpec) -> Result<PodSpec, String> {
+        if r.owner.as_deref() == Some("DaemonSet") {
+            return Err("owner: DaemonSet pods are spelled `daemonset: true`".to_string());
+        }
+        if r.owner.as_deref() == Some("") {
+            return Err("owner: must not be empty (omit it for a bare pod)".to_string());
+        }
+        if let Some(g) = r.grace_period
+            && g.is_negative()
+        {
+            return Err(format!("grace-period: must not be negative, got {g}"));
+        }
+        if r.unschedulable_since.is_some() && r.node.is_some() {
+            return Err("unschedulable-since: only an unscheduled pod (no `node`) can be unschedulable".to_string());
+        }
+        Ok(PodSpec {
+            name: r.name,
+            node: r.node,
+            daemonset: r.daemonset,
+            ready: r.ready,
+            terminating: r.terminating,
+            tolerations: r.tolerations,
+            refuse_deletions: r.refuse_deletions,
+            scheduling: Box::new(PodSchedulingSpec {
+                requests: r.requests,
+                priority_class: r.priority_class,
+                critical: r.critical,
+                labels: r.labels,
+                owner: r.owner,
+                mirror: r.mirror,
+                grace_period: r.grace_period,
+                node_selector: r.node_selector,
+                affinity: r.affinity,
+                unschedulable_since: r.unschedulable_since,
+            }),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for PodSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PodSpec, D::Error> {
+        deserialize_checked::<D, RawPodSpec, PodSpec>(d, "a pod: a mapping with `name` and its fields")
+    }
+}
+
+/// A CPU amount in millicores, written as a Kubernetes quantity (`500m`,
+/// `"2"`, `1.5`) or a plain number of cores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuQuantity(pub u64);
+
+/// A memory amount in bytes, written as a Kubernetes quantity (`128Mi`,
+/// `1G`) or a plain number of bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryQuantity(pub u64);
+
+/// Reads a quantity given as a string or a number with `parse`, so a bad
+/// one is an error at its field and line.
+struct QuantityVisitor(fn(&str) -> Result<u64, nodewarden_model::QuantityError>, &'static str);
+
+impl Visitor<'_> for QuantityVisitor {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.1)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+        (self.0)(v).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        self.visit_str(&v.to_string())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        self.visit_str(&v.to_string())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+        if !v.is_finite() {
+            return Err(E::custom(format!("quantity {v}: not a finite number")));
+        }
+        self.visit_str(&v.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuQuantity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CpuQuantity, D::Error> {
+        d.deserialize_any(QuantityVisitor(parse_cpu_millis, "a CPU quantity such as 500m, 2 or \"1.5\""))
+            .map(CpuQuantity)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemoryQuantity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<MemoryQuantity, D::Error> {
+        d.deserialize_any(QuantityVisitor(parse_bytes, "a memory quantity such as 128Mi, 1Gi or 1e9"))
+            .map(MemoryQuantity)
+    }
+}
+
+/// A pod's requests: `{cpu, memory}`, each optional (absent = 0, as for a
+/// BestEffort container).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RequestsSpec {
+    /// CPU requested.
+    #[serde(default)]
+    pub cpu: Option<CpuQuantity>,
+    /// Memory requested.
+    #[serde(default)]
+    pub memory: Option<MemoryQuantity>,
+}
+
+impl RequestsSpec {
+    /// The requests in the scheduler's units, with one pod slot.
+    pub fn resources(&self) -> nodewarden_model::Resources {
+        nodewarden_model::Resources::pod(self.cpu.map_or(0, |c| c.0), self.memory.map_or(0, |m| m.0))
+    }
+}
+
+/// A node's `status.allocatable`: `{cpu, memory, pods}`, each optional.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AllocatableSpec {
+    /// Allocatable CPU (default 4 cores).
+    #[serde(default)]
+    pub cpu: Option<CpuQuantity>,
+    /// Allocatable memory (default 16Gi).
+    #[serde(default)]
+    pub memory: Option<MemoryQuantity>,
+    /// Pod slots (default 110, the kubelet's `maxPods`).
+    #[serde(default)]
+    pub pods: Option<u64>,
+}
+
+/// What a node offers when the file does not say: 4 CPU, 16Gi, 110 pods
+/// (a common worker size, and the kubelet's default `maxPods`).
+pub const DEFAULT_ALLOCATABLE: nodewarden_model::Resources =
+    nodewarden_model::Resources { cpu_millis: 4000, memory_bytes: 16 << 30, pods: 110 };
+
+impl AllocatableSpec {
+    /// The amounts, each dimension not given taken from
+    /// [`DEFAULT_ALLOCATABLE`].
+    pub fn resources(&self) -> nodewarden_model::Resources {
+        nodewarden_model::Resources {
+            cpu_millis: self.cpu.map_or(DEFAULT_ALLOCATABLE.cpu_millis, |c| c.0),
+            memory_bytes: self.memory.map_or(DEFAULT_ALLOCATABLE.memory_bytes, |m| m.0),
+            pods: self.pods.unwrap_or(DEFAULT_ALLOCATABLE.pods),
+        }
+    }
+}
+
+/// A count or a percentage, as a PodDisruptionBudget's `minAvailable` and
+/// `maxUnavailable` are written (`2`, `"50%"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntOrPercent {
+    /// A number of pods.
+    Int(u32),
+    /// A percentage (0 to 100) of the pods the budget expects.
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    /// The amount for `expected` pods, percentages rounded up (as the
+    /// disruption controller scales both fields).
+    pub fn scaled(self, expected: u32) -> u32 {
+        match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => {
+                (u64::from(p) * u64::from(expected)).div_ceil(100).try_into().unwrap_or(u32::MAX)
+            }
+        }
+    }
+}
+
+impl fmt::Display for IntOrPercent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IntOrPercent::Int(n) => write!(f, "{n}"),
+            IntOrPercent::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IntOrPercent, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = IntOrPercent;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of pods (2) or a percentage (\"50%\")")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
+                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| E::custom(format!("{v} pods is too many")))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("must not be negative, got {v}"))),
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
+                let bad = || E::custom(format!("{v:?} is neither a number of pods (2) nor a percentage (\"50%\")"));
+                match v.trim().strip_suffix('%') {
+                    Some(p) => {
+                        let p: u32 = p.trim().parse().map_err(|_| bad())?;
+                        if p > 100 {
+                            return Err(E::custom(format!("{v:?}: a percentage is at most 100%")));
+                        }
+                        Ok(IntOrPercent::Percent(p))
+                    }
+                    None => v.trim().parse::<u32>().map(IntOrPercent::Int).map_err(|_| bad()),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A PodDisruptionBudget (an addition to the contract): `name` is
+/// `namespace/name`, `selector` a label selector over the pods of that
+/// namespace, and exactly one of `min-available` / `max-unavailable`
+/// (checked as it is read, so the error has its line).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetSpec {
+    /// `namespace/name`.
+    pub name: String,
+    /// `spec.selector` (`matchLabels`, `matchExpressions`); empty = every
+    /// pod of the namespace.
+    pub selector: LabelSelector,
+    /// `spec.minAvailable`.
+    pub min_available: Option<IntOrPercent>,
+    /// `spec.maxUnavailable`.
+    pub max_unavailable: Option<IntOrPercent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawBudget {
+    name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    selector: LabelSelector,
+    #[serde(default)]
+    min_available: Option<IntOrPercent>,
+    #[serde(default)]
+    max_unavailable: Option<IntOrPercent>,
+}
+
+impl TryFrom<RawBudget> for BudgetSpec {
+    type Error = String;
+
+    fn try_from(r: RawBudget) -> Result<BudgetSpec, String> {
+        match (r.min_available, r.max_unavailable) {
+            (Some(_), Some(_)) => {
+                Err("a budget gives one of min-available and max-unavailable, not both (as policy/v1)".to_string())
+            }
+            (None, None) => Err("a budget needs min-available or max-unavailable".to_string()),
+            _ => Ok(BudgetSpec {
+                name: r.name,
+                selector: r.selector,
+                min_available: r.min_available,
+                max_unavailable: r.max_unavailable,
+            }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BudgetSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<BudgetSpec, D::Error> {
+        deserialize_checked::<D, RawBudget, BudgetSpec>(
+            d,
+            "a budget: a mapping with `name`, `selector` and one of min-available, max-unavailable",
+        )
+    }
+}
+
+/// `set-allocatable: {node, allocatable}`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SetAllocatable {
+    /// The node.
+    pub node: String,
+    /// Its new allocatable (dimensions left out take the defaults).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allocatable: AllocatableSpec,
 }
 
 fn default_pod_ready() -> Option<bool> {
@@ -426,6 +796,12 @@ pub enum EventAction {
     SetLabels(SetLabels),
     /// Drop all controller memory and rebuild it from the cluster.
     RestartController,
+    /// Create (or replace) a PodDisruptionBudget.
+    AddBudget(BudgetSpec),
+    /// Delete a PodDisruptionBudget.
+    DeleteBudget(String),
+    /// Change a node's allocatable.
+    SetAllocatable(SetAllocatable),
 }
 
 impl EventAction {
@@ -449,6 +825,9 @@ impl EventAction {
             EventAction::BindPod(_) => "bind-pod",
             EventAction::SetLabels(_) => "set-labels",
             EventAction::RestartController => "restart-controller",
+            EventAction::AddBudget(_) => "add-budget",
+            EventAction::DeleteBudget(_) => "delete-budget",
+            EventAction::SetAllocatable(_) => "set-allocatable",
         }
     }
 }
@@ -500,11 +879,18 @@ struct RawEvent {
     set_labels: Option<SetLabels>,
     #[serde(default)]
     restart_controller: Option<bool>,
+    #[serde(default)]
+    add_budget: Option<BudgetSpec>,
+    #[serde(default)]
+    delete_budget: Option<String>,
+    #[serde(default)]
+    set_allocatable: Option<SetAllocatable>,
 }
 
 const EVENT_ACTIONS: &str = "renew-lease, set-ready, set-condition, kubelet-stop, kubelet-start, \
      add-node, delete-node, add-pod, delete-pod, set-taints, set-unschedulable, set-lease, \
-     remove-condition, set-tolerations, bind-pod, set-labels, restart-controller";
+     remove-condition, set-tolerations, bind-pod, set-labels, restart-controller, add-budget, \
+     delete-budget, set-allocatable";
 
 impl TryFrom<RawEvent> for EventEntry {
     type Error = String;
@@ -558,6 +944,15 @@ impl TryFrom<RawEvent> for EventEntry {
         }
         if let Some(v) = r.set_labels {
             actions.push(EventAction::SetLabels(v));
+        }
+        if let Some(v) = r.add_budget {
+            actions.push(EventAction::AddBudget(v));
+        }
+        if let Some(v) = r.delete_budget {
+            actions.push(EventAction::DeleteBudget(v));
+        }
+        if let Some(v) = r.set_allocatable {
+            actions.push(EventAction::SetAllocatable(v));
         }
         match r.restart_controller {
             Some(true) => actions.push(EventAction::RestartController),
@@ -778,6 +1173,15 @@ pub struct PodChecks {
     /// Writes the controller made to the pod so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writes: Option<u64>,
+    /// The node the pod is bound to; `null` = unscheduled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Option<String>>,
+    /// The pod is terminating (has a deletion timestamp and is not gone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminating: Option<bool>,
+    /// The pod carries `PodScheduled=False` with reason `Unschedulable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<bool>,
 }
 
 /// What an expectation checks on a zone; every check given must hold.
@@ -838,8 +1242,8 @@ pub struct Expectation {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawExpect {
     at: Span,
-    #[serde(default)]
-    node: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    node: Option<Option<String>>,
     #[serde(default)]
     pod: Option<String>,
     #[serde(default)]
@@ -874,6 +1278,10 @@ struct RawExpect {
     rate: Option<f64>,
     #[serde(default)]
     tainted: Option<u64>,
+    #[serde(default)]
+    terminating: Option<bool>,
+    #[serde(default)]
+    unschedulable: Option<bool>,
 }
 
 const EXPECT_SUBJECTS: &str = "node, pod, zone, events-include, events-exclude";
@@ -882,8 +1290,10 @@ impl TryFrom<RawExpect> for Expectation {
     type Error = String;
 
     fn try_from(r: RawExpect) -> Result<Expectation, String> {
+        // With a pod, `node` is a check (the node it is bound to), not a subject.
+        let (node_subject, node_check) = if r.pod.is_some() { (None, r.node) } else { (r.node, None) };
         let given: Vec<&str> = [
-            ("node", r.node.is_some()),
+            ("node", node_subject.is_some()),
             ("pod", r.pod.is_some()),
             ("zone", r.zone.is_some()),
             ("events-include", r.events_include.is_some()),
@@ -910,6 +1320,9 @@ impl TryFrom<RawExpect> for Expectation {
             ("state", r.state.is_some()),
             ("rate", r.rate.is_some()),
             ("tainted", r.tainted.is_some()),
+            ("node", node_check.is_some()),
+            ("terminating", r.terminating.is_some()),
+            ("unschedulable", r.unschedulable.is_some()),
         ]
         .into_iter()
         .filter_map(|(n, g)| g.then_some(n))
@@ -926,7 +1339,10 @@ impl TryFrom<RawExpect> for Expectation {
             }
             Ok(())
         };
-        let subject = if let Some(name) = r.node {
+        let subject = if let Some(name) = node_subject {
+            let Some(name) = name else {
+                return Err("node: a node name, not null".to_string());
+            };
             only(
                 "node",
                 &[
@@ -966,7 +1382,10 @@ impl TryFrom<RawExpect> for Expectation {
                 },
             }
         } else if let Some(key) = r.pod {
-            only("pod", &["deleted", "ready", "reason", "conditions", "writes"])?;
+            only(
+                "pod",
+                &["deleted", "ready", "reason", "conditions", "writes", "node", "terminating", "unschedulable"],
+            )?;
             let ready = match r.ready {
                 None => None,
                 Some(ReadyValue::Bool(b)) => Some(b),
@@ -984,6 +1403,9 @@ impl TryFrom<RawExpect> for Expectation {
                     reason: r.reason,
                     conditions: r.conditions,
                     writes: r.writes,
+                    node: node_check,
+                    terminating: r.terminating,
+                    unschedulable: r.unschedulable,
                 },
             }
         } else if let Some(zone) = r.zone {

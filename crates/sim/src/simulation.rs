@@ -9,7 +9,10 @@
 //!
 //! 1. faults due by `t` are applied;
 //! 2. every kubelet renewal and post due by `t` lands in the cluster, each
-//!    at its own instant (so Lease renew times keep their jitter);
+//!    at its own instant (so Lease renew times keep their jitter); then
+//!    the cluster's housekeeping (graceful deletions ending, the simulated
+//!    scheduler, budget status), which does nothing unless the scenario
+//!    runs the scheduler or the rescheduler, or has budgets;
 //! 3. what the watches deliver is sent to the engine, unless the control
 //!    plane is unreachable (then nothing is; once it is back, the engine
 //!    gets the whole cluster again, as a relist);
@@ -17,7 +20,8 @@
 //!    ticks (timed per phase when measuring), the safety interlock judges
 //!    each action, the rest land on the cluster (or, while the control
 //!    plane is unreachable, fail with no echo) and their feedback goes back;
-//!    a refused write makes the engine tick again at `t`.
+//!    a refused write makes the engine tick again at `t`; then
+//!    housekeeping again, so room the controller made is used at once.
 //!
 //! The figures are gathered by [`crate::statistics`]. The run is
 //! deterministic for a given seed: nothing here reads the wall clock except
@@ -30,6 +34,7 @@ use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEven
 use nodewarden_engine::{Action, Observation, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
+use crate::addons::{self, AddonTracker};
 use crate::admission::AdmissionDefaults;
 use crate::builtin::Builtin;
 use crate::cluster::Cluster;
@@ -107,6 +112,9 @@ pub struct Simulation {
     relist: bool,
     /// The figures gathered so far.
     stats: Statistics,
+    /// The critical addons followed (none unless the cluster keeps
+    /// scheduling data).
+    addons: AddonTracker,
 }
 
 /// The smallest grid instant at or after `t`.
@@ -135,6 +143,7 @@ struct TickFigures {
 struct SimApi<'a> {
     cluster: &'a mut Cluster,
     stats: &'a mut Statistics,
+    addons: &'a mut AddonTracker,
     control_plane_down: bool,
 }
 
@@ -156,6 +165,9 @@ impl ClusterApi for SimApi<'_> {
         }
         self.stats.track_before(now, action, self.cluster);
         let applied = self.cluster.apply_action(now, action);
+        if let nodewarden_engine::ActionKind::EvictForAddon { why, .. } = &action.kind {
+            self.addons.evicted(&why.addon, applied.outcome == Some(WriteOutcome::Done));
+        }
         if let Some(WriteOutcome::Failed(_)) = &applied.outcome {
             self.stats.writes_failed += 1;
         } else {
@@ -185,14 +197,23 @@ impl Simulation {
                 let timing = KubeletTiming::default();
                 let mut cluster = Cluster::new(admission);
                 let mut kubelets = Kubelets::new(timing).with_jitter(LEASE_JITTER, opts.seed);
-                let layout =
-                    fleet::build(&FleetSpec { seed: opts.seed, ..fleet }, &timing, &mut cluster, &mut kubelets);
+                let mut config = opts.config;
+                let fleet = FleetSpec { seed: opts.seed, ..fleet };
+                let layout = if builtin == Builtin::CriticalAddon {
+                    // The scenario is about the rescheduler: it runs, and
+                    // the cluster runs a scheduler.
+                    config.enable_rescheduler = true;
+                    cluster = cluster.with_scheduling(true, true);
+                    addons::build(&fleet, &timing, &mut cluster, &mut kubelets)
+                } else {
+                    fleet::build(&fleet, &timing, &mut cluster, &mut kubelets)
+                };
                 let plan = builtin.plan(&layout, opts.seed);
                 let duration = opts.duration.unwrap_or_else(|| builtin.default_duration(&layout));
                 (
                     builtin.name().to_string(),
                     builtin.describe().to_string(),
-                    opts.config,
+                    config,
                     admission,
                     timing,
                     cluster,
@@ -253,7 +274,9 @@ impl Simulation {
             control_plane_down: false,
             relist: false,
             stats: Statistics::default(),
+            addons: AddonTracker::default(),
         };
+        sim.addons = AddonTracker::new(&sim.cluster);
         sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
         // A timeline of at most ~600 points, on whole multiples of 5 s.
         let total = (end - Timestamp::EPOCH).as_nanos().max(0);
@@ -399,6 +422,9 @@ impl Simulation {
         if let Some(f) = self.plan.faults().get(self.next_fault) {
             next = next.min(ceil_step(f.at.max(after)));
         }
+        if let Some(g) = self.cluster.next_due() {
+            next = next.min(ceil_step(g.max(after)));
+        }
         if let Some(c) = &self.controller {
             next = next.min(c.next_due().max(after));
         }
@@ -422,7 +448,8 @@ impl Simulation {
             self.send(t, obs);
             self.next_fault += 1;
         }
-        let obs = self.kubelets.run_until(t, &mut self.cluster);
+        let mut obs = self.kubelets.run_until(t, &mut self.cluster);
+        obs.extend(self.cluster.housekeeping(t));
         if self.relist && !self.control_plane_down {
             self.relist = false;
             let state = self.cluster.state();
@@ -430,6 +457,11 @@ impl Simulation {
         }
         self.send(t, obs);
         self.tick(t);
+        let obs = self.cluster.housekeeping(t);
+        self.send(t, obs);
+        if !self.addons.is_empty() {
+            self.addons.observe(t, &self.cluster);
+        }
         if t >= self.stats.next_sample || t >= self.end {
             self.stats.sample(t, &self.cluster);
             while self.stats.next_sample <= t {
@@ -442,7 +474,12 @@ impl Simulation {
     fn tick(&mut self, t: Timestamp) {
         let Some(controller) = &mut self.controller else { return };
         let down = self.control_plane_down;
-        let mut api = SimApi { cluster: &mut self.cluster, stats: &mut self.stats, control_plane_down: down };
+        let mut api = SimApi {
+            cluster: &mut self.cluster,
+            stats: &mut self.stats,
+            addons: &mut self.addons,
+            control_plane_down: down,
+        };
         let mut notes: Vec<String> = Vec::new();
         let mut ticks: Vec<TickFigures> = Vec::new();
         let mut fed_back = 0u64;
@@ -532,6 +569,7 @@ impl Simulation {
             safety,
             contract_violations: stats.contract_violations,
             violations: stats.violations,
+            addons: self.addons.outcomes(),
         }
     }
 
@@ -577,6 +615,54 @@ mod tests {
         for late in &o.latencies.eviction_vs_toleration {
             assert!((0.0..0.15).contains(late), "{}: deletion {late}s after its toleration ended", o.scenario);
         }
+    }
+
+    #[test]
+    fn critical_addon_loses_its_addons_and_reports_each() {
+        let o = run(Builtin::CriticalAddon, 30);
+        assert_safe(&o);
+        assert!(o.config.enable_rescheduler, "the scenario turns the rescheduler on");
+        let names: Vec<&str> = o.addons.iter().map(|a| a.addon.as_str()).collect();
+        assert_eq!(names, ["kube-system/coredns-a", "kube-system/coredns-b", "kube-system/metrics-server"]);
+        // Lost with their node: deleted when their tolerations ran out
+        // (1m crash, 30 to 50s to notice, 300s), and nothing has room for
+        // them; all three at once.
+        let lost = o.addons[0].unschedulable_since.map(|t| t - Timestamp::EPOCH);
+        assert!(lost.is_some_and(|l| l >= Span::from_secs(390) && l <= Span::from_secs(410)), "{lost:?}");
+        for a in &o.addons {
+            assert_eq!(a.unschedulable_since, o.addons[0].unschedulable_since, "{a:?}");
+            assert!(a.minimum.is_some_and(|m| m >= 1), "{a:?}");
+        }
+        let run = crate::report::RunInfo {
+            wall_seconds: 1.0,
+            seed: 7,
+            peak_rss_bytes: None,
+            rss_before_controller_bytes: None,
+            cpu_seconds: None,
+        };
+        let json = crate::report::to_json(&o, &run, false);
+        let lost = lost.map_or(0.0, |l| l.as_secs_f64());
+        assert_eq!(json["addons"][2]["unschedulable_seconds"], lost);
+        let text = crate::report::render_text(&o, &run);
+        assert!(text.contains("Critical addons (rescheduler on)"), "{text}");
+        // As the report reads with one addon bound and two not (whatever
+        // this run's controller did).
+        let mut done = o.clone();
+        for a in &mut done.addons {
+            a.bound = None;
+            a.evicted = 0;
+        }
+        let since = done.addons[0].unschedulable_since.unwrap_or(Timestamp::EPOCH);
+        done.addons[0].bound = Some((since + Span::from_secs(25), "node-000007".into()));
+        done.addons[0].evicted = 2;
+        let text = crate::report::render_text(&done, &run);
+        assert!(text.contains("bound to node-000007 at"), "{text}");
+        assert!(text.contains("1 of 3 lost addon(s) scheduled again (the slowest 25s after"), "{text}");
+        assert!(text.contains("2 pod(s) evicted against a minimum of"), "{text}");
+        // The other scenarios' reports do not change.
+        let other = run_with(Builtin::NodeCrash, 30, ControllerConfig::default(), Some(Span::from_secs(120)));
+        assert!(other.addons.is_empty());
+        assert!(crate::report::to_json(&other, &run, false).get("addons").is_none());
     }
 
     fn zone<'a>(o: &'a Outcome, name: &str) -> &'a ZoneTally {

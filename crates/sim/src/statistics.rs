@@ -174,6 +174,9 @@ pub struct Outcome {
     pub contract_violations: usize,
     /// The first violations, for people.
     pub violations: Vec<String>,
+    /// What happened to each critical addon (empty unless the cluster
+    /// keeps scheduling data, as in `critical-addon`).
+    pub addons: Vec<crate::addons::AddonOutcome>,
 }
 
 impl Outcome {

@@ -8,7 +8,7 @@ use std::path::Path;
 use nodewarden_model::{ConditionType, Span, keys};
 
 use crate::error::ScenarioError;
-use crate::scenario::{EventAction, NodeSpec, PodSpec, Scenario, Subject};
+use crate::scenario::{BudgetSpec, EventAction, NodeSpec, PodSpec, Scenario, Subject};
 
 /// Parses a scenario from YAML or JSON text and validates it.
 pub fn parse_scenario(text: &str) -> Result<Scenario, ScenarioError> {
@@ -74,8 +74,20 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("{path}.name"), format!("duplicate pod name {:?} (also {first})", p.name)));
         }
     }
+    let mut budgets: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, b) in s.budgets.iter().enumerate() {
+        let path = format!("budgets[{i}]");
+        check_budget(&path, b)?;
+        if let Some(first) = budgets.insert(&b.name, path.clone()) {
+            return Err(err(format!("{path}.name"), format!("duplicate budget name {:?} (also {first})", b.name)));
+        }
+    }
     for (i, e) in s.events.iter().enumerate() {
         match &e.action {
+            EventAction::AddBudget(b) => {
+                check_budget(&format!("events[{i}].add-budget"), b)?;
+                budgets.entry(&b.name).or_insert_with(|| format!("events[{i}]"));
+            }
             EventAction::AddNode(n) => {
                 check_node(&format!("events[{i}].add-node"), n)?;
                 nodes.entry(&n.name).or_insert_with(|| format!("events[{i}]"));
@@ -149,7 +161,16 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             EventAction::DeletePod(p) => pod_ref(format!("{base}.delete-pod"), p)?,
             EventAction::SetTolerations(a) => pod_ref(field("pod"), &a.pod)?,
             EventAction::BindPod(a) => pod_ref(field("pod"), &a.pod)?,
-            EventAction::AddNode(_) | EventAction::AddPod(_) => {}
+            EventAction::AddNode(_) | EventAction::AddPod(_) | EventAction::AddBudget(_) => {}
+            EventAction::DeleteBudget(b) => {
+                if !budgets.contains_key(b.as_str()) {
+                    return Err(err(
+                        format!("{base}.delete-budget"),
+                        format!("no budget {b:?} is defined (under budgets or by an add-budget event)"),
+                    ));
+                }
+            }
+            EventAction::SetAllocatable(a) => node_ref(field("node"), &a.node)?,
             EventAction::RestartController => {
                 if e.at.is_negative() {
                     return Err(err(
@@ -172,6 +193,9 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
         }
         match &x.subject {
             Subject::Node { name, .. } => node_ref(format!("{base}.node"), name)?,
+            // A controller's replacement (`<name>-r<N>`) of a defined pod
+            // may be checked too.
+            Subject::Pod { key, .. } if pods.contains_key(crate::cluster::replacement_base(key)) => {}
             Subject::Pod { key, .. } => pod_ref(format!("{base}.pod"), key)?,
             Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
         }
@@ -263,6 +287,18 @@ fn check_pod(path: &str, p: &PodSpec) -> Result<(), ScenarioError> {
             format!("{path}.node"),
             "must not be empty (omit it for an unscheduled pod)",
         ));
+    }
+    for (field, map) in [("labels", &p.scheduling.labels), ("node-selector", &p.scheduling.node_selector)] {
+        if map.keys().any(String::is_empty) {
+            return Err(err(format!("{path}.{field}"), "a label key must not be empty"));
+        }
+    }
+    Ok(())
+}
+
+fn check_budget(path: &str, b: &BudgetSpec) -> Result<(), ScenarioError> {
+    if !is_pod_key(&b.name) {
+        return Err(err(format!("{path}.name"), format!("{:?} is not namespace/name (e.g. default/web)", b.name)));
     }
     Ok(())
 }
@@ -606,10 +642,7 @@ expect:
     fn expectations_need_one_subject_and_a_check() {
         for (text, needle) in [
             ("expect: [{at: 1s, ready: 'True'}]", "needs a subject"),
-            (
-                "nodes: [{name: a}]\npods: [{name: a/b}]\nexpect: [{at: 1s, node: a, pod: a/b, writes: 1}]",
-                "found 2: node, pod",
-            ),
+            ("nodes: [{name: a}]\nexpect: [{at: 1s, node: a, zone: r/z, writes: 1}]", "found 2: node, zone"),
             ("nodes: [{name: a}]\nexpect: [{at: 1s, node: a}]", "at least one check"),
             ("pods: [{name: a/b}]\nexpect: [{at: 1s, pod: a/b, taints: []}]", "`taints` is not a check for a pod"),
             ("expect: [{at: 1s, zone: z, rate: .nan}]", "non-negative"),
@@ -693,6 +726,158 @@ expect:
             "nodes: [{name: a}]\nevents:\n- {at: 2s, add-node: {name: a}}\n- {at: 1s, delete-node: a}\n\
              - {at: 3s, set-ready: {node: a, status: 'False'}}",
         );
+    }
+
+    const RESCHEDULER: &str = r#"
+config: {enable-rescheduler: true}
+cluster: {scheduler: true}
+nodes:
+- {name: a, ready: "True", allocatable: {cpu: 3500m, memory: 8Gi, pods: 50}}
+- {name: b, ready: "True", allocatable: {cpu: 2, memory: 1e9}}
+budgets:
+- {name: default/web, selector: {matchLabels: {app: web}}, min-available: "50%"}
+- name: default/db
+  selector: {matchExpressions: [{key: app, operator: In, values: [db]}]}
+  max-unavailable: 1
+pods:
+- name: kube-system/dns
+  requests: {cpu: 100m, memory: 70Mi}
+  priority-class: system-cluster-critical
+  critical: true
+  labels: {k8s-app: kube-dns}
+  owner: ReplicaSet
+  grace-period: 45s
+  node-selector: {kubernetes.io/os: linux}
+  affinity: {nodeSelectorTerms: [{matchExpressions: [{key: disk, operator: Exists}]}]}
+  unschedulable-since: -5s
+- {name: kube-system/etcd-a, node: a, mirror: true, requests: {cpu: 0.5}}
+events:
+- {at: 5s, add-budget: {name: default/x, max-unavailable: 10%}}
+- {at: 6s, delete-budget: default/db}
+- {at: 7s, set-allocatable: {node: b, allocatable: {cpu: 4}}}
+expect:
+- {at: 10s, pod: kube-system/dns, node: a, terminating: false, unschedulable: false}
+- {at: 10s, pod: kube-system/etcd-a, node: null}
+- {at: 10s, node: a, has-taints: ["CriticalAddonsOnly:NoSchedule"]}
+"#;
+
+    #[test]
+    fn rescheduler_fields_parse() {
+        use nodewarden_model::Resources;
+
+        use crate::scenario::{DEFAULT_ALLOCATABLE, IntOrPercent};
+        let s = parse(RESCHEDULER);
+        assert!(s.cluster.scheduler);
+        assert_eq!(
+            s.nodes[0].allocatable.as_ref().map(|a| a.resources()),
+            Some(Resources { cpu_millis: 3500, memory_bytes: 8 << 30, pods: 50 })
+        );
+        assert_eq!(
+            s.nodes[1].allocatable.as_ref().map(|a| a.resources()),
+            Some(Resources { cpu_millis: 2000, memory_bytes: 1_000_000_000, pods: DEFAULT_ALLOCATABLE.pods })
+        );
+        assert_eq!(s.budgets[0].min_available, Some(IntOrPercent::Percent(50)));
+        assert_eq!(s.budgets[1].max_unavailable, Some(IntOrPercent::Int(1)));
+        assert_eq!(s.budgets[1].selector.match_expressions[0].values, ["db"]);
+        let dns = &s.pods[0].scheduling;
+        assert_eq!(dns.requests.resources(), Resources::pod(100, 70 << 20));
+        assert_eq!(dns.priority_class.as_deref(), Some("system-cluster-critical"));
+        assert!(dns.critical);
+        assert_eq!(dns.owner.as_deref(), Some("ReplicaSet"));
+        assert_eq!(dns.grace_period, Some(secs(45)));
+        assert_eq!(dns.node_selector["kubernetes.io/os"], "linux");
+        assert_eq!(dns.affinity.as_ref().map(|a| a.node_selector_terms.len()), Some(1));
+        assert_eq!(dns.unschedulable_since, Some(TimeSpec::At(secs(-5))));
+        assert!(s.pods[1].scheduling.mirror);
+        assert_eq!(s.pods[1].scheduling.requests.resources().cpu_millis, 500);
+        assert!(
+            matches!(&s.events[0].action, EventAction::AddBudget(b) if b.max_unavailable == Some(IntOrPercent::Percent(10)))
+        );
+        assert!(matches!(&s.events[1].action, EventAction::DeleteBudget(b) if b == "default/db"));
+        assert!(
+            matches!(&s.events[2].action, EventAction::SetAllocatable(a) if a.allocatable.resources().cpu_millis == 4000)
+        );
+        let Subject::Pod { checks, .. } = &s.expect[0].subject else { panic!("{:?}", s.expect[0]) };
+        assert_eq!(checks.node, Some(Some("a".to_string())));
+        assert_eq!((checks.terminating, checks.unschedulable), (Some(false), Some(false)));
+        let Subject::Pod { checks, .. } = &s.expect[1].subject else { panic!("{:?}", s.expect[1]) };
+        assert_eq!(checks.node, Some(None));
+        assert!(matches!(&s.expect[2].subject, Subject::Node { name, .. } if name == "a"));
+        // Without any of it, a pod is what the contract describes.
+        let plain = parse("pods: [{name: a/b}]");
+        assert_eq!(*plain.pods[0].scheduling, crate::scenario::PodSchedulingSpec::default());
+        assert!(!plain.cluster.scheduler && plain.budgets.is_empty());
+    }
+
+    #[test]
+    fn expectations_may_name_a_replacement() {
+        parse("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-1-r2, unschedulable: true}]");
+        let e = error("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-2-r1, unschedulable: true}]");
+        assert_eq!(e.path(), Some("expect[0].pod"), "{e}");
+        let e = error("pods: [{name: d/web-1}]\nevents: [{at: 1s, delete-pod: d/web-1-r1}]");
+        assert_eq!(e.path(), Some("events[0].delete-pod"), "only expectations: {e}");
+    }
+
+    #[test]
+    fn bad_rescheduler_values_name_their_field() {
+        for (text, path, needle) in [
+            ("nodes: [{name: a, allocatable: {cpu: lots}}]", "nodes[0].allocatable.cpu", "quantity \"lots\""),
+            ("nodes: [{name: a, allocatable: {memory: -1Gi}}]", "nodes[0].allocatable.memory", "negative"),
+            ("nodes: [{name: a, allocatable: {gpu: 1}}]", "nodes[0].allocatable.gpu", "unknown field"),
+            ("pods: [{name: a/b, requests: {cpu: 1x}}]", "pods[0].requests.cpu", "unknown suffix"),
+            ("pods: [{name: a/b, requests: {memory: [1]}}]", "pods[0].requests.memory", "memory quantity"),
+            ("pods: [{name: a/b, grace-period: 30}]", "pods[0].grace-period", "has no unit"),
+            ("pods: [{name: a/b, grace-period: -1s}]", "pods[0]", "must not be negative"),
+            ("pods: [{name: a/b, owner: DaemonSet}]", "pods[0]", "daemonset: true"),
+            ("pods: [{name: a/b, node: n, unschedulable-since: 0s}]", "pods[0]", "unscheduled pod"),
+            (
+                "pods: [{name: a/b, affinity: {nodeSelectorTerms: [{matchExpressions: [{key: k, operator: Near}]}]}}]",
+                "pods[0].affinity.nodeSelectorTerms[0].matchExpressions[0].operator",
+                "unknown variant",
+            ),
+            ("pods: [{name: a/b, colour: red}]", "pods[0].colour", "unknown field"),
+            ("pods: [{name: a/b, labels: {'': x}}]", "pods[0].labels", "must not be empty"),
+            ("budgets: [{name: b, min-available: 1}]", "budgets[0].name", "namespace/name"),
+            ("budgets: [{name: a/b, min-available: 1, max-unavailable: 1}]", "budgets[0]", "not both"),
+            ("budgets: [{name: a/b}]", "budgets[0]", "needs min-available"),
+            ("budgets: [{name: a/b, min-available: 150%}]", "budgets[0].min-available", "at most 100%"),
+            ("budgets: [{name: a/b, max-unavailable: -1}]", "budgets[0].max-unavailable", "negative"),
+            ("budgets: [{name: a/b, max-unavailable: half}]", "budgets[0].max-unavailable", "percentage"),
+            ("budgets: [{name: a/b, min-available: 1}, {name: a/b, min-available: 2}]", "budgets[1].name", "duplicate"),
+            (
+                "budgets: [{name: a/b, selector: {matchLabel: {}}, min-available: 1}]",
+                "budgets[0].selector.matchLabel",
+                "unknown field",
+            ),
+            ("events: [{at: 1s, delete-budget: a/b}]", "events[0].delete-budget", "no budget"),
+            (
+                "events: [{at: 1s, set-allocatable: {node: x, allocatable: {cpu: 1}}}]",
+                "events[0].set-allocatable.node",
+                "no node",
+            ),
+            ("cluster: {scheduler: yes}", "cluster.scheduler", "invalid type"),
+            ("nodes: [{name: a}]\nexpect: [{at: 1s, node: null, ready: 'True'}]", "expect[0]", "not null"),
+            (
+                "pods: [{name: a/b}]\nexpect: [{at: 1s, pod: a/b, unschedulable: maybe}]",
+                "expect[0].unschedulable",
+                "invalid type",
+            ),
+            (
+                "nodes: [{name: a}]\nexpect: [{at: 1s, node: a, terminating: true}]",
+                "expect[0]",
+                "not a check for a node",
+            ),
+        ] {
+            let e = error(text);
+            assert_eq!(e.path(), Some(path), "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        // Parse errors carry the line.
+        let e = error("nodes:\n- name: a\n  allocatable:\n    cpu: 2\n    memory: 12Qi\n");
+        assert_eq!(e.location().map(|l| l.line), Some(5), "{e}");
+        assert!(e.to_string().starts_with("nodes[0].allocatable.memory (line 5"), "{e}");
+        let e = error("nodes: []\nbudgets:\n- name: a/b\n  min-available: 1\n  max-unavailable: 1\n");
+        assert_eq!((e.path(), e.location().map(|l| l.line)), (Some("budgets[0]"), Some(3)), "{e}");
     }
 
     #[test]

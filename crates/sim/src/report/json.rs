@@ -129,6 +129,27 @@ pub fn to_json(o: &Outcome, run: &RunInfo, timeline: bool) -> Value {
         "safe": o.safe(),
         "violations": o.violations,
     });
+    if !o.addons.is_empty()
+        && let Some(obj) = v.as_object_mut()
+    {
+        let addons: Vec<Value> = o
+            .addons
+            .iter()
+            .map(|a| {
+                json!({
+                    "addon": a.addon,
+                    "unschedulable_seconds": a.unschedulable_since.map(secs),
+                    "bound_seconds": a.bound.as_ref().map(|(t, _)| secs(*t)),
+                    "bound_to": a.bound.as_ref().map(|(_, n)| n),
+                    "pods_evicted": a.evicted,
+                    "evictions_refused": a.refused,
+                    "minimum_evictions": a.minimum,
+                })
+            })
+            .collect();
+        obj.insert("addons".into(), json!(addons));
+        obj.insert("rescheduler".into(), json!(o.config.enable_rescheduler));
+    }
     if timeline && let Some(obj) = v.as_object_mut() {
         let samples: Vec<Value> = o
             .timeline

@@ -241,6 +241,9 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
         row(&mut s, "tainted -> evicted", &l.eviction, "the pod's toleration".into());
         row(&mut s, "evicted - toleration", &l.eviction_vs_toleration, "0 (never below)".into());
     }
+    if !o.addons.is_empty() {
+        addons_text(&mut s, o);
+    }
     let failed: Vec<&str> = o.safety.iter().filter(|(_, ok)| !ok).map(|(i, _)| i.name()).collect();
     if failed.is_empty() && o.contract_violations == 0 {
         let mut names: Vec<&str> = o.safety.iter().map(|(i, _)| i.name()).collect();
@@ -256,6 +259,50 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
         }
     }
     s
+}
+
+/// Per critical addon: when it became Unschedulable, when and where it
+/// was bound, the pods evicted for it against the minimum possible.
+fn addons_text(s: &mut String, o: &Outcome) {
+    let _ = writeln!(s, "\nCritical addons (rescheduler {})", if o.config.enable_rescheduler { "on" } else { "off" });
+    let (mut bound, mut lost, mut evicted, mut minimum) = (0, 0, 0, 0);
+    let mut longest = Span::ZERO;
+    for a in &o.addons {
+        let Some(since) = a.unschedulable_since else {
+            let _ = writeln!(s, "  {:<32} never unschedulable", a.addon);
+            continue;
+        };
+        lost += 1;
+        evicted += a.evicted;
+        minimum += a.minimum.unwrap_or(0);
+        let placed = match &a.bound {
+            Some((t, node)) => {
+                bound += 1;
+                longest = longest.max(*t - since);
+                format!("bound to {node} at {} ({} later)", human(*t), human_span(*t - since))
+            }
+            None => "NOT BOUND by the end".to_string(),
+        };
+        let min = a.minimum.map_or("no node could take it".to_string(), |m| m.to_string());
+        let refused = if a.refused > 0 { format!(", {} refused by budgets", a.refused) } else { String::new() };
+        let _ = writeln!(
+            s,
+            "  {:<32} unschedulable at {}, {placed}; {} pod(s) evicted for it{refused} (minimum {min})",
+            a.addon,
+            human(since),
+            a.evicted
+        );
+    }
+    let took = if bound > 0 {
+        format!(" (the slowest {} after it became unschedulable)", human_span(longest))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "  in short: {bound} of {lost} lost addon(s) scheduled again{took}; {evicted} pod(s) evicted against a minimum \
+         of {minimum} (per addon, the fewest pods on one node whose removal makes it fit, ignoring budgets)"
+    );
 }
 
 #[cfg(test)]
