@@ -16,7 +16,7 @@ use bevy_ecs::prelude::*;
 use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, CRITICAL_ADDONS_ONLY_VALUE, is_critical_addon};
 use nodewarden_model::{Placement, Resources, Span, Taint, TaintEffect, Timestamp};
 
-use crate::action::{ActionKind, WriteSlot};
+use crate::action::ActionKind;
 use crate::explain::PreparationTier;
 use crate::observation::{BudgetSnapshot, Observation, WriteOutcome};
 
@@ -107,7 +107,20 @@ impl SchedFacts {
     pub fn observe(&mut self, obs: &Observation) {
         match obs {
             Observation::NodeUpserted(n) => {
-                self.nodes.insert(n.name.clone(), SchedNode { allocatable: n.allocatable, labels: n.labels.clone() });
+                // Most node updates are status heartbeats: the labels are
+                // copied only when they changed.
+                match self.nodes.get_mut(&n.name) {
+                    Some(known) => {
+                        known.allocatable = n.allocatable;
+                        if known.labels != n.labels {
+                            known.labels = n.labels.clone();
+                        }
+                    }
+                    None => {
+                        let facts = SchedNode { allocatable: n.allocatable, labels: n.labels.clone() };
+                        self.nodes.insert(n.name.clone(), facts);
+                    }
+                }
                 if n.taints.iter().any(is_reservation_taint) {
                     self.reserved.insert(n.name.clone());
                 } else {
@@ -162,18 +175,13 @@ impl SchedFacts {
         }
     }
 
-    /// A write of the rescheduler's finished: a refused eviction is
-    /// counted against its pod (the system retries it at its next pass, a
-    /// bounded number of times).
+    /// An eviction for an addon finished: a refusal is counted against its
+    /// pod (the system retries it at its next pass, a bounded number of
+    /// times). A refused taint patch needs nothing: the node's next
+    /// observation says whether it carries the taint.
     pub fn write_finished(&mut self, kind: &ActionKind, outcome: &WriteOutcome) {
         if let (ActionKind::EvictForAddon { pod, .. }, WriteOutcome::Failed(_)) = (kind, outcome) {
             *self.refusals.entry(pod.clone()).or_default() += 1;
-        }
-        if let (ActionKind::PatchNodeTaints { slot: WriteSlot::CriticalAddonsTaint, .. }, WriteOutcome::Failed(_)) =
-            (kind, outcome)
-        {
-            // The node's next observation says whether it carries the
-            // taint; nothing to count.
         }
     }
 
