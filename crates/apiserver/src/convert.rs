@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 
 use nodewarden_engine::{NodeSnapshot, PodSnapshot};
+use nodewarden_model::PodScheduling;
+use nodewarden_model::scheduling::{CRITICAL_POD_ANNOTATION, MIRROR_POD_ANNOTATION};
 use nodewarden_model::{
     ConditionStatus, ConditionType, NodeCondition, Taint, TaintEffect, Timestamp, Toleration, TolerationOperator,
 };
@@ -210,7 +212,13 @@ pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> 
         spec.insert("unschedulable".into(), json!(true));
     }
     spec.insert("providerID".into(), json!(format!("nodewarden-sim://{}", n.name)));
-    let resources = json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    // A node the simulator gave an allocatable (a scenario's, for the
+    // rescheduler) reports it; others report a common 8-core machine.
+    let resources = match n.allocatable {
+        Some(a) => json!({"cpu": format!("{}m", a.cpu_millis), "memory": a.memory_bytes.to_string(),
+                          "pods": a.pods.to_string(), "ephemeral-storage": "100Gi"}),
+        None => json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}),
+    };
     json!({
         "kind": "Node",
         "apiVersion": "v1",
@@ -293,7 +301,127 @@ pub fn pod_json(
     let mut v = json!({"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec});
     v["status"] =
         running_status(p.node.is_some() && host_ip.is_some(), p.ready.unwrap_or(true), created, host_ip, pod_ip, time);
+    if let Some(sched) = &p.scheduling {
+        with_scheduling(&mut v, sched, p.node.is_none(), time);
+    }
     v
+}
+
+/// A scenario file's PodDisruptionBudget as the API holds it (its status
+/// is the served disruption controller's, [`crate::pdb::refresh`]).
+pub fn budget_json(
+    b: &nodewarden_sim::scenario::BudgetSpec,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    time: &TimeBase,
+) -> Value {
+    use nodewarden_sim::scenario::IntOrPercent;
+    let amount = |a: &IntOrPercent| match a {
+        IntOrPercent::Int(n) => json!(n),
+        IntOrPercent::Percent(p) => json!(format!("{p}%")),
+    };
+    let mut selector = Map::new();
+    if !b.selector.match_labels.is_empty() {
+        selector.insert("matchLabels".into(), json!(b.selector.match_labels));
+    }
+    if !b.selector.match_expressions.is_empty() {
+        selector.insert("matchExpressions".into(), b.selector.match_expressions.iter().map(requirement_json).collect());
+    }
+    let mut spec = json!({"selector": selector});
+    if let Some(m) = &b.min_available {
+        spec["minAvailable"] = amount(m);
+    }
+    if let Some(m) = &b.max_unavailable {
+        spec["maxUnavailable"] = amount(m);
+    }
+    json!({
+        "kind": "PodDisruptionBudget", "apiVersion": "policy/v1",
+        "metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1,
+                     "creationTimestamp": time.time(Timestamp::EPOCH)},
+        "spec": spec,
+    })
+}
+
+/// A label requirement as the API writes it.
+fn requirement_json(r: &nodewarden_model::scheduling::Requirement) -> Value {
+    use nodewarden_model::scheduling::SelectorOperator as Op;
+    let op = match r.operator {
+        Op::In => "In",
+        Op::NotIn => "NotIn",
+        Op::Exists => "Exists",
+        Op::DoesNotExist => "DoesNotExist",
+        Op::Gt => "Gt",
+        Op::Lt => "Lt",
+    };
+    let mut v = json!({"key": r.key, "operator": op});
+    if !r.values.is_empty() {
+        v["values"] = json!(r.values);
+    }
+    v
+}
+
+/// What the simulator knows of a pod's scheduling (a scenario's critical
+/// addons and the pods around them), written into the pod as the API
+/// holds it: requests, priority class, annotations, labels, owner,
+/// termination grace, node selector, required node affinity, and
+/// `PodScheduled=False/Unschedulable` for an unbound pod the simulated
+/// scheduler has given up on.
+fn with_scheduling(v: &mut Value, s: &PodScheduling, unbound: bool, time: &TimeBase) {
+    let r = &s.requests;
+    v["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": format!("{}m", r.cpu_millis), "memory": r.memory_bytes.to_string()}});
+    v["spec"]["terminationGracePeriodSeconds"] = json!(s.termination_grace.as_nanos() / 1_000_000_000);
+    if let Some(pc) = &s.priority_class {
+        v["spec"]["priorityClassName"] = json!(pc);
+    }
+    let mut annotations = Map::new();
+    if s.critical_annotation {
+        annotations.insert(CRITICAL_POD_ANNOTATION.into(), json!(""));
+    }
+    if s.mirror {
+        annotations.insert(MIRROR_POD_ANNOTATION.into(), json!("nodewarden-sim"));
+    }
+    if !annotations.is_empty() {
+        v["metadata"]["annotations"] = Value::Object(annotations);
+    }
+    if !s.labels.is_empty() {
+        v["metadata"]["labels"] = json!(s.labels);
+    }
+    if let Some(kind) = &s.controller_kind
+        && v.pointer("/metadata/ownerReferences").is_none()
+    {
+        let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let owner = name.rsplit_once('-').map_or(name.as_str(), |(o, _)| o).to_string();
+        v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind, "name": owner,
+            "uid": format!("owner-{owner}"), "controller": true, "blockOwnerDeletion": true}]);
+    }
+    if !s.placement.node_selector.is_empty() {
+        v["spec"]["nodeSelector"] = json!(s.placement.node_selector);
+    }
+    if let Some(a) = &s.placement.affinity {
+        let terms: Vec<Value> = a
+            .node_selector_terms
+            .iter()
+            .map(|t| {
+                let mut term = Map::new();
+                if !t.match_expressions.is_empty() {
+                    term.insert("matchExpressions".into(), t.match_expressions.iter().map(requirement_json).collect());
+                }
+                if !t.match_fields.is_empty() {
+                    term.insert("matchFields".into(), t.match_fields.iter().map(requirement_json).collect());
+                }
+                Value::Object(term)
+            })
+            .collect();
+        v["spec"]["affinity"] =
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}});
+    }
+    if unbound && let Some(since) = s.unschedulable_since {
+        v["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/0 nodes are available (nodewarden sim)", "lastProbeTime": null,
+            "lastTransitionTime": time.time(since)}]);
+    }
 }
 
 /// The status a kubelet posts for a pod it runs (or Pending when unbound).

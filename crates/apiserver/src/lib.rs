@@ -10,6 +10,7 @@
 //! actions land through [`ServedApi`], an implementation of
 //! [`nodewarden_controller::ClusterApi`] over the store.
 
+pub mod binding;
 pub mod clock;
 pub mod convert;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod pdb;
 pub mod protobuf;
 pub mod request_log;
 pub mod resource;
+pub mod scheduler;
 pub mod selector;
 pub mod served_api;
 pub mod server;

@@ -109,6 +109,33 @@ pub fn refresh(sh: &Shared) {
     }
 }
 
+/// `deleteOptions.gracePeriodSeconds`: `None` when absent (the pod's
+/// own), a negative value reads as 1 s (as upstream's `BeforeDelete`
+/// coerces it), anything but an integer is refused.
+pub fn grace_period(opts: &Value) -> Result<Option<i64>, ApiError> {
+    match opts.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => match x.as_i64() {
+            Some(n) => Ok(Some(if n < 0 { 1 } else { n })),
+            None => Err(ApiError::BadRequest(format!("gracePeriodSeconds: {x} is not an integer"))),
+        },
+    }
+}
+
+/// The served kubelets stop a pod at once, so a deleted pod is removed
+/// without waiting. When the deletion asked for a grace period, the pod's
+/// last state says so, as a real API server's would while it terminated:
+/// `deletionTimestamp` and `deletionGracePeriodSeconds`, which watchers
+/// see in the DELETED event (and tests check the grace sent by).
+pub fn mark_graceful(pod: &mut Value, grace: Option<i64>, now: &str) {
+    let Some(grace) = grace else { return };
+    let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    if meta.get("deletionTimestamp").is_none_or(Value::is_null) {
+        meta.insert("deletionTimestamp".into(), json!(now));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    }
+}
+
 /// `POST pods/{name}/eviction`.
 pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Result<Response<ResBody>, ApiError> {
     let kind = body.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
@@ -120,6 +147,10 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
         return Err(ApiError::BadRequest("name in URL does not match name in Eviction object".into()));
     }
     let uid_pre = body.pointer("/deleteOptions/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+    let grace = match body.get("deleteOptions") {
+        Some(o) if !o.is_null() => grace_period(o)?,
+        _ => None,
+    };
     let mut s = sh.store.lock();
     let key = key_of(ns, name);
     let pod =
@@ -178,6 +209,8 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
         }
     }
     if !dry {
+        let mut pv = pv;
+        mark_graceful(&mut pv, grace, &sh.time.time(sh.time.now()));
         s.commit(Kind::Pod, &key, pv, true);
     }
     drop(s);

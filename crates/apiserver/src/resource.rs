@@ -65,7 +65,7 @@ pub struct Resource {
     pub namespaced: bool,
     /// `po`.
     pub short_names: &'static [&'static str],
-    /// Subresources served (`status`, `eviction`).
+    /// Subresources served (`status`, `eviction`, `binding`).
     pub subresources: &'static [&'static str],
     /// Field selectors served besides `metadata.name` and `metadata.namespace`.
     pub fields: &'static [&'static str],
@@ -113,7 +113,7 @@ pub static RESOURCES: [Resource; 8] = [
         kind_name: "Pod",
         namespaced: true,
         short_names: &["po"],
-        subresources: &["status", "eviction"],
+        subresources: &["status", "eviction", "binding"],
         fields: &[
             "spec.nodeName",
             "spec.restartPolicy",
@@ -268,6 +268,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         for sub in r.subresources {
             let (kind, group_v, verbs): (&str, Option<(&str, &str)>, &[&str]) = match *sub {
                 "eviction" => ("Eviction", Some(("policy", "v1")), &["create"]),
+                "binding" => ("Binding", None, &["create"]),
                 _ => (r.kind_name, None, &["get", "patch", "update"]),
             };
             let mut e = json!({
@@ -344,6 +345,7 @@ mod tests {
                 "pods",
                 "pods/status",
                 "pods/eviction",
+                "pods/binding",
                 "events"
             ]
         );

@@ -343,6 +343,7 @@ async fn resource_request(
         (&Method::GET, Some(n), None | Some("status")) => get(sh, r, res, ns_str, n),
         (&Method::POST, None, None) => create(sh, r, res, ns_str),
         (&Method::POST, Some(n), Some("eviction")) => pdb::evict(sh, r.json_body()?, r.dry_run()?, ns_str, n),
+        (&Method::POST, Some(n), Some("binding")) => crate::binding::bind(sh, r.json_body()?, r.dry_run()?, ns_str, n),
         (&Method::PUT, Some(n), None | Some("status")) => {
             let fv = FieldValidation::parse(r.q("fieldValidation"))?;
             let body = r.json_body()?;
@@ -1001,6 +1002,7 @@ fn delete(sh: &Shared, r: &Req, res: &Resource, ns: &str, name: &str) -> Result<
             "propagationPolicy {p:?} is not one of Orphan, Background, Foreground"
         )));
     }
+    let grace = crate::pdb::grace_period(&opts)?;
     let key = key_of(ns, name);
     let mut s = sh.store.lock();
     let cur = s.get(res.kind, &key).ok_or_else(|| not_found(res, name))?;
@@ -1050,6 +1052,9 @@ fn delete(sh: &Shared, r: &Req, res: &Resource, ns: &str, name: &str) -> Result<
                     s.commit(kind, &k, ov, true);
                 }
             }
+        }
+        if res.kind == Kind::Pod {
+            crate::pdb::mark_graceful(&mut v, grace, &sh.time.time(sh.time.now()));
         }
         s.commit(res.kind, &key, v, true)
     };

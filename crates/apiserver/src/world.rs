@@ -59,6 +59,12 @@ pub struct ServeOptions {
     pub limits: StoreLimits,
     /// How often kubelets, faults and the controller are driven.
     pub tick: Duration,
+    /// Run the simulator's scheduler over the served pods (each second):
+    /// unbound pods are bound first-fit or marked Unschedulable
+    /// ([`crate::scheduler`]). A scenario file's `cluster.scheduler: true`
+    /// turns it on as well. Off, pods stay unbound until a client binds
+    /// them, as before.
+    pub scheduler: bool,
 }
 
 impl Default for ServeOptions {
@@ -73,6 +79,7 @@ impl Default for ServeOptions {
             server: ServerConfig::default(),
             limits: StoreLimits::default(),
             tick: Duration::from_millis(100),
+            scheduler: false,
         }
     }
 }
@@ -179,6 +186,7 @@ impl Served {
             controller,
             watches: None,
             tick: opts.tick,
+            scheduler: opts.scheduler || matches!(&opts.source, ServeSource::File(f) if f.cluster.scheduler),
         };
         info!(%addr, scenario = %name, "serving the simulated cluster");
         let driver = tokio::spawn(driver.run());
@@ -290,8 +298,17 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, St
         create_namespace(&mut s, &time, ns);
     }
     let mut node_uids = std::collections::HashMap::new();
+    // What the file says of scheduling (allocatable, requests, budgets) is
+    // served whenever the cluster keeps it, as a real cluster always has it:
+    // whether nodewarden reads it is nodewarden's flag.
+    let tracks = cluster.tracks_scheduling();
     for (i, n) in cluster.nodes().enumerate() {
         let uid = s.next_uid();
+        let mut n = n.clone();
+        if tracks {
+            n.allocatable = Some(cluster.allocatable(&n.name).unwrap_or(nodewarden_sim::scenario::DEFAULT_ALLOCATABLE));
+        }
+        let n = &n;
         let v = convert::node_json(n, &uid, i, &time);
         s.commit(Kind::Node, &n.name, v, false);
         if let Some(renew) = cluster.lease(&n.name) {
@@ -304,7 +321,8 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, St
     }
     let mut daemonsets = std::collections::BTreeMap::new();
     for (j, p) in cluster.pods().filter(|p| !p.deleted).enumerate() {
-        let snap = p.snapshot();
+        let mut snap = p.snapshot();
+        snap.scheduling = p.scheduling.clone();
         let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
         create_namespace(&mut s, &time, &ns);
         let uid = s.next_uid();
@@ -344,6 +362,13 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, St
             "status": {"currentNumberScheduled": n_nodes, "desiredNumberScheduled": n_nodes, "numberReady": n_nodes, "updatedNumberScheduled": n_nodes, "numberAvailable": n_nodes, "numberMisscheduled": 0, "observedGeneration": 1},
         });
         s.commit(Kind::DaemonSet, &key_of(&ns, &name), v, false);
+    }
+    for b in cluster.budgets().values() {
+        let (ns, bname) = b.spec.name.split_once('/').unwrap_or(("default", &b.spec.name));
+        create_namespace(&mut s, &time, ns);
+        let uid = s.next_uid();
+        let v = convert::budget_json(&b.spec, ns, bname, &uid, &time);
+        s.commit(Kind::PodDisruptionBudget, &key_of(ns, bname), v, false);
     }
     Ok((kubelets, plan, name))
 }
@@ -510,6 +535,7 @@ struct Driver {
     controller: Option<Controller>,
     watches: Option<served_api::Feeds>,
     tick: Duration,
+    scheduler: bool,
 }
 
 impl Driver {
@@ -531,6 +557,9 @@ impl Driver {
                 self.kubelets.run_until(now, &mut api);
             }
             if last_pdb.elapsed() >= Duration::from_secs(1) {
+                if self.scheduler {
+                    crate::scheduler::pass(&self.shared);
+                }
                 crate::pdb::refresh(&self.shared);
                 last_pdb = Instant::now();
             }

@@ -147,3 +147,75 @@ events:
     .or_fail("timed out waiting for the file's events");
     served.stop();
 }
+
+/// A scenario file's scheduling facts are served (allocatable, requests,
+/// priority, budgets), and with `cluster.scheduler` the simulator's first
+/// fit runs over the served pods: what fits is bound, what does not is
+/// marked Unschedulable with upstream's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_files_scheduler_binds_what_fits_and_marks_the_rest_unschedulable() {
+    let scenario = nodewarden_sim::parse_scenario(
+        r#"
+name: served scheduler
+cluster: {scheduler: true}
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 2, memory: 4Gi, pods: 10}}
+- {name: b, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 1, memory: 4Gi}}
+budgets:
+- {name: default/web, selector: {matchLabels: {app: web}}, min-available: 1}
+pods:
+- {name: default/web-1, node: a, owner: ReplicaSet, labels: {app: web}, requests: {cpu: 1000m, memory: 1Gi}, grace-period: 20s}
+- name: kube-system/dns
+  requests: {cpu: 1, memory: 70Mi}
+  priority-class: system-cluster-critical
+  tolerations: [{key: CriticalAddonsOnly, operator: Exists}]
+- {name: default/huge, requests: {cpu: 4}}
+"#,
+    )
+    .or_fail("scenario");
+    let mut opts = options(0, 0);
+    opts.source = ServeSource::File(Box::new(scenario));
+    let served = start(opts).await;
+    let c = client(&served, true);
+    let node_a = Api::<Node>::all(c.clone()).get("a").await.or_fail("node a");
+    let alloc = node_a.status.and_then(|s| s.allocatable).ok_or("no allocatable").or_fail("allocatable");
+    assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("2000m"));
+    let web =
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.clone(), "default").get("web-1").await.or_fail("web-1");
+    let spec = web.spec.ok_or("no spec").or_fail("spec");
+    assert_eq!(spec.termination_grace_period_seconds, Some(20));
+    let requests =
+        spec.containers[0].resources.as_ref().and_then(|r| r.requests.clone()).ok_or("none").or_fail("requests");
+    assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1000m"));
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(c.clone(), "default");
+    let system: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "kube-system");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let dns = system.get("dns").await.or_fail("dns");
+            let huge = pods.get("huge").await.or_fail("huge");
+            let budget = pdbs.get("web").await.or_fail("budget");
+            let bound = dns.spec.as_ref().and_then(|s| s.node_name.clone());
+            let marked =
+                huge.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default().into_iter().find(|c| {
+                    c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+                });
+            let allowed = budget.status.map(|s| s.disruptions_allowed);
+            if let (Some(node), Some(mark), Some(_)) = (bound, marked, allowed) {
+                assert_eq!(node, "a", "first fit: a has 1 core free, b 1 core too, a comes first");
+                let message = mark.message.unwrap_or_default();
+                assert!(
+                    message.starts_with("0/2 nodes are available") && message.contains("Insufficient cpu"),
+                    "{message}"
+                );
+                assert_eq!(dns.spec.and_then(|s| s.priority_class_name).as_deref(), Some("system-cluster-critical"));
+                assert!(huge.spec.and_then(|s| s.node_name).is_none());
+                break;
+            }
+        }
+    })
+    .await
+    .or_fail("timed out waiting for the scheduler");
+    served.stop();
+}

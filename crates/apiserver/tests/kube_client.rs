@@ -16,7 +16,7 @@ use kube::api::{
     Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent, WatchParams,
 };
 use nodewarden_apiserver::{ApiFault, StoreLimits};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn bounded<F: std::future::Future>(f: F) -> tokio::time::Timeout<F> {
     tokio::time::timeout(Duration::from_secs(20), f)
@@ -243,6 +243,122 @@ async fn eviction_is_refused_with_429_when_a_budget_forbids() {
         tokio::time::sleep(Duration::from_millis(1300)).await;
         let st = pdbs.get("workload").await.or_fail("get pdb").status.or_fail_none();
         assert_eq!((st.expected_pods, st.current_healthy, st.desired_healthy, st.disruptions_allowed), (5, 5, 5, 0));
+    })
+    .await
+    .or_fail("timed out");
+    served.stop();
+}
+
+/// What the critical-addon rescheduler relies on: budgets watched with
+/// `status.disruptionsAllowed` kept current as pods change, evictions
+/// with a grace period (seen in the DELETED event), nodes' allocatable,
+/// and a scheduler's writes (PodScheduled=False/Unschedulable through the
+/// status subresource, then a Binding).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_evictions_with_grace_and_bindings_serve_the_rescheduler() {
+    let served = start(options(2, 4)).await;
+    let c = client(&served, false);
+    bounded(async {
+        let node = Api::<Node>::all(c.clone()).get("node-000000").await.or_fail("node");
+        let alloc = node.status.and_then(|s| s.allocatable).or_fail_none();
+        assert_eq!(alloc.get("pods").map(|q| q.0.as_str()), Some("110"));
+        assert!(alloc.contains_key("cpu") && alloc.contains_key("memory"));
+
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), "apps");
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "workload"},
+            "spec": {"minAvailable": 5, "selector": {"matchLabels": {"app": "workload"}}},
+        }))
+        .or_fail("pdb json");
+        let created = pdbs.create(&PostParams::default(), &pdb).await.or_fail("create pdb");
+        let rv = created.metadata.resource_version.clone().or_fail_none();
+        let mut budget_events = pdbs.watch(&WatchParams::default(), &rv).await.or_fail("watch pdbs").boxed();
+        // The disruption controller's status arrives through the watch: six
+        // healthy pods, five needed.
+        let allowed_seen = |want: i32| {
+            move |e: &WatchEvent<PodDisruptionBudget>| {
+                matches!(e, WatchEvent::Modified(b) if b.status.as_ref().is_some_and(|s| s.disruptions_allowed == want))
+            }
+        };
+        loop {
+            let e = budget_events.try_next().await.or_fail("pdb watch").or_fail_none();
+            if allowed_seen(1)(&e) {
+                break;
+            }
+        }
+
+        let pods: Api<Pod> = Api::namespaced(c.clone(), "apps");
+        let names: Vec<String> =
+            pods.list(&ListParams::default()).await.or_fail("pods").items.into_iter().filter_map(|p| p.metadata.name).collect();
+        let rv = pods.list(&ListParams::default()).await.or_fail("pods").metadata.resource_version.or_fail_none();
+        let mut pod_events = pods.watch(&WatchParams::default(), &rv).await.or_fail("watch pods").boxed();
+        // As policy/v1 spells it (kube-rs 5's `evict` writes `delete_options`,
+        // which an API server drops).
+        let evict = |name: &str, grace: Value| {
+            let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name},
+                              "deleteOptions": {"gracePeriodSeconds": grace}});
+            hyper::Request::post(format!("/api/v1/namespaces/apps/pods/{name}/eviction"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap_or_default())
+                .or_fail("request")
+        };
+        c.request::<Value>(evict(&names[0], json!(10))).await.or_fail("eviction allowed by the budget");
+        loop {
+            match pod_events.try_next().await.or_fail("pod watch").or_fail_none() {
+                WatchEvent::Deleted(p) if p.metadata.name.as_deref() == Some(names[0].as_str()) => {
+                    assert_eq!(p.metadata.deletion_grace_period_seconds, Some(10));
+                    assert!(p.metadata.deletion_timestamp.is_some());
+                    break;
+                }
+                _ => {}
+            }
+        }
+        // One pod fewer: the budget allows no more, and says so.
+        loop {
+            let e = budget_events.try_next().await.or_fail("pdb watch").or_fail_none();
+            if allowed_seen(0)(&e) {
+                break;
+            }
+        }
+        let e = c.request::<Value>(evict(&names[1], json!("ten"))).await.err();
+        assert_eq!(e.as_ref().and_then(code), Some(400), "{e:?}");
+
+        // A scheduler's writes: Unschedulable, then a binding.
+        let addon: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "dns", "namespace": "apps"},
+            "spec": {"priorityClassName": "system-cluster-critical",
+                     "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]},
+        }))
+        .or_fail("addon");
+        pods.create(&PostParams::default(), &addon).await.or_fail("create addon");
+        let mut p = pods.get_status("dns").await.or_fail("status");
+        p.status.get_or_insert_default().conditions = Some(vec![serde_json::from_value(json!({
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}))
+        .or_fail("condition")]);
+        pods.replace_status("dns", &PostParams::default(), &p).await.or_fail("status");
+        let got = pods.get("dns").await.or_fail("get");
+        let cond = got.status.and_then(|s| s.conditions).or_fail_none();
+        assert_eq!((cond[0].reason.as_deref(), cond[0].status.as_str()), (Some("Unschedulable"), "False"));
+
+        let bind = |node: &str| {
+            let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "dns"},
+                              "target": {"kind": "Node", "name": node}});
+            hyper::Request::post("/api/v1/namespaces/apps/pods/dns/binding")
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap_or_default())
+                .or_fail("request")
+        };
+        c.request::<Value>(bind("node-000001")).await.or_fail("bind");
+        let bound = pods.get("dns").await.or_fail("get");
+        assert_eq!(bound.spec.and_then(|s| s.node_name).as_deref(), Some("node-000001"));
+        let st = bound.status.or_fail_none();
+        assert_eq!(st.phase.as_deref(), Some("Running"));
+        assert!(st.conditions.or_fail_none().iter().any(|c| c.type_ == "PodScheduled" && c.status == "True"));
+        let again = c.request::<Value>(bind("node-000000")).await.err();
+        assert_eq!(again.as_ref().and_then(code), Some(409), "already bound: {again:?}");
     })
     .await
     .or_fail("timed out");

@@ -53,6 +53,28 @@ pub(crate) struct RunArgs {
     /// PodDisruptionBudgets).
     #[arg(long, default_value = "delete", value_parser = ["delete", "evict"])]
     pod_deletion_mode: String,
+    /// Run the critical-addon rescheduler: when a kube-system pod marked
+    /// critical (system-cluster-critical, system-node-critical or the
+    /// critical-pod annotation) stays unschedulable, pick a node, taint it
+    /// CriticalAddonsOnly and evict pods there to make room. Off by
+    /// default, as upstream shipped its rescheduler.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    enable_rescheduler: bool,
+    /// How often the rescheduler looks for critical addons that need help.
+    #[arg(long, default_value = "10s")]
+    rescheduler_housekeeping_interval: Span,
+    /// How long a critical addon must have been unschedulable before the
+    /// rescheduler makes room for it.
+    #[arg(long, default_value = "10s")]
+    rescheduler_unschedulable_grace: Span,
+    /// The longest termination grace period the rescheduler's evictions
+    /// give a pod (a longer one is shortened to this).
+    #[arg(long, default_value = "10s")]
+    rescheduler_eviction_grace: Span,
+    /// How long a node prepared for an addon is held for it before it is
+    /// released and the addon reconsidered.
+    #[arg(long, default_value = "10m")]
+    rescheduler_pod_scheduled_timeout: Span,
     /// Client-side requests per second to the API server.
     #[arg(long, default_value_t = 20.0)]
     kube_api_qps: f64,
@@ -164,9 +186,11 @@ fn config(args: &RunArgs) -> anyhow::Result<ControllerConfig> {
         // the list is not.
         taint_eviction: taint_eviction || (!args.enable_taint_manager && !eviction_switched_off),
         pod_deletion_mode: if args.pod_deletion_mode == "evict" { DeletionMode::Evict } else { DeletionMode::Delete },
-        // The critical-addon rescheduler is not served by `run` yet: off,
-        // as its default is.
-        ..ControllerConfig::default()
+        enable_rescheduler: args.enable_rescheduler,
+        rescheduler_housekeeping_interval: args.rescheduler_housekeeping_interval,
+        rescheduler_unschedulable_grace: args.rescheduler_unschedulable_grace,
+        rescheduler_eviction_grace: args.rescheduler_eviction_grace,
+        rescheduler_pod_scheduled_timeout: args.rescheduler_pod_scheduled_timeout,
     };
     c.validate().context("invalid controller flags")?;
     Ok(c)

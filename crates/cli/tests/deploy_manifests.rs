@@ -22,7 +22,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-const OVERLAYS: [&str; 3] = ["base", "overlays/active", "overlays/shadow"];
+const OVERLAYS: [&str; 5] =
+    ["base", "overlays/active", "overlays/shadow", "overlays/active-rescheduler", "overlays/shadow-rescheduler"];
 
 /// Every field of `orig` must come back from the typed round trip with the
 /// same value: a field the type does not know is dropped on the way (k8s-
@@ -281,7 +282,7 @@ fn every_flag_in_the_deployments_is_one_nodewarden_run_accepts() {
         args.push(format!("--kubeconfig={}", missing.display()));
         args
     };
-    for dir in ["overlays/active", "overlays/shadow"] {
+    for dir in ["overlays/active", "overlays/shadow", "overlays/active-rescheduler", "overlays/shadow-rescheduler"] {
         let Some(objs) = kustomize(dir) else { return };
         let args = deployment_args(&objs);
         assert_eq!(args[0], "run", "{dir}: the container must run `nodewarden run`");
@@ -365,6 +366,36 @@ fn the_helm_chart_renders_the_same_objects_as_kustomize() {
     assert_same_objects(helm, active, "helm (defaults) vs overlays/active");
     let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &json!({"mode": "shadow"})).expect("shadow");
     assert_same_objects(helm, shadow, "helm (mode=shadow) vs overlays/shadow");
+    for mode in ["active", "shadow"] {
+        let Some(overlay) = kustomize(&format!("overlays/{mode}-rescheduler")) else { return };
+        let values = json!({"mode": mode, "rescheduler": {"enabled": true}});
+        let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &values).expect("rescheduler");
+        assert_same_objects(helm, overlay, &format!("helm (mode={mode}, rescheduler) vs overlays/{mode}-rescheduler"));
+    }
+}
+
+/// The rescheduler overlays add the flag and list/watch on budgets, and
+/// nothing else: the shadow stays read-only.
+#[test]
+fn the_rescheduler_overlays_add_the_flag_and_read_access_to_budgets_only() {
+    for mode in ["active", "shadow"] {
+        let (Some(plain), Some(with)) =
+            (kustomize(&format!("overlays/{mode}")), kustomize(&format!("overlays/{mode}-rescheduler")))
+        else {
+            return;
+        };
+        let mut expected = deployment_args(&plain);
+        expected.push("--enable-rescheduler".into());
+        assert_eq!(deployment_args(&with), expected, "{mode}");
+        let rules = |objs: &[Value]| one(objs, "ClusterRole")["rules"].as_array().expect("rules").clone();
+        let mut expected = rules(&plain);
+        expected
+            .push(json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]}));
+        assert_eq!(rules(&with), expected, "{mode}");
+    }
+    let err =
+        deploy::helm::render(&chart(), "nw", "kube-system", &json!({"rescheduler": {"enabled": "yes"}})).unwrap_err();
+    assert!(err[0].contains("rescheduler.enabled"), "{err:?}");
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! former), the Lease is created, renewed and released. Every request must
 //! be allowed by the rules bound to the Deployment's ServiceAccount, and
 //! every verb those rules grant must have been used. The shadow overlay's
-//! read-only rules are checked the same way against a `--dry-run` run.
+//! read-only rules are checked the same way against a `--dry-run` run, and
+//! overlays/active-rescheduler's against `--enable-rescheduler` runs.
 
 mod deploy;
 
@@ -192,12 +193,13 @@ async fn wait_for(what: &str, replica: &Replica, within: Duration, mut done: imp
 
 /// One writing run of the deployed command line: the victim deleted in
 /// `mode`, an Event recorded in the group the server serves, the Lease
-/// released. Returns every request nodewarden made.
-async fn active_run(args: &[String], mode: &str, events_v1: bool) -> Vec<RequestRecord> {
+/// released. Returns every request nodewarden made. `tag` keeps the files
+/// of runs in concurrent tests apart.
+async fn active_run(args: &[String], mode: &str, events_v1: bool, tag: &str) -> Vec<RequestRecord> {
     let served = serve(events_v1).await;
     victim(&served).await;
-    let path = kubeconfig(&served, mode);
-    let mut replica = Replica::start(&format!("rbac-{mode}"), &as_deployed(args, &fast(&path, Some(mode))));
+    let path = kubeconfig(&served, &format!("{tag}-{mode}"));
+    let mut replica = Replica::start(&format!("rbac-{tag}-{mode}"), &as_deployed(args, &fast(&path, Some(mode))));
     let pods: Api<Pod> = Api::namespaced(client(&served), "default");
     wait_for(&format!("the victim's deletion ({mode})"), &replica, Duration::from_secs(30), async || {
         pods.get_opt("victim").await.expect("get").is_none_or(|p| p.metadata.deletion_timestamp.is_some())
@@ -238,9 +240,33 @@ async fn the_active_rbac_grants_exactly_what_nodewarden_run_uses() {
     let (ns, sa) = service_account(&objs);
     let rules = rules_for(&objs, &ns, &sa);
     assert!(!rules.is_empty(), "no rules bound to {ns}/{sa}");
-    let (delete, evict) = tokio::join!(active_run(&args, "delete", true), active_run(&args, "evict", false));
+    let (delete, evict) =
+        tokio::join!(active_run(&args, "delete", true, "active"), active_run(&args, "evict", false, "active"));
     let mut requests = delete;
     requests.extend(evict);
+    if let Err(errors) = check(&rules, &requests) {
+        panic!("{}", report(errors, &rules));
+    }
+}
+
+/// `--enable-rescheduler` adds the budget watch to what nodewarden uses;
+/// the rest (the CriticalAddonsOnly taint is a node patch, its evictions go
+/// through pods/eviction) is what node lifecycle uses already.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rescheduler_rbac_grants_exactly_what_nodewarden_run_uses() {
+    let Some(objs) = kustomize("overlays/active-rescheduler") else { return };
+    let args = deployment_args(&objs);
+    assert!(args.contains(&"--enable-rescheduler".to_string()));
+    let (ns, sa) = service_account(&objs);
+    let rules = rules_for(&objs, &ns, &sa);
+    let (delete, evict) =
+        tokio::join!(active_run(&args, "delete", true, "resched"), active_run(&args, "evict", false, "resched"));
+    let mut requests = delete;
+    requests.extend(evict);
+    assert!(
+        requests.iter().any(|r| r.verb == "watch" && r.resource == "poddisruptionbudgets"),
+        "the rescheduler did not watch budgets"
+    );
     if let Err(errors) = check(&rules, &requests) {
         panic!("{}", report(errors, &rules));
     }

@@ -42,6 +42,33 @@ fn bad_controllers_lists_are_refused_in_one_line_with_exit_2() {
     assert!(err.contains("--kubeconfig /nonexistent"), "{err}");
 }
 
+#[test]
+fn rescheduler_flags_are_checked_and_named() {
+    for (flags, says) in [
+        (&["--rescheduler-housekeeping-interval=0s"][..], "rescheduler-housekeeping-interval"),
+        (&["--enable-rescheduler", "--rescheduler-eviction-grace=-1s"][..], "rescheduler-eviction-grace"),
+        (&["--rescheduler-unschedulable-grace=-5s"][..], "rescheduler-unschedulable-grace"),
+        (&["--rescheduler-pod-scheduled-timeout=1s"][..], "rescheduler-pod-scheduled-timeout"),
+    ] {
+        let out = run(&[flags, &["--kubeconfig", "/nonexistent"][..]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+    let out = run(&["--enable-rescheduler=perhaps", "--kubeconfig", "/nonexistent"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--enable-rescheduler"), "{err}");
+    // Both spellings switch it on and go past the flags to the kubeconfig.
+    for on in ["--enable-rescheduler", "--enable-rescheduler=true"] {
+        let out = run(&[on, "--rescheduler-pod-scheduled-timeout=5m", "--kubeconfig", "/nonexistent"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{on}: {err}");
+        assert!(err.contains("--kubeconfig /nonexistent"), "{on}: {err}");
+    }
+}
+
 /// Kills the child when the test ends, however it ends.
 struct Reaped(Child);
 

@@ -13,10 +13,15 @@
 //! is applied, and [`InvariantChecker::end_step`] after each tick's actions
 //! are applied.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
+
+/// The checker's hashed maps: looked up for every observation (a Lease
+/// renewal per node every 10 s), never iterated in an order that matters.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, PodSnapshot, WriteSlot, ZoneReport};
 use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, CRITICAL_ADDONS_ONLY_VALUE, is_critical_addon};
@@ -184,7 +189,7 @@ struct Interner<T: ?Sized> {
 
 impl<T: ?Sized> Default for Interner<T> {
     fn default() -> Self {
-        Interner { values: HashSet::new(), sweep_at: 0 }
+        Interner { values: HashSet::default(), sweep_at: 0 }
     }
 }
 
@@ -259,13 +264,13 @@ impl InvariantChecker {
     pub fn new(config: &ControllerConfig) -> InvariantChecker {
         InvariantChecker {
             config: config.clone(),
-            nodes: HashMap::new(),
-            pods: HashMap::new(),
-            pods_by_node: HashMap::new(),
+            nodes: HashMap::default(),
+            pods: HashMap::default(),
+            pods_by_node: HashMap::default(),
             node_names: Interner::default(),
             toleration_lists: Interner::default(),
-            zone_taints: HashMap::new(),
-            step_writes: HashMap::new(),
+            zone_taints: HashMap::default(),
+            step_writes: HashMap::default(),
             all_down_before: false,
             violations: BTreeMap::new(),
             reserved: BTreeSet::new(),

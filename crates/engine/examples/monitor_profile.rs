@@ -80,9 +80,16 @@ fn main() {
             // The third argument is pods per node here.
             let state = common::cluster_state(nodes, 3, passes);
             let mut engine = Engine::new(ControllerConfig::default(), Timestamp::EPOCH).expect("valid config");
+            engine.measure_with(std::time::Instant::now);
             let started = std::time::Instant::now();
             let actions = measured_ingest(&mut engine, state);
             println!("ingest of {nodes} nodes, {} pods: {:?}, {actions} actions", nodes * passes, started.elapsed());
+            let phases: Vec<String> = engine
+                .last_tick_timings()
+                .iter()
+                .map(|p| format!("{} {:.1} ms", p.phase, p.took.as_secs_f64() * 1e3))
+                .collect();
+            println!("  {}", phases.join(", "));
         }
         other => panic!("unknown mode {other}: healthy, zone_down, quiet or ingest"),
     }

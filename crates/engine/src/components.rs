@@ -253,6 +253,11 @@ struct Scheduled {
 }
 
 impl PendingDeletion {
+    /// Neither a deletion scheduled nor a basis kept.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// The scheduled deletion, if any.
     pub fn get(&self) -> Option<Deadline> {
         self.0.as_ref().and_then(|s| s.deadline)
@@ -261,6 +266,10 @@ impl PendingDeletion {
     /// Schedules (or, with `None`, calls off) the deletion; returns the one
     /// it replaces. The basis is left as it is.
     pub fn set(&mut self, deadline: Option<Deadline>) -> Option<Deadline> {
+        if deadline.is_none() && self.0.is_none() {
+            // Nothing to call off (most pods, most of the time): no box.
+            return None;
+        }
         let old = self.get();
         self.scheduled().deadline = deadline;
         self.shrink();
@@ -274,6 +283,9 @@ impl PendingDeletion {
 
     /// Records (or, with `None`, forgets) the basis.
     pub fn set_basis(&mut self, basis: Option<Basis>) {
+        if basis.is_none() && self.0.is_none() {
+            return;
+        }
         self.scheduled().basis = basis;
         self.shrink();
     }

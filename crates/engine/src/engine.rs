@@ -250,6 +250,11 @@ impl Engine {
                 self.leases.apply(&mut self.world, obs, &mut pending);
                 continue;
             }
+            if let Observation::PodUpserted(pod) = obs {
+                // Nor do pod upserts.
+                ingest::PodRun::apply(&mut self.world, pod, &mut pending);
+                continue;
+            }
             ingest::apply(&mut self.world, obs);
             // Ingest only records a refused deletion; its owner decides
             // what follows, before the next observation is taken in, so the

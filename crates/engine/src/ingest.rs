@@ -9,6 +9,8 @@
 //! the pod and in [`RefusedDeletions`] for the system that issued it, which
 //! the engine runs before the next observation.
 
+use std::sync::Arc;
+
 use bevy_ecs::prelude::*;
 use nodewarden_model::{TaintEffect, ZoneKey, keys};
 use tracing::{debug, warn};
@@ -31,7 +33,7 @@ pub fn apply(world: &mut World, obs: Observation) {
     match obs {
         Observation::NodeUpserted(n) => upsert_node(world, n),
         Observation::NodeDeleted { name } => delete_node(world, &name),
-        Observation::PodUpserted(p) => upsert_pod(world, p),
+        Observation::PodUpserted(p) => PodRun::apply(world, p, &mut std::iter::empty().peekable()),
         Observation::PodDeleted { key } => delete_pod(world, &key),
         // The engine hands runs of Leases to its `LeaseIngest`; one alone
         // goes the same way.
@@ -139,11 +141,12 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 .0
                 .remove(&snap.name)
                 .map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
-            let e = world.spawn_empty().id();
-            let slot = world.resource_mut::<NodeTimers>().add(e);
+            // Spawned with every component at once (a spawn and an insert
+            // would move it between archetypes); its timer slot is the one
+            // `NodeTimers::add` gives it right after.
+            let slot = world.resource::<NodeTimers>().next_slot();
             world.resource_mut::<ZoneCounts>().count(in_zone.slot, excluded, ready.status, true);
-            let mut node = world.entity_mut(e);
-            node.insert((
+            let mut node = world.spawn((
                 NodeName(snap.name.clone()),
                 NodeMeta {
                     created: snap.created,
@@ -163,6 +166,9 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             if excluded {
                 node.insert(ExcludedFromDisruption);
             }
+            let e = node.id();
+            let added = world.resource_mut::<NodeTimers>().add(e);
+            debug_assert_eq!(added, slot);
             world.resource_mut::<NodeIndex>().0.insert(snap.name, e);
             let mut inbox = world.resource_mut::<TaintManagerInbox>();
             inbox.nodes.push(e);
@@ -221,67 +227,151 @@ fn delete_node(world: &mut World, name: &str) {
     // the taint manager forgets the node's taints but cancels nothing.
 }
 
-fn upsert_pod(world: &mut World, snap: PodSnapshot) {
-    let existing = pod_named(world, &snap.key);
-    match existing {
-        Some(e) => {
-            let Some(old) = world.get::<Pod>(e) else { return };
-            // A new uid is a new pod under the same name (its deletion and
-            // re-creation merged into one update): bound and evaluated
-            // afresh, like any new pod (found by the fuzzer).
-            let new_pod = *old.uid != *snap.uid;
-            let node_changed = old.node.as_deref() != snap.node.as_deref() || new_pod;
-            let tolerations_changed = *old.tolerations != *snap.tolerations;
-            let old_node = old.node.clone();
-            let old_progress = old.progress.clone();
-            if new_pod {
-                // A new pod under the same name: forget what we did to the old one.
-                world.entity_mut(e).insert(PendingDeletion::default());
+/// Ingest of pod upserts, a million at a whole-cluster (re)list: a run of
+/// them in a row is taken in with the pod index, the toleration lists and
+/// the work lists they touch taken out of the World once for the run,
+/// instead of a lookup (and, for the index, a remove and re-insert) of each
+/// for every pod. Each pod is still taken in on its own, in order, exactly
+/// as it would be alone.
+pub struct PodRun {
+    index: PodIndex,
+    sets: TolerationSets,
+    inbox: Vec<Entity>,
+    assigned: Vec<Entity>,
+    /// The node name the last pod was bound to, shared: pods come node by
+    /// node in a list, so most find their node's name here without a lookup.
+    last_node: Option<Arc<str>>,
+}
+
+impl PodRun {
+    /// Takes what pod ingest touches out of `world` (put back by
+    /// [`PodRun::finish`]).
+    pub fn start(world: &mut World) -> PodRun {
+        PodRun {
+            index: std::mem::take(&mut *world.resource_mut::<PodIndex>()),
+            sets: std::mem::take(&mut *world.resource_mut::<TolerationSets>()),
+            inbox: std::mem::take(&mut world.resource_mut::<TaintManagerInbox>().pods),
+            assigned: std::mem::take(&mut world.resource_mut::<AssignedPods>().0),
+            last_node: None,
+        }
+    }
+
+    /// Whether `obs` is a pod upsert.
+    pub fn takes(obs: &Observation) -> bool {
+        matches!(obs, Observation::PodUpserted(_))
+    }
+
+    /// Applies `first` and the pod upserts that follow it in `rest`,
+    /// stopping before the first other observation, then puts back what
+    /// it took out of `world`.
+    pub fn apply(
+        world: &mut World,
+        first: PodSnapshot,
+        rest: &mut std::iter::Peekable<impl Iterator<Item = Observation>>,
+    ) {
+        let mut run = PodRun::start(world);
+        if run.index.by_key.is_empty() {
+            // A first list (startup, or a restart): size the index for it
+            // at once rather than re-hashing it a score of times as it grows.
+            let (more, _) = rest.size_hint();
+            run.index.by_key.reserve(more + 1, |e| world.get::<Pod>(e).map(|p| &*p.key));
+        }
+        let mut next = Some(first);
+        while let Some(snap) = next.take() {
+            run.upsert(world, snap);
+            next = match rest.next_if(PodRun::takes) {
+                Some(Observation::PodUpserted(p)) => Some(p),
+                _ => None,
+            };
+        }
+        run.finish(world);
+    }
+
+    /// Puts back what [`PodRun::start`] took out.
+    pub fn finish(self, world: &mut World) {
+        *world.resource_mut::<PodIndex>() = self.index;
+        *world.resource_mut::<TolerationSets>() = self.sets;
+        world.resource_mut::<TaintManagerInbox>().pods = self.inbox;
+        world.resource_mut::<AssignedPods>().0 = self.assigned;
+    }
+
+    fn upsert(&mut self, world: &mut World, snap: PodSnapshot) {
+        let place = self.index.by_key.find_or_place(&snap.key, |e| world.get::<Pod>(e).map(|p| &*p.key));
+        match place {
+            Ok(e) => {
+                let Some(old) = world.get::<Pod>(e) else { return };
+                // A new uid is a new pod under the same name (its deletion and
+                // re-creation merged into one update): bound and evaluated
+                // afresh, like any new pod (found by the fuzzer).
+                let new_pod = *old.uid != *snap.uid;
+                let node_changed = old.node.as_deref() != snap.node.as_deref() || new_pod;
+                let tolerations_changed = *old.tolerations != *snap.tolerations;
+                let old_node = old.node.clone();
+                let old_progress = old.progress.clone();
+                if new_pod {
+                    // A new pod under the same name: forget what we did to the old one.
+                    world.entity_mut(e).insert(PendingDeletion::default());
+                }
+                let bound = node_changed && snap.node.is_some();
+                let mut pod = self.pod_from(snap);
+                if !new_pod {
+                    // The same pod: what we did to it still stands.
+                    pod.progress = old_progress;
+                }
+                self.index.rebind(e, old_node.as_deref(), pod.node.as_ref());
+                world.entity_mut(e).insert(pod);
+                if node_changed || tolerations_changed {
+                    self.inbox.push(e);
+                }
+                if bound {
+                    self.assigned.push(e);
+                }
             }
-            let bound = node_changed && snap.node.is_some();
-            let mut pod = pod_from(world, snap);
-            if !new_pod {
-                // The same pod: what we did to it still stands.
-                pod.progress = old_progress;
-            }
-            world.resource_mut::<PodIndex>().rebind(e, old_node.as_deref(), pod.node.as_ref());
-            world.entity_mut(e).insert(pod);
-            if node_changed || tolerations_changed {
-                world.resource_mut::<TaintManagerInbox>().pods.push(e);
-            }
-            if bound {
-                world.resource_mut::<AssignedPods>().0.push(e);
+            Err(place) => {
+                // One probe found the pod absent and its place in the index.
+                let node = snap.node.as_deref().map(|n| shared_node_name(&mut self.last_node, &self.index.by_node, n));
+                let pod = pod_component(&mut self.sets, snap, node.clone());
+                let e = world.spawn((pod, PendingDeletion::default())).id();
+                place.file(e);
+                self.index.rebind(e, None, node.as_ref());
+                self.inbox.push(e);
+                if node.is_some() {
+                    self.assigned.push(e);
+                }
             }
         }
-        None => {
-            let pod = pod_from(world, snap);
-            let node = pod.node.clone();
-            let e = world.spawn((pod, PendingDeletion::default())).id();
-            world.resource_scope(|world: &mut World, mut index: Mut<PodIndex>| {
-                let key_of = |e: Entity| world.get::<Pod>(e).map(|p| &*p.key);
-                if let Some(key) = key_of(e) {
-                    index.by_key.insert(key, e, key_of);
-                }
-                index.rebind(e, None, node.as_ref());
-            });
-            world.resource_mut::<TaintManagerInbox>().pods.push(e);
-            if node.is_some() {
-                world.resource_mut::<AssignedPods>().0.push(e);
-            }
+    }
+
+    /// The pod component of a snapshot, its strings and tolerations shared
+    /// with the indexes and the other pods that have the same.
+    fn pod_from(&mut self, snap: PodSnapshot) -> Pod {
+        let node = snap.node.as_deref().map(|n| shared_node_name(&mut self.last_node, &self.index.by_node, n));
+        pod_component(&mut self.sets, snap, node)
+    }
+}
+
+/// The shared copy of a node name pods are bound to: the pod index's own
+/// key when some pod is bound there already, else a new one (which becomes
+/// the key when [`PodIndex::rebind`] files a pod under it); with the last one found kept in `last`: pods come node by node in a list,
+/// so most find their node's name there without a lookup.
+fn shared_node_name(
+    last: &mut Option<Arc<str>>,
+    by_node: &crate::resources::HashMap<Arc<str>, Vec<Entity>>,
+    node: &str,
+) -> Arc<str> {
+    match last {
+        Some(name) if **name == *node => name.clone(),
+        _ => {
+            let shared = by_node.get_key_value(node).map_or_else(|| Arc::from(node), |(name, _)| name.clone());
+            *last = Some(shared.clone());
+            shared
         }
     }
 }
 
-/// The pod entity named `key`.
-fn pod_named(world: &World, key: &str) -> Option<Entity> {
-    world.resource::<PodIndex>().by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
-}
-
-/// The pod component of a snapshot, its strings and tolerations shared
-/// with the indexes and the other pods that have the same.
-fn pod_from(world: &mut World, snap: PodSnapshot) -> Pod {
-    let node = snap.node.as_deref().map(|n| world.resource::<PodIndex>().node_name(n));
-    let tolerations = world.resource_mut::<TolerationSets>().intern(snap.tolerations);
+/// The pod component of a snapshot bound to `node` (its shared name).
+fn pod_component(sets: &mut TolerationSets, snap: PodSnapshot, node: Option<Arc<str>>) -> Pod {
+    let tolerations = sets.intern(snap.tolerations);
     Pod {
         key: snap.key.into_boxed_str(),
         uid: snap.uid.into_boxed_str(),
@@ -292,6 +382,11 @@ fn pod_from(world: &mut World, snap: PodSnapshot) -> Pod {
         tolerations,
         progress: PodProgress::default(),
     }
+}
+
+/// The pod entity named `key`.
+fn pod_named(world: &World, key: &str) -> Option<Entity> {
+    world.resource::<PodIndex>().by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
 }
 
 fn delete_pod(world: &mut World, key: &str) {

@@ -277,6 +277,11 @@ pub struct NodeTimers {
 }
 
 impl NodeTimers {
+    /// The slot the next [`NodeTimers::add`] gives.
+    pub fn next_slot(&self) -> u32 {
+        self.free.last().copied().unwrap_or(self.links.len() as u32)
+    }
+
     /// A slot for a new node, on the active list.
     pub fn add(&mut self, entity: Entity) -> u32 {
         let link = Link { entity, place: Place::Active, prev: NIL, next: NIL };

@@ -79,7 +79,7 @@ pub struct NodeIndex(pub HashMap<String, Entity>);
 /// A pod's strings are stored once however many places refer to them: the
 /// key only in the pod ([`PodKeys`] finds pods by it without a copy), and
 /// its [`Pod::node`] is the same allocation as the `by_node` key of the
-/// node it is bound to ([`PodIndex::node_name`]).
+/// node it is bound to (ingest shares it).
 ///
 /// [`Pod::node`]: crate::components::Pod::node
 #[derive(Resource, Debug, Default)]
@@ -110,9 +110,41 @@ impl PodKeys {
     /// Files `pod` under `key`, which must be its pod's key already and
     /// not be filed yet. Every filed pod must keep its key readable through
     /// `key_of` until it is removed (the table re-hashes from it as it grows).
+    #[cfg(test)]
     pub fn insert<'a>(&mut self, key: &str, pod: Entity, key_of: impl Fn(Entity) -> Option<&'a str>) {
         let hasher = &self.hasher;
         self.table.insert_unique(hasher.hash_one(key), pod, |&e| hasher.hash_one(key_of(e).unwrap_or_default()));
+    }
+
+    /// The pod named `key`, or, when there is none, a place to file one
+    /// under it found by the same probe ([`PodKeys::file`]).
+    pub fn find_or_place<'a>(
+        &mut self,
+        key: &str,
+        key_of: impl Fn(Entity) -> Option<&'a str>,
+    ) -> Result<Entity, PodKeySlot<'_>> {
+        let hasher = &self.hasher;
+        match self.table.entry(
+            hasher.hash_one(key),
+            |&e| key_of(e) == Some(key),
+            |&e| hasher.hash_one(key_of(e).unwrap_or_default()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(found) => Ok(*found.get()),
+            hashbrown::hash_table::Entry::Vacant(place) => Err(PodKeySlot(place)),
+        }
+    }
+
+    /// Makes room for `additional` more pods without re-hashing. `key_of`
+    /// must read the keys of the pods filed already, as for
+    /// [`PodKeys::insert`].
+    pub fn reserve<'a>(&mut self, additional: usize, key_of: impl Fn(Entity) -> Option<&'a str>) {
+        let hasher = &self.hasher;
+        self.table.reserve(additional, |&e| hasher.hash_one(key_of(e).unwrap_or_default()));
+    }
+
+    /// Whether no pod is filed.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
     }
 
     /// Takes the pod named `key` out; returns it.
@@ -128,17 +160,21 @@ impl PodKeys {
     }
 }
 
+/// Where a pod not filed yet goes in [`PodKeys`] (from
+/// [`PodKeys::find_or_place`]).
+pub struct PodKeySlot<'t>(hashbrown::hash_table::VacantEntry<'t, Entity>);
+
+impl PodKeySlot<'_> {
+    /// Files `pod` here: its pod's key must be the one it was found for.
+    pub fn file(self, pod: Entity) {
+        self.0.insert(pod);
+    }
+}
+
 impl PodIndex {
     /// Pods bound to `node`.
     pub fn on_node(&self, node: &str) -> &[Entity] {
         self.by_node.get(node).map_or(&[], Vec::as_slice)
-    }
-
-    /// The shared copy of a node name pods are bound to: the index's own
-    /// key when some pod is bound there already, else a new one (which
-    /// becomes the key when [`PodIndex::rebind`] files a pod under it).
-    pub fn node_name(&self, node: &str) -> Arc<str> {
-        self.by_node.get_key_value(node).map_or_else(|| Arc::from(node), |(name, _)| name.clone())
     }
 
     /// Moves `pod` from one node's list to another's.
@@ -174,6 +210,10 @@ impl PodIndex {
 pub struct TolerationSets {
     sets: HashSet<Arc<[Toleration]>>,
     sweep_at: usize,
+    /// The list interned last: pods come in runs with the same list (a
+    /// node's DaemonSet pods, a workload's replicas), and comparing with it
+    /// is cheaper than hashing.
+    last: Option<Arc<[Toleration]>>,
 }
 
 impl TolerationSets {
@@ -183,11 +223,23 @@ impl TolerationSets {
 
     /// The shared copy of `tolerations`.
     pub fn intern(&mut self, tolerations: Vec<Toleration>) -> Arc<[Toleration]> {
+        if let Some(last) = &self.last
+            && **last == *tolerations
+        {
+            return last.clone();
+        }
+        let set = self.intern_new(tolerations);
+        self.last = Some(set.clone());
+        set
+    }
+
+    fn intern_new(&mut self, tolerations: Vec<Toleration>) -> Arc<[Toleration]> {
         if let Some(set) = self.sets.get(tolerations.as_slice()) {
             return set.clone();
         }
         if self.sets.len() >= self.sweep_at.max(Self::MIN_SWEEP) {
             // Only the table holds these: no pod carries the list now.
+            self.last = None;
             self.sets.retain(|set| Arc::strong_count(set) > 1);
             self.sweep_at = self.sets.len() * 2;
         }

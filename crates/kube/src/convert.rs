@@ -39,6 +39,38 @@
 //! - a label of the wrong type is skipped (a node without a zone label is
 //!   in the engine's unlabelled zone).
 //!
+//! With the critical-addon rescheduler on ([`Detail::Scheduling`]), pods
+//! and nodes are read further (requests, priority, placement, allocatable)
+//! and PodDisruptionBudgets are read too ([`budget_reading`]). There the
+//! conservative reading is the one that cannot make the rescheduler evict
+//! a pod it should not, or prepare a node the addon cannot use:
+//! - a pod whose annotations cannot be read is never evicted (they might
+//!   mark it a mirror pod) and is no critical addon;
+//! - a pod whose requests cannot be read (a malformed quantity, a container
+//!   list of the wrong type) fills its node in that resource (the amount
+//!   reads as the largest there is, so no addon is placed beside it) and is
+//!   never evicted (it reads as a mirror pod, which no eviction removes: it
+//!   is not known what evicting it would free); an addon whose requests
+//!   cannot be read fits nowhere, and is reported as such by the engine;
+//! - a node selector or required node affinity that cannot be read matches
+//!   no node (the scheduler would not place the pod anywhere it could not
+//!   read either, and the API would have refused the pod);
+//! - an allocatable that cannot be read reads as absent: no addon is placed
+//!   on that node; a resource missing from it reads as zero, as the
+//!   scheduler reads it;
+//! - a terminationGracePeriodSeconds that cannot be read is the default
+//!   30 s (its pod is then never among those preferred for a short grace);
+//! - a `PodScheduled=False/Unschedulable` condition without a readable
+//!   lastTransitionTime was marked when it was seen (the grace starts then,
+//!   the latest it could);
+//! - a pod that has finished (phase Succeeded or Failed) requests nothing:
+//!   the scheduler no longer counts it either;
+//! - a budget whose selector cannot be read covers every pod of its
+//!   namespace and allows no disruption; a budget whose status is missing,
+//!   unreadable or older than its spec (`observedGeneration` behind
+//!   `generation`: the Eviction API then refuses too) allows none; a budget
+//!   without a selector covers no pod (policy/v1), and reads as deleted.
+//!
 //! Time: the engine's [`Timestamp`] is Unix time in nanoseconds in
 //! production ([`timestamp`]), so a heartbeat's time is what the API says.
 
@@ -46,14 +78,33 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
+use nodewarden_engine::{BudgetSnapshot, NodeSnapshot, Observation, PodSnapshot};
+use nodewarden_model::resources::{parse_bytes, parse_cpu_millis};
+use nodewarden_model::scheduling::{
+    CRITICAL_POD_ANNOTATION, MIRROR_POD_ANNOTATION, NodeSelectorTerm, Requirement, SelectorOperator,
+};
 use nodewarden_model::{
-    ConditionStatus, ConditionType, NodeCondition, Taint, TaintEffect, Timestamp, Toleration, TolerationOperator,
+    ConditionStatus, ConditionType, LabelSelector, NodeAffinity, NodeCondition, Placement, PodScheduling, Resources,
+    Span, Taint, TaintEffect, Timestamp, Toleration, TolerationOperator,
 };
 use serde_json::Value;
 
 /// The namespace the kubelets keep their Leases in.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// How much of a Node or Pod is read.
+///
+/// The rescheduler's facts (requests, placement, allocatable, ...) cost
+/// memory in every pod the engine keeps, so they are read only when it
+/// runs; node lifecycle reads none of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// What node lifecycle reads (`--enable-rescheduler=false`).
+    #[default]
+    Lifecycle,
+    /// That, and what the critical-addon rescheduler reads.
+    Scheduling,
+}
 
 /// A node with more taints than this is logged: no real node needs so
 /// many, and it usually means a runaway taint writer. The taints are all
@@ -178,28 +229,14 @@ fn name_of(v: &Value) -> Option<&str> {
 /// What the engine reads of a Node's JSON, or `None` (logged) when the
 /// node has no name. See the module's documentation for how each odd
 /// field is read.
-pub fn node_reading(v: &Value, seen_at: Timestamp) -> Option<NodeSnapshot> {
+pub fn node_reading(v: &Value, seen_at: Timestamp, detail: Detail) -> Option<NodeSnapshot> {
     let Some(name) = name_of(v) else {
         tracing::warn!(kind = "Node", "ignoring a Node without a readable metadata.name");
         return None;
     };
     let r = Reading { kind: "Node", name, seen_at };
     let created = r.time(v, &["metadata", "creationTimestamp"], "metadata.creationTimestamp").unwrap_or(seen_at);
-    let mut labels = BTreeMap::new();
-    match at(v, &["metadata", "labels"]) {
-        None => {}
-        Some(Value::Object(m)) => {
-            for (k, val) in m {
-                match val.as_str() {
-                    Some(s) => {
-                        labels.insert(k.clone(), s.to_string());
-                    }
-                    None => r.odd("metadata.labels", &format!("label {k:?} is a {}; skipped", json_type(val))),
-                }
-            }
-        }
-        Some(x) => r.odd("metadata.labels", &format!("expected an object, found {}; no labels read", json_type(x))),
-    }
+    let labels = r.labels(v);
     let mut conditions: Vec<NodeCondition> = Vec::new();
     let mut seen_types: Vec<String> = Vec::new();
     for c in r.list(v, &["status", "conditions"], "status.conditions").unwrap_or_default() {
@@ -267,7 +304,11 @@ pub fn node_reading(v: &Value, seen_at: Timestamp) -> Option<NodeSnapshot> {
             false
         }
     };
-    Some(NodeSnapshot { allocatable: None, name: name.to_string(), created, labels, conditions, taints, unschedulable })
+    let allocatable = match detail {
+        Detail::Lifecycle => None,
+        Detail::Scheduling => r.allocatable(v),
+    };
+    Some(NodeSnapshot { allocatable, name: name.to_string(), created, labels, conditions, taints, unschedulable })
 }
 
 /// The toleration an unreadable one reads as: every taint, forever.
@@ -317,7 +358,7 @@ fn toleration(t: &Value) -> Option<Toleration> {
 /// no name, namespace or uid: every write to a pod carries its uid as a
 /// precondition, so a pod without one could never be written safely. See
 /// the module's documentation for how each odd field is read.
-pub fn pod_reading(v: &Value, seen_at: Timestamp) -> Option<PodSnapshot> {
+pub fn pod_reading(v: &Value, seen_at: Timestamp, detail: Detail) -> Option<PodSnapshot> {
     let ns = at(v, &["metadata", "namespace"]).and_then(Value::as_str).filter(|n| !n.is_empty());
     let (Some(name), Some(ns)) = (name_of(v), ns) else {
         tracing::warn!(
@@ -376,8 +417,12 @@ pub fn pod_reading(v: &Value, seen_at: Timestamp) -> Option<PodSnapshot> {
             })
             .collect(),
     };
+    let scheduling = match detail {
+        Detail::Lifecycle => None,
+        Detail::Scheduling => Some(Box::new(r.scheduling(v))),
+    };
     Some(PodSnapshot {
-        scheduling: None,
+        scheduling,
         key: key.clone(),
         uid: uid.to_string(),
         node: r.text(v, &["spec", "nodeName"], "spec.nodeName").filter(|n| !n.is_empty()).map(str::to_string),
@@ -406,13 +451,421 @@ pub fn lease_reading(v: &Value, seen_at: Timestamp) -> Option<Observation> {
 
 /// [`node_reading`] of a typed Node (as the writer's requests return it),
 /// seen now.
-pub fn node_snapshot(node: &Node) -> Option<NodeSnapshot> {
-    node_reading(&serde_json::to_value(node).ok()?, wall_clock_now())
+pub fn node_snapshot(node: &Node, detail: Detail) -> Option<NodeSnapshot> {
+    node_reading(&serde_json::to_value(node).ok()?, wall_clock_now(), detail)
 }
 
 /// [`pod_reading`] of a typed Pod, seen now.
-pub fn pod_snapshot(pod: &Pod) -> Option<PodSnapshot> {
-    pod_reading(&serde_json::to_value(pod).ok()?, wall_clock_now())
+pub fn pod_snapshot(pod: &Pod, detail: Detail) -> Option<PodSnapshot> {
+    pod_reading(&serde_json::to_value(pod).ok()?, wall_clock_now(), detail)
+}
+
+/// The observation a policy/v1 PodDisruptionBudget's JSON gives: its
+/// selector and `status.disruptionsAllowed` ([`Observation::BudgetUpserted`]),
+/// or [`Observation::BudgetDeleted`] for a budget without a selector (it
+/// covers no pod). `None` when it cannot be named. See the module's
+/// documentation for how odd fields are read.
+pub fn budget_reading(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+    let ns = at(v, &["metadata", "namespace"]).and_then(Value::as_str).filter(|n| !n.is_empty());
+    let (Some(name), Some(ns)) = (name_of(v), ns) else {
+        tracing::warn!(
+            kind = "PodDisruptionBudget",
+            "ignoring a PodDisruptionBudget without a readable name or namespace"
+        );
+        return None;
+    };
+    let key = format!("{ns}/{name}");
+    let r = Reading { kind: "PodDisruptionBudget", name: &key, seen_at };
+    let (selector, readable) = match at(v, &["spec", "selector"]) {
+        None => return Some(Observation::BudgetDeleted { key }),
+        Some(sel) => match label_selector(sel) {
+            Ok(s) => (s, true),
+            Err(what) => {
+                r.odd(
+                    "spec.selector",
+                    &format!("{what}; read as covering every pod of the namespace and allowing no disruption"),
+                );
+                (LabelSelector::default(), false)
+            }
+        },
+    };
+    let allowed = match at(v, &["status", "disruptionsAllowed"]) {
+        None => 0,
+        Some(x) => match x.as_i64() {
+            Some(n) if n >= 0 => u32::try_from(n).unwrap_or(u32::MAX),
+            _ => {
+                r.odd("status.disruptionsAllowed", &format!("{x} is not a count; read as 0"));
+                0
+            }
+        },
+    };
+    let generation = at(v, &["metadata", "generation"]).and_then(Value::as_i64);
+    let observed = at(v, &["status", "observedGeneration"]).and_then(Value::as_i64);
+    // The disruption controller has not looked at the latest spec yet: the
+    // Eviction API refuses every eviction under it until it has.
+    let current = match (generation, observed) {
+        (Some(g), Some(o)) => o >= g,
+        (Some(_), None) => false,
+        (None, _) => true,
+    };
+    let disruptions_allowed = if readable && current { allowed } else { 0 };
+    Some(Observation::BudgetUpserted(BudgetSnapshot { key, selector, disruptions_allowed }))
+}
+
+/// A `metav1.LabelSelector`, or why it cannot be read. Label selectors
+/// take `In`, `NotIn`, `Exists` and `DoesNotExist` only.
+fn label_selector(v: &Value) -> Result<LabelSelector, String> {
+    let Value::Object(m) = v else { return Err(format!("expected an object, found {}", json_type(v))) };
+    let mut sel = LabelSelector::default();
+    match m.get("matchLabels") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(labels)) => {
+            for (k, val) in labels {
+                let Some(s) = val.as_str() else { return Err(format!("matchLabels {k:?} is a {}", json_type(val))) };
+                sel.match_labels.insert(k.clone(), s.to_string());
+            }
+        }
+        Some(x) => return Err(format!("matchLabels is a {}", json_type(x))),
+    }
+    sel.match_expressions = requirements(m.get("matchExpressions"), "matchExpressions", false)?;
+    Ok(sel)
+}
+
+/// A list of requirements (`matchExpressions`, `matchFields`), or why it
+/// cannot be read. `Gt` and `Lt` only where node affinity allows them.
+fn requirements(v: Option<&Value>, field: &str, node_affinity: bool) -> Result<Vec<Requirement>, String> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(x) => return Err(format!("{field} is a {}", json_type(x))),
+    };
+    list.iter()
+        .map(|e| {
+            let key = e
+                .get("key")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{field}: an entry without a readable key"))?;
+            let operator = match e.get("operator").and_then(Value::as_str) {
+                Some("In") => SelectorOperator::In,
+                Some("NotIn") => SelectorOperator::NotIn,
+                Some("Exists") => SelectorOperator::Exists,
+                Some("DoesNotExist") => SelectorOperator::DoesNotExist,
+                Some("Gt") if node_affinity => SelectorOperator::Gt,
+                Some("Lt") if node_affinity => SelectorOperator::Lt,
+                other => return Err(format!("{field}: {key}: unknown operator {other:?}")),
+            };
+            let values = match e.get("values") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(vs)) => vs
+                    .iter()
+                    .map(|x| x.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| format!("{field}: {key}: a value that is not a string"))?,
+                Some(x) => return Err(format!("{field}: {key}: values is a {}", json_type(x))),
+            };
+            Ok(Requirement { key: key.to_string(), operator, values })
+        })
+        .collect()
+}
+
+/// A quantity field's text: quantities are strings, but a bare JSON
+/// number is one too (the API server accepts both).
+fn quantity_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// What one resource amount is: read, absent, or unreadable.
+enum Amount {
+    Read(u64),
+    Absent,
+    Unreadable,
+}
+
+/// Resources as the scheduler adds them up: `None` for a dimension that
+/// could not be read, which then fills whatever it is added to.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    cpu: Option<u64>,
+    memory: Option<u64>,
+}
+
+impl Tally {
+    const ZERO: Tally = Tally { cpu: Some(0), memory: Some(0) };
+
+    fn add(self, o: Tally) -> Tally {
+        let sum = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
+        Tally { cpu: sum(self.cpu, o.cpu), memory: sum(self.memory, o.memory) }
+    }
+
+    fn max(self, o: Tally) -> Tally {
+        let max = |a: Option<u64>, b: Option<u64>| Some(a?.max(b?));
+        Tally { cpu: max(self.cpu, o.cpu), memory: max(self.memory, o.memory) }
+    }
+}
+
+impl Reading<'_> {
+    /// `metadata.labels`; a label of the wrong type is skipped (logged).
+    fn labels(&self, v: &Value) -> BTreeMap<String, String> {
+        let mut labels = BTreeMap::new();
+        match at(v, &["metadata", "labels"]) {
+            None => {}
+            Some(Value::Object(m)) => {
+                for (k, val) in m {
+                    match val.as_str() {
+                        Some(s) => {
+                            labels.insert(k.clone(), s.to_string());
+                        }
+                        None => self.odd("metadata.labels", &format!("label {k:?} is a {}; skipped", json_type(val))),
+                    }
+                }
+            }
+            Some(x) => {
+                self.odd("metadata.labels", &format!("expected an object, found {}; no labels read", json_type(x)))
+            }
+        }
+        labels
+    }
+
+    /// One amount of a resource list (`requests`, `overhead`, `allocatable`).
+    fn amount(&self, list: &Value, resource: &str, field: &str) -> Amount {
+        let Some(x) = list.get(resource).filter(|x| !x.is_null()) else { return Amount::Absent };
+        let parsed = match quantity_text(x) {
+            None => Err(format!("a {}, not a quantity", json_type(x))),
+            Some(t) => {
+                let p = if resource == "cpu" { parse_cpu_millis(&t) } else { parse_bytes(&t) };
+                p.map_err(|e| e.to_string())
+            }
+        };
+        match parsed {
+            Ok(n) => Amount::Read(n),
+            Err(e) => {
+                self.odd(&format!("{field}.{resource}"), &format!("malformed quantity: {e}"));
+                Amount::Unreadable
+            }
+        }
+    }
+
+    /// The cpu and memory of a resource list at `path` (absent: zero).
+    fn tally(&self, v: &Value, path: &[&str], field: &str) -> Tally {
+        let Some(list) = at(v, path) else { return Tally::ZERO };
+        if !list.is_object() {
+            self.odd(field, &format!("expected an object, found {}; read as unreadable", json_type(list)));
+            return Tally::default();
+        }
+        let read = |res| match self.amount(list, res, field) {
+            Amount::Read(n) => Some(n),
+            Amount::Absent => Some(0),
+            Amount::Unreadable => None,
+        };
+        Tally { cpu: read("cpu"), memory: read("memory") }
+    }
+
+    /// One container's requests: `resources.requests`, where a resource
+    /// with a limit and no request requests its limit (the API server's
+    /// defaulting, for objects that did not go through it).
+    fn container_requests(&self, c: &Value, field: &str) -> Tally {
+        let requests = self.tally(c, &["resources", "requests"], &format!("{field}.resources.requests"));
+        let limits = self.tally(c, &["resources", "limits"], &format!("{field}.resources.limits"));
+        let has = |res: &str| at(c, &["resources", "requests", res]).is_some();
+        // An unreadable request stays unreadable, whatever the limit says.
+        let pick = |res: &str, request: Option<u64>, limit: Option<u64>| match request {
+            Some(_) if !has(res) => limit,
+            r => r,
+        };
+        Tally { cpu: pick("cpu", requests.cpu, limits.cpu), memory: pick("memory", requests.memory, limits.memory) }
+    }
+
+    /// The pod's effective requests, as kube-scheduler computes them: the
+    /// containers summed (restartable init containers, sidecars, count with
+    /// them), against the largest init container (plus the sidecars started
+    /// before it), whichever is larger, plus `spec.overhead`.
+    fn pod_requests(&self, v: &Value) -> Tally {
+        let named = |c: &Value, i: usize| c.get("name").and_then(Value::as_str).map_or(i.to_string(), str::to_string);
+        let mut sum = Tally::ZERO;
+        match self.list(v, &["spec", "containers"], "spec.containers") {
+            Err(()) => sum = Tally::default(),
+            Ok(cs) => {
+                for (i, c) in cs.iter().enumerate() {
+                    sum = sum.add(self.container_requests(c, &format!("spec.containers[{}]", named(c, i))));
+                }
+            }
+        }
+        let mut init_max = Tally::ZERO;
+        let mut sidecars = Tally::ZERO;
+        match self.list(v, &["spec", "initContainers"], "spec.initContainers") {
+            Err(()) => init_max = Tally::default(),
+            Ok(cs) => {
+                for (i, c) in cs.iter().enumerate() {
+                    let req = self.container_requests(c, &format!("spec.initContainers[{}]", named(c, i)));
+                    if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
+                        sum = sum.add(req);
+                        sidecars = sidecars.add(req);
+                        init_max = init_max.max(sidecars);
+                    } else {
+                        init_max = init_max.max(req.add(sidecars));
+                    }
+                }
+            }
+        }
+        sum.max(init_max).add(self.tally(v, &["spec", "overhead"], "spec.overhead"))
+    }
+
+    /// A `nodeSelectorTerms` list, or why it cannot be read.
+    fn node_affinity(&self, v: &Value) -> Result<Option<NodeAffinity>, String> {
+        let path = ["spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"];
+        let Some(required) = at(v, &path) else { return Ok(None) };
+        let terms = match at(required, &["nodeSelectorTerms"]) {
+            None => Vec::new(),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .map(|t| {
+                    Ok(NodeSelectorTerm {
+                        match_expressions: requirements(t.get("matchExpressions"), "matchExpressions", true)?,
+                        match_fields: requirements(t.get("matchFields"), "matchFields", false)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+            Some(x) => return Err(format!("nodeSelectorTerms is a {}", json_type(x))),
+        };
+        Ok(Some(NodeAffinity { node_selector_terms: terms }))
+    }
+
+    /// Node selector and required node affinity; one that cannot be read
+    /// matches no node.
+    fn placement(&self, v: &Value) -> Placement {
+        let nowhere = || Placement { node_selector: BTreeMap::new(), affinity: Some(NodeAffinity::default()) };
+        let mut node_selector = BTreeMap::new();
+        match at(v, &["spec", "nodeSelector"]) {
+            None => {}
+            Some(Value::Object(m)) => {
+                for (k, val) in m {
+                    let Some(s) = val.as_str() else {
+                        self.odd(
+                            "spec.nodeSelector",
+                            &format!("{k:?} is a {}; the pod matches no node", json_type(val)),
+                        );
+                        return nowhere();
+                    };
+                    node_selector.insert(k.clone(), s.to_string());
+                }
+            }
+            Some(x) => {
+                self.odd(
+                    "spec.nodeSelector",
+                    &format!("expected an object, found {}; the pod matches no node", json_type(x)),
+                );
+                return nowhere();
+            }
+        }
+        match self.node_affinity(v) {
+            Ok(affinity) => Placement { node_selector, affinity },
+            Err(what) => {
+                self.odd("spec.affinity.nodeAffinity", &format!("{what}; the pod matches no node"));
+                nowhere()
+            }
+        }
+    }
+
+    /// What the rescheduler reads of a pod (see the module's documentation).
+    fn scheduling(&self, v: &Value) -> PodScheduling {
+        let annotations = at(v, &["metadata", "annotations"]);
+        // Annotations that cannot be read might hide the mirror marker: such
+        // a pod is never evicted (and, unmarked, is no critical addon).
+        let garbled = annotations.is_some_and(|a| !a.is_object());
+        if garbled {
+            self.odd("metadata.annotations", "not an object; the pod is never evicted for an addon");
+        }
+        let annotations = annotations.and_then(Value::as_object);
+        let annotated = |a: &str| annotations.is_some_and(|m| m.contains_key(a));
+        let finished = matches!(at(v, &["status", "phase"]).and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        let tally = self.pod_requests(v);
+        let unreadable = tally.cpu.is_none() || tally.memory.is_none();
+        let requests = if finished {
+            Resources::ZERO
+        } else {
+            Resources::pod(tally.cpu.unwrap_or(u64::MAX), tally.memory.unwrap_or(u64::MAX))
+        };
+        if unreadable && !finished {
+            self.odd(
+                "spec.containers[].resources",
+                "requests cannot be read; the pod fills its node in that resource and is never evicted for an addon",
+            );
+        }
+        // Unreadable owner references were logged by the lifecycle reading
+        // (which spares the pod as a DaemonSet's).
+        let controller_kind = at(v, &["metadata", "ownerReferences"]).and_then(Value::as_array).and_then(|refs| {
+            refs.iter()
+                .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+                .and_then(|o| o.get("kind").and_then(Value::as_str))
+                .map(str::to_string)
+        });
+        let termination_grace = match at(v, &["spec", "terminationGracePeriodSeconds"]) {
+            None => PodScheduling::DEFAULT_TERMINATION_GRACE,
+            Some(x) => match x.as_i64() {
+                Some(n) if n >= 0 => Span::from_secs(n),
+                _ => {
+                    self.odd(
+                        "spec.terminationGracePeriodSeconds",
+                        &format!("{x} is not a number of seconds; read as 30"),
+                    );
+                    PodScheduling::DEFAULT_TERMINATION_GRACE
+                }
+            },
+        };
+        let conditions = at(v, &["status", "conditions"]).and_then(Value::as_array);
+        let unschedulable_since = conditions.and_then(|cs| {
+            let c = cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))?;
+            let unschedulable = c.get("status").and_then(Value::as_str) == Some("False")
+                && c.get("reason").and_then(Value::as_str) == Some("Unschedulable");
+            if !unschedulable {
+                return None;
+            }
+            Some(
+                self.time(c, &["lastTransitionTime"], "status.conditions[PodScheduled].lastTransitionTime")
+                    .unwrap_or(self.seen_at),
+            )
+        });
+        PodScheduling {
+            requests,
+            priority_class: self
+                .text(v, &["spec", "priorityClassName"], "spec.priorityClassName")
+                .filter(|p| !p.is_empty())
+                .map(str::to_string),
+            critical_annotation: annotated(CRITICAL_POD_ANNOTATION),
+            mirror: annotated(MIRROR_POD_ANNOTATION) || garbled || (unreadable && !finished),
+            controller_kind,
+            termination_grace,
+            labels: self.labels(v),
+            placement: self.placement(v),
+            unschedulable_since,
+        }
+    }
+
+    /// `status.allocatable` (cpu, memory, pods); `None` when absent or
+    /// unreadable, a missing resource reads as zero.
+    fn allocatable(&self, v: &Value) -> Option<Resources> {
+        let list = at(v, &["status", "allocatable"])?;
+        if !list.is_object() {
+            self.odd("status.allocatable", &format!("expected an object, found {}; read as absent", json_type(list)));
+            return None;
+        }
+        let mut out = Resources::ZERO;
+        for (res, slot) in [("cpu", &mut out.cpu_millis), ("memory", &mut out.memory_bytes), ("pods", &mut out.pods)] {
+            match self.amount(list, res, "status.allocatable") {
+                Amount::Read(n) => *slot = n,
+                Amount::Absent => {}
+                Amount::Unreadable => {
+                    self.odd("status.allocatable", "read as absent: no addon is placed on this node");
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
 }
 
 /// [`lease_reading`] of a typed Lease, seen now.
@@ -426,7 +879,7 @@ mod tests {
     //! read (or ignored) without a panic, and read the conservative way.
 
     use super::*;
-    use nodewarden_model::Span;
+
     use serde_json::json;
 
     /// When the objects of these tests are seen: 2025-01-01T00:00:00Z.
@@ -435,11 +888,11 @@ mod tests {
     }
 
     fn node(v: Value) -> NodeSnapshot {
-        node_reading(&v, seen()).expect("a named node is read")
+        node_reading(&v, seen(), Detail::Lifecycle).expect("a named node is read")
     }
 
     fn pod(v: Value) -> PodSnapshot {
-        pod_reading(&v, seen()).expect("an identified pod is read")
+        pod_reading(&v, seen(), Detail::Lifecycle).expect("an identified pod is read")
     }
 
     fn pod_with_tolerations(tolerations: Value) -> PodSnapshot {
@@ -578,12 +1031,17 @@ mod tests {
 
     #[test]
     fn objects_that_cannot_be_named_are_ignored() {
-        assert!(node_reading(&json!({"metadata": {}}), seen()).is_none());
-        assert!(node_reading(&json!({"metadata": {"name": 3}}), seen()).is_none());
-        assert!(node_reading(&json!([1, 2]), seen()).is_none());
-        assert!(pod_reading(&json!({"metadata": {"name": "p", "namespace": "ns"}}), seen()).is_none());
-        assert!(pod_reading(&json!({"metadata": {"name": "p", "uid": "u"}}), seen()).is_none());
-        assert!(pod_reading(&json!({"metadata": {"name": "p", "namespace": "ns", "uid": 1}}), seen()).is_none());
+        assert!(node_reading(&json!({"metadata": {}}), seen(), Detail::Lifecycle).is_none());
+        assert!(node_reading(&json!({"metadata": {"name": 3}}), seen(), Detail::Lifecycle).is_none());
+        assert!(node_reading(&json!([1, 2]), seen(), Detail::Lifecycle).is_none());
+        assert!(
+            pod_reading(&json!({"metadata": {"name": "p", "namespace": "ns"}}), seen(), Detail::Lifecycle).is_none()
+        );
+        assert!(pod_reading(&json!({"metadata": {"name": "p", "uid": "u"}}), seen(), Detail::Lifecycle).is_none());
+        assert!(
+            pod_reading(&json!({"metadata": {"name": "p", "namespace": "ns", "uid": 1}}), seen(), Detail::Lifecycle)
+                .is_none()
+        );
         assert!(lease_reading(&json!({"metadata": {"namespace": NODE_LEASE_NAMESPACE}}), seen()).is_none());
         assert!(
             lease_reading(&json!({"metadata": {"name": "n1", "namespace": "kube-system"}}), seen()).is_none(),
@@ -713,5 +1171,304 @@ mod tests {
         // The pod without tolerations shows the taint does evict; the
         // malformed ones stay.
         assert_eq!(api.deleted, ["ns/plain"]);
+    }
+}
+
+#[cfg(test)]
+mod scheduling_tests {
+    //! The rescheduler's readings ([`Detail::Scheduling`]): each field as
+    //! written, and each malformed field read the safe way.
+
+    use super::*;
+    use nodewarden_model::scheduling::SelectorOperator::*;
+    use serde_json::json;
+
+    fn seen() -> Timestamp {
+        Timestamp::from_nanos(1_735_689_600 * 1_000_000_000)
+    }
+
+    fn sched(v: Value) -> PodScheduling {
+        *pod_reading(&v, seen(), Detail::Scheduling).expect("read").scheduling.expect("scheduling read")
+    }
+
+    fn pod_spec(spec: Value) -> Value {
+        json!({"metadata": {"name": "p", "namespace": "kube-system", "uid": "u"}, "spec": spec})
+    }
+
+    fn container(requests: Value) -> Value {
+        json!({"name": "c", "resources": {"requests": requests}})
+    }
+
+    const MI: u64 = 1 << 20;
+
+    #[test]
+    fn lifecycle_reads_no_scheduling_facts() {
+        let v = pod_spec(json!({"containers": [container(json!({"cpu": "1"}))]}));
+        assert!(pod_reading(&v, seen(), Detail::Lifecycle).unwrap().scheduling.is_none());
+        let n =
+            json!({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
+        assert!(node_reading(&n, seen(), Detail::Lifecycle).unwrap().allocatable.is_none());
+    }
+
+    #[test]
+    fn requests_are_summed_against_init_containers_plus_overhead() {
+        let s = sched(pod_spec(json!({
+            "containers": [container(json!({"cpu": "100m", "memory": "64Mi"})),
+                           container(json!({"cpu": "0.25", "memory": "64Mi"}))],
+            "initContainers": [container(json!({"cpu": "1", "memory": "16Mi"}))],
+            "overhead": {"cpu": "10m", "memory": "1Mi"},
+        })));
+        // cpu: max(350m, 1000m) + 10m; memory: max(128Mi, 16Mi) + 1Mi.
+        assert_eq!(s.requests, Resources::pod(1010, 129 * MI));
+        let none = sched(pod_spec(json!({"containers": [{"name": "c"}]})));
+        assert_eq!(none.requests, Resources::pod(0, 0), "no requests: only a pod slot");
+    }
+
+    #[test]
+    fn sidecars_count_with_the_containers_and_before_later_init_containers() {
+        // A restartable init container (sidecar) runs beside the app and
+        // beside every init container after it, as kube-scheduler counts.
+        let s = sched(pod_spec(json!({
+            "containers": [container(json!({"cpu": "100m"}))],
+            "initContainers": [
+                {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+                container(json!({"cpu": "500m"})),
+            ],
+        })));
+        // steady: 100m + 200m = 300m; init: 500m + 200m sidecar = 700m.
+        assert_eq!(s.requests.cpu_millis, 700);
+    }
+
+    #[test]
+    fn a_limit_without_a_request_requests_the_limit() {
+        let s = sched(pod_spec(json!({"containers": [
+            {"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"memory": "512Mi"}}}]})));
+        assert_eq!(s.requests, Resources::pod(2000, 512 * MI));
+    }
+
+    #[test]
+    fn a_malformed_quantity_fills_the_node_and_is_never_evicted() {
+        for bad in [json!("lots"), json!("-1"), json!({"m": 100}), json!("1.2.3")] {
+            let s = sched(pod_spec(json!({"containers": [container(json!({"cpu": bad, "memory": "1Gi"}))]})));
+            assert_eq!(s.requests.cpu_millis, u64::MAX, "{bad}");
+            assert_eq!(s.requests.memory_bytes, 1 << 30, "{bad}: the readable dimension is kept");
+            assert!(s.mirror, "{bad}: read as unevictable");
+        }
+        // Wrong types further up.
+        let s = sched(pod_spec(json!({"containers": "c"})));
+        assert_eq!((s.requests.cpu_millis, s.requests.memory_bytes, s.mirror), (u64::MAX, u64::MAX, true));
+        let s = sched(pod_spec(json!({"containers": [{"name": "c", "resources": {"requests": ["cpu"]}}]})));
+        assert!(s.mirror && s.requests.cpu_millis == u64::MAX);
+        let s = sched(pod_spec(json!({"containers": [], "initContainers": 3})));
+        assert!(s.mirror);
+        let s = sched(pod_spec(json!({"containers": [], "overhead": {"memory": "x"}})));
+        assert_eq!(s.requests.memory_bytes, u64::MAX);
+        // A bare number is a quantity.
+        let s = sched(pod_spec(json!({"containers": [container(json!({"cpu": 2, "memory": 1024}))]})));
+        assert_eq!((s.requests, s.mirror), (Resources::pod(2000, 1024), false));
+    }
+
+    #[test]
+    fn a_finished_pod_requests_nothing() {
+        let mut v = pod_spec(json!({"containers": [container(json!({"cpu": "nonsense"}))]}));
+        v["status"] = json!({"phase": "Succeeded"});
+        let s = sched(v);
+        assert_eq!((s.requests, s.mirror), (Resources::ZERO, false));
+    }
+
+    #[test]
+    fn critical_markers_owner_grace_and_labels() {
+        let s = sched(json!({
+            "metadata": {"name": "dns", "namespace": "kube-system", "uid": "u",
+                "labels": {"k8s-app": "kube-dns", "bad": 1},
+                "annotations": {CRITICAL_POD_ANNOTATION: "", MIRROR_POD_ANNOTATION: "abc"},
+                "ownerReferences": [{"kind": "Deployment", "name": "x"},
+                                    {"kind": "ReplicaSet", "name": "dns-1", "controller": true}]},
+            "spec": {"priorityClassName": "system-cluster-critical", "terminationGracePeriodSeconds": 5},
+        }));
+        assert!(s.critical_annotation && s.mirror);
+        assert_eq!(s.priority_class.as_deref(), Some("system-cluster-critical"));
+        assert_eq!(s.controller_kind.as_deref(), Some("ReplicaSet"));
+        assert_eq!(s.termination_grace, Span::from_secs(5));
+        assert_eq!(s.labels.len(), 1, "a label of the wrong type is skipped");
+
+        let bare = sched(pod_spec(json!({"priorityClassName": ""})));
+        assert!(!bare.critical_annotation && !bare.mirror && bare.priority_class.is_none());
+        assert_eq!(bare.controller_kind, None, "no controller owner: a bare pod");
+        assert_eq!(bare.termination_grace, PodScheduling::DEFAULT_TERMINATION_GRACE);
+        for bad in [json!(-1), json!("10"), json!(2.5)] {
+            let s = sched(pod_spec(json!({"terminationGracePeriodSeconds": bad})));
+            assert_eq!(s.termination_grace, Span::from_secs(30), "{bad}");
+        }
+        let s = sched(pod_spec(json!({"priorityClassName": 7})));
+        assert_eq!(s.priority_class, None);
+        let garbled = sched(json!({"metadata": {"name": "p", "namespace": "kube-system", "uid": "u",
+                                                "annotations": ["kubernetes.io/config.mirror"]}}));
+        assert!(garbled.mirror && !garbled.critical_annotation, "unreadable annotations: never evicted");
+    }
+
+    #[test]
+    fn node_selector_and_required_affinity() {
+        let s = sched(pod_spec(json!({
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                      {"key": "gen", "operator": "Gt", "values": ["3"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9"]}]},
+            ]}, "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}},
+        })));
+        let p = &s.placement;
+        assert_eq!(p.node_selector.get("kubernetes.io/os").map(String::as_str), Some("linux"));
+        let terms = &p.affinity.as_ref().expect("affinity read").node_selector_terms;
+        assert_eq!(terms.len(), 2);
+        assert_eq!(terms[0].match_expressions[1].operator, Gt);
+        assert_eq!(terms[1].match_fields[0].values, ["n9"]);
+        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(p.allows("n1", &labels(&[("kubernetes.io/os", "linux"), ("zone", "a"), ("gen", "4")])));
+        assert!(p.allows("n9", &labels(&[("kubernetes.io/os", "linux")])));
+        assert!(!p.allows("n1", &labels(&[("kubernetes.io/os", "linux"), ("zone", "c"), ("gen", "4")])));
+
+        let free = sched(pod_spec(json!({})));
+        assert_eq!(free.placement, Placement::default(), "no selector, no affinity: any node");
+    }
+
+    #[test]
+    fn unreadable_placement_matches_no_node() {
+        let anywhere: BTreeMap<String, String> = [("zone".to_string(), "a".to_string())].into();
+        for spec in [
+            json!({"nodeSelector": ["zone=a"]}),
+            json!({"nodeSelector": {"zone": 1}}),
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]}}}}),
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [1]}]}]}}}}),
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "Gt", "values": ["1"]}]}]}}}}),
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": {"matchExpressions": []}}}}}),
+        ] {
+            let s = sched(pod_spec(spec.clone()));
+            assert!(!s.placement.allows("n1", &anywhere), "{spec}");
+        }
+    }
+
+    #[test]
+    fn unschedulable_since_comes_from_the_pod_scheduled_condition() {
+        let with = |cond: Value| {
+            let mut v = pod_spec(json!({}));
+            v["status"] = json!({"conditions": [{"type": "Ready", "status": "False"}, cond]});
+            sched(v).unschedulable_since
+        };
+        let t = with(json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                            "lastTransitionTime": "2024-12-31T23:59:50Z"}));
+        assert_eq!(t, Some(seen() - Span::from_secs(10)));
+        assert_eq!(with(json!({"type": "PodScheduled", "status": "True"})), None);
+        assert_eq!(with(json!({"type": "PodScheduled", "status": "False", "reason": "SchedulerError"})), None);
+        let odd = with(json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                              "lastTransitionTime": "last tuesday"}));
+        assert_eq!(odd, Some(seen()), "an unreadable time: marked when seen");
+        let absent = with(json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}));
+        assert_eq!(absent, Some(seen()));
+        let mut v = pod_spec(json!({}));
+        v["status"] = json!({"conditions": "PodScheduled"});
+        assert_eq!(sched(v).unschedulable_since, None);
+    }
+
+    #[test]
+    fn allocatable_is_read_and_an_unreadable_one_is_absent() {
+        let node = |alloc: Value| {
+            node_reading(
+                &json!({"metadata": {"name": "n"}, "status": {"allocatable": alloc}}),
+                seen(),
+                Detail::Scheduling,
+            )
+            .unwrap()
+            .allocatable
+        };
+        let a = node(json!({"cpu": "3920m", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}));
+        assert_eq!(a, Some(Resources { cpu_millis: 3920, memory_bytes: 16 << 30, pods: 110 }));
+        assert_eq!(node(json!({"cpu": "4"})), Some(Resources { cpu_millis: 4000, memory_bytes: 0, pods: 0 }));
+        assert_eq!(node(json!({"cpu": "four", "memory": "1Gi", "pods": "10"})), None);
+        assert_eq!(node(json!({"cpu": "4", "memory": "1Gi", "pods": true})), None);
+        assert_eq!(node(json!(["cpu"])), None);
+        let absent = node_reading(&json!({"metadata": {"name": "n"}}), seen(), Detail::Scheduling).unwrap();
+        assert_eq!(absent.allocatable, None);
+    }
+
+    fn budget(v: Value) -> Option<Observation> {
+        budget_reading(&v, seen())
+    }
+
+    fn upserted(o: Option<Observation>) -> BudgetSnapshot {
+        match o {
+            Some(Observation::BudgetUpserted(b)) => b,
+            other => panic!("expected a budget, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn budgets_read_selector_and_disruptions_allowed() {
+        let b = upserted(budget(json!({
+            "metadata": {"name": "dns", "namespace": "kube-system", "generation": 2},
+            "spec": {"selector": {"matchLabels": {"k8s-app": "kube-dns"},
+                                  "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["x"]}]},
+                     "minAvailable": 1},
+            "status": {"disruptionsAllowed": 2, "observedGeneration": 2},
+        })));
+        assert_eq!(b.key, "kube-system/dns");
+        assert_eq!(b.disruptions_allowed, 2);
+        assert_eq!(b.selector.match_labels.get("k8s-app").map(String::as_str), Some("kube-dns"));
+        assert_eq!(b.selector.match_expressions[0].operator, NotIn);
+        let all = upserted(budget(json!({"metadata": {"name": "b", "namespace": "ns"}, "spec": {"selector": {}}})));
+        assert_eq!(
+            (all.selector, all.disruptions_allowed),
+            (LabelSelector::default(), 0),
+            "no status yet: none allowed"
+        );
+    }
+
+    #[test]
+    fn malformed_budgets_allow_nothing() {
+        let meta = json!({"name": "b", "namespace": "ns"});
+        for (spec, status) in [
+            (json!({"selector": {"matchLabels": {"app": 1}}}), json!({"disruptionsAllowed": 3})),
+            (
+                json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}}),
+                json!({"disruptionsAllowed": 3}),
+            ),
+            (json!({"selector": "app=web"}), json!({"disruptionsAllowed": 3})),
+            (json!({"selector": {}}), json!({"disruptionsAllowed": -1})),
+            (json!({"selector": {}}), json!({"disruptionsAllowed": "3"})),
+        ] {
+            let b = upserted(budget(json!({"metadata": meta, "spec": spec, "status": status})));
+            assert_eq!(b.disruptions_allowed, 0, "{spec} {status}");
+            assert_eq!(b.selector, LabelSelector::default(), "covers the whole namespace: {spec}");
+        }
+        // Status older than the spec: the Eviction API refuses until it is current.
+        let stale = upserted(budget(json!({"metadata": {"name": "b", "namespace": "ns", "generation": 3},
+            "spec": {"selector": {}}, "status": {"disruptionsAllowed": 4, "observedGeneration": 2}})));
+        assert_eq!(stale.disruptions_allowed, 0);
+        // No selector: covers no pod.
+        let none = budget(json!({"metadata": meta, "spec": {"maxUnavailable": 1}}));
+        assert_eq!(none, Some(Observation::BudgetDeleted { key: "ns/b".into() }));
+        assert_eq!(budget(json!({"metadata": {"name": "b"}})), None, "no namespace");
+        assert_eq!(budget(json!({"metadata": {"namespace": "ns"}})), None, "no name");
+    }
+
+    #[test]
+    fn scheduled_trimmed_types_read_the_rescheduler_facts() {
+        let v = json!({"metadata": {"name": "n", "resourceVersion": "3"}, "status": {"allocatable": {"pods": "10"}}});
+        let t = crate::Trimmed::<crate::Scheduled<Node>>::from_json(&v, seen());
+        assert!(
+            matches!(&t.reading, Some(Observation::NodeUpserted(n)) if n.allocatable.is_some_and(|a| a.pods == 10))
+        );
+        let t = crate::Trimmed::<Node>::from_json(&v, seen());
+        assert!(matches!(&t.reading, Some(Observation::NodeUpserted(n)) if n.allocatable.is_none()));
+        let page = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudgetList", "metadata": {},
+            "items": [{"metadata": {"name": "b", "namespace": "ns"}, "spec": {"selector": {"matchLabels": {"a": 1}}}}, 5]});
+        let list: kube::core::ObjectList<crate::Trimmed<k8s_openapi::api::policy::v1::PodDisruptionBudget>> =
+            serde_json::from_value(page).expect("a lenient page");
+        assert!(matches!(&list.items[0].reading, Some(Observation::BudgetUpserted(b)) if b.disruptions_allowed == 0));
+        assert!(list.items[1].reading.is_none());
     }
 }

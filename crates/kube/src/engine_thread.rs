@@ -90,8 +90,9 @@ impl Health {
 }
 
 /// The loop never sleeps longer than this, so `/healthz` sees it beat.
-/// Gauge {resource}: 1 once the watch on `nodes`, `pods` or `leases` has
-/// listed once (the engine decides only when all three have), 0 before.
+/// Gauge {resource}: 1 once the watch on `nodes`, `pods`, `leases` (or,
+/// with the rescheduler, `poddisruptionbudgets`) has listed once (the
+/// engine decides only when all have), 0 before.
 /// Recorded by a replica that runs the controller (the leader, or a
 /// `--dry-run` replica), not by a standby.
 pub const SYNCED_METRIC: &str = "nodewarden_watch_synced";
@@ -110,6 +111,9 @@ pub struct EngineThread {
     pub clock: EngineClock,
     /// Shared with the HTTP endpoints.
     pub health: Arc<Health>,
+    /// The watches that run ([`Watched::needed`]): each must list once
+    /// before the first decision.
+    pub watches: Vec<Watched>,
 }
 
 impl EngineThread {
@@ -117,7 +121,7 @@ impl EngineThread {
     /// take in what arrived, then, once every watch has synced, one
     /// `Controller::step` at the current time through `api`.
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
-        let mut waiting: BTreeSet<Watched> = Watched::ALL.into_iter().collect();
+        let mut waiting: BTreeSet<Watched> = self.watches.iter().copied().collect();
         let mut down: BTreeSet<Watched> = BTreeSet::new();
         for w in &waiting {
             metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);
@@ -125,7 +129,7 @@ impl EngineThread {
         let started = Instant::now();
         loop {
             self.health.beat();
-            let deadline = if waiting.is_empty() && down.iter().all(|w| *w == Watched::Pods) {
+            let deadline = if waiting.is_empty() && !down.iter().any(|w| w.blinds()) {
                 self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
             } else {
                 Instant::now() + MAX_SLEEP
@@ -153,12 +157,12 @@ impl EngineThread {
                         }
                     }
                     Input::WatchDown(w) => {
-                        if down.insert(w) && w != Watched::Pods {
+                        if down.insert(w) && w.blinds() {
                             tracing::warn!(watch = w.as_str(), "watch down: no decisions until it has caught up");
                         }
                     }
                     Input::WatchUp(w) => {
-                        if down.remove(&w) && w != Watched::Pods {
+                        if down.remove(&w) && w.blinds() {
                             tracing::info!(watch = w.as_str(), "watch caught up: deciding again");
                         }
                     }
@@ -167,9 +171,9 @@ impl EngineThread {
                 taken += 1;
                 next = if taken < BATCH { rx.try_recv().ok() } else { None };
             }
-            // Pods carry no heartbeat: a pod watch that is down delays
-            // nothing (a deletion it missed fails on the pod's uid).
-            let blind = down.iter().any(|w| *w != Watched::Pods);
+            // Pods and budgets carry no heartbeat: their watch being down
+            // delays nothing (see `Watched::blinds`).
+            let blind = down.iter().any(|w| w.blinds());
             if waiting.is_empty() && !blind {
                 self.controller.step(self.clock.now(), api, events);
             }

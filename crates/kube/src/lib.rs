@@ -25,9 +25,10 @@ pub mod trimmed;
 pub mod watch;
 pub mod writer;
 
+pub use convert::Detail;
 pub use engine_thread::{EngineClock, EngineThread, Health, Input};
 pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign};
 pub use runner::{RunOptions, Running, start};
-pub use trimmed::Trimmed;
-pub use watch::{Watched, spawn_watchers};
+pub use trimmed::{Scheduled, Trimmed};
+pub use watch::{Watched, Watches, spawn_watchers};
 pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};

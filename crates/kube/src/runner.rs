@@ -11,9 +11,10 @@ use nodewarden_controller::Controller;
 use nodewarden_engine::Action;
 use nodewarden_model::{ConfigError, ControllerConfig};
 
+use crate::convert::Detail;
 use crate::engine_thread::{EngineClock, EngineThread, Health, Input};
 use crate::leader::Fence;
-use crate::watch::spawn_watchers;
+use crate::watch::{Watched, Watches, spawn_watchers};
 use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
 
 /// What to run.
@@ -48,8 +49,10 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     controller.measure_with(std::time::Instant::now);
     let (tx, rx) = crossbeam_channel::unbounded();
     let health = Arc::new(Health::default());
-    let mut tasks = spawn_watchers(&client, &tx);
-    let mut thread = EngineThread { controller, clock, health: health.clone() };
+    let rescheduler = opts.config.enable_rescheduler;
+    let mut tasks = spawn_watchers(&client, &tx, Watches { rescheduler });
+    let watches = Watched::needed(rescheduler);
+    let mut thread = EngineThread { controller, clock, health: health.clone(), watches };
     let engine = if opts.dry_run {
         std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
             let mut api = DryRunApi::default();
@@ -59,6 +62,7 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     } else {
         let fence = opts.fence.clone().unwrap_or_else(Fence::unfenced);
         let mut writer_opts = opts.writer;
+        writer_opts.detail = if rescheduler { Detail::Scheduling } else { Detail::Lifecycle };
         writer_opts.stale_after =
             Duration::from_nanos(u64::try_from(opts.config.node_monitor_period.as_nanos()).unwrap_or(0));
         let (mut api, writer) = spawn_writer(client, tx.clone(), writer_opts, fence);

@@ -16,13 +16,14 @@ use std::marker::PhantomData;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewarden_engine::Observation;
 use nodewarden_model::Timestamp;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::convert;
+use crate::convert::{self, Detail};
 
 /// A kind whose objects the watches read: how its JSON becomes an
 /// observation.
@@ -34,13 +35,50 @@ pub trait Readable: k8s_openapi::Resource {
 
 impl Readable for Node {
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::node_reading(v, seen_at).map(Observation::NodeUpserted)
+        convert::node_reading(v, seen_at, Detail::Lifecycle).map(Observation::NodeUpserted)
     }
 }
 
 impl Readable for Pod {
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::pod_reading(v, seen_at).map(Observation::PodUpserted)
+        convert::pod_reading(v, seen_at, Detail::Lifecycle).map(Observation::PodUpserted)
+    }
+}
+
+impl Readable for PodDisruptionBudget {
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+        convert::budget_reading(v, seen_at)
+    }
+}
+
+/// The kind `K` (Node or Pod) read with what the critical-addon
+/// rescheduler needs as well ([`Detail::Scheduling`]).
+///
+/// A type rather than a flag because a watch decodes objects through
+/// `Deserialize`, which takes no argument: `Trimmed<Pod>` reads what node
+/// lifecycle needs and keeps nothing more, `Trimmed<Scheduled<Pod>>` reads
+/// requests, placement and the rest, and the watch is started with one or
+/// the other.
+pub struct Scheduled<K>(PhantomData<fn() -> K>);
+
+impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Scheduled<K> {
+    const API_VERSION: &'static str = K::API_VERSION;
+    const GROUP: &'static str = K::GROUP;
+    const KIND: &'static str = K::KIND;
+    const VERSION: &'static str = K::VERSION;
+    const URL_PATH_SEGMENT: &'static str = K::URL_PATH_SEGMENT;
+    type Scope = K::Scope;
+}
+
+impl Readable for Scheduled<Node> {
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+        convert::node_reading(v, seen_at, Detail::Scheduling).map(Observation::NodeUpserted)
+    }
+}
+
+impl Readable for Scheduled<Pod> {
+    fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
+        convert::pod_reading(v, seen_at, Detail::Scheduling).map(Observation::PodUpserted)
     }
 }
 

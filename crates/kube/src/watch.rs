@@ -9,6 +9,11 @@
 //! re-list needs to tell the engine which objects were deleted while the
 //! watch was away (a watcher's re-list reports only what exists).
 //!
+//! PodDisruptionBudgets (policy/v1) are watched only when the
+//! critical-addon rescheduler runs ([`Watches::rescheduler`]); Nodes and
+//! Pods are then read with the rescheduler's facts too
+//! ([`crate::trimmed::Scheduled`]).
+//!
 //! DaemonSets are not watched: the engine recognises a DaemonSet pod by
 //! its controller owner reference (docs/semantics.md), which a pod carries
 //! itself, so legacy eviction needs no DaemonSet cache.
@@ -20,6 +25,7 @@ use crossbeam_channel::Sender;
 use futures_util::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
@@ -29,7 +35,7 @@ use nodewarden_engine::Observation;
 
 use crate::convert::NODE_LEASE_NAMESPACE;
 use crate::engine_thread::Input;
-use crate::trimmed::{Readable, Trimmed};
+use crate::trimmed::{Readable, Scheduled, Trimmed};
 
 /// The caches the engine waits for before its first decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,11 +46,23 @@ pub enum Watched {
     Pods,
     /// `leases` in `kube-node-lease`.
     Leases,
+    /// `poddisruptionbudgets` (policy/v1), every namespace; only with the
+    /// rescheduler.
+    Budgets,
 }
 
 impl Watched {
-    /// Every watch the engine needs.
-    pub const ALL: [Watched; 3] = [Watched::Nodes, Watched::Pods, Watched::Leases];
+    /// The watches node lifecycle needs.
+    pub const LIFECYCLE: [Watched; 3] = [Watched::Nodes, Watched::Pods, Watched::Leases];
+
+    /// Every watch the engine needs: with the rescheduler, budgets too.
+    pub fn needed(rescheduler: bool) -> Vec<Watched> {
+        let mut w = Watched::LIFECYCLE.to_vec();
+        if rescheduler {
+            w.push(Watched::Budgets);
+        }
+        w
+    }
 
     /// For logs and metrics.
     pub fn as_str(self) -> &'static str {
@@ -52,7 +70,18 @@ impl Watched {
             Watched::Nodes => "nodes",
             Watched::Pods => "pods",
             Watched::Leases => "leases",
+            Watched::Budgets => "poddisruptionbudgets",
         }
+    }
+
+    /// Whether the engine stops deciding while this watch is down. Nodes
+    /// and Leases carry the heartbeats: a node whose heartbeats stop
+    /// arriving because the watch is down would look dead. Pods and
+    /// budgets carry none: a decision on a stale pod fails on its uid, and
+    /// an eviction against a stale budget is judged by the API server,
+    /// which refuses (429) what the budget forbids.
+    pub fn blinds(self) -> bool {
+        matches!(self, Watched::Nodes | Watched::Leases)
     }
 }
 
@@ -86,6 +115,29 @@ impl WatchedKind for Pod {
     }
 }
 
+impl<K: WatchedKind> WatchedKind for Scheduled<K>
+where
+    Scheduled<K>: Readable,
+{
+    const WATCHED: Watched = K::WATCHED;
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        K::key(meta)
+    }
+    fn deleted(key: String) -> Observation {
+        K::deleted(key)
+    }
+}
+
+impl WatchedKind for PodDisruptionBudget {
+    const WATCHED: Watched = Watched::Budgets;
+    fn key(meta: &ObjectMeta) -> Option<String> {
+        Some(format!("{}/{}", meta.namespace.as_deref()?, meta.name.as_deref()?))
+    }
+    fn deleted(key: String) -> Observation {
+        Observation::BudgetDeleted { key }
+    }
+}
+
 impl WatchedKind for Lease {
     const WATCHED: Watched = Watched::Leases;
     fn key(meta: &ObjectMeta) -> Option<String> {
@@ -101,15 +153,30 @@ fn keyed<K: WatchedKind>(obj: Trimmed<K>) -> Option<(String, Observation)> {
     Some((K::key(&obj.metadata)?, obj.reading?))
 }
 
-/// Starts the three watchers on the current tokio runtime. Each sends
-/// [`Input::Observe`] for every change and [`Input::Synced`] once, after
-/// its first complete list. They end when the channel's receiver is gone.
-pub fn spawn_watchers(client: &Client, tx: &Sender<Input>) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
-        tokio::spawn(run::<Node>(Api::all(client.clone()), tx.clone())),
-        tokio::spawn(run::<Pod>(Api::all(client.clone()), tx.clone())),
-        tokio::spawn(run::<Lease>(Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE), tx.clone())),
-    ]
+/// Which watches to start, and how much they read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watches {
+    /// The critical-addon rescheduler runs: read nodes and pods with its
+    /// facts, and watch PodDisruptionBudgets.
+    pub rescheduler: bool,
+}
+
+/// Starts the watchers ([`Watched::needed`]) on the current tokio runtime.
+/// Each sends [`Input::Observe`] for every change and [`Input::Synced`]
+/// once, after its first complete list. They end when the channel's
+/// receiver is gone.
+pub fn spawn_watchers(client: &Client, tx: &Sender<Input>, watches: Watches) -> Vec<tokio::task::JoinHandle<()>> {
+    let c = || client.clone();
+    let mut tasks = vec![tokio::spawn(run::<Lease>(Api::namespaced(c(), NODE_LEASE_NAMESPACE), tx.clone()))];
+    if watches.rescheduler {
+        tasks.push(tokio::spawn(run::<Scheduled<Node>>(Api::all(c()), tx.clone())));
+        tasks.push(tokio::spawn(run::<Scheduled<Pod>>(Api::all(c()), tx.clone())));
+        tasks.push(tokio::spawn(run::<PodDisruptionBudget>(Api::all(c()), tx.clone())));
+    } else {
+        tasks.push(tokio::spawn(run::<Node>(Api::all(c()), tx.clone())));
+        tasks.push(tokio::spawn(run::<Pod>(Api::all(c()), tx.clone())));
+    }
+    tasks
 }
 
 /// What one watcher knows between events: the keys that exist, and during
@@ -281,6 +348,43 @@ mod tests {
                 _ => "other".into(),
             })
             .collect()
+    }
+
+    #[test]
+    fn budgets_are_watched_with_the_rescheduler_and_do_not_blind_the_engine() {
+        assert_eq!(Watched::needed(false), Watched::LIFECYCLE);
+        assert_eq!(Watched::needed(true), [Watched::Nodes, Watched::Pods, Watched::Leases, Watched::Budgets]);
+        let blinding: Vec<_> = Watched::needed(true).into_iter().filter(|w| w.blinds()).collect();
+        assert_eq!(blinding, [Watched::Nodes, Watched::Leases], "heartbeats come through these only");
+    }
+
+    #[test]
+    fn a_budget_deleted_while_away_is_reported_by_its_namespaced_key() {
+        let budget = |name: &str| {
+            Trimmed::<PodDisruptionBudget>::from_json(
+                &json!({"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"selector": {}}}),
+                Timestamp::EPOCH,
+            )
+        };
+        let mut k = Keys::default();
+        for e in [Event::Init, Event::InitApply(budget("a")), Event::InitApply(budget("b")), Event::InitDone] {
+            k.on_event(e);
+        }
+        let out = [Event::Init, Event::InitApply(budget("a")), Event::InitDone]
+            .into_iter()
+            .flat_map(|e| k.on_event(e))
+            .filter_map(|i| match i {
+                Input::Observe(Observation::BudgetDeleted { key }) => Some(key),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(out, ["kube-system/b"]);
+        // Scheduled kinds key and delete as their plain kinds do.
+        assert_eq!(
+            <Scheduled<Pod> as WatchedKind>::deleted("ns/p".into()),
+            Observation::PodDeleted { key: "ns/p".into() }
+        );
+        assert_eq!(<Scheduled<Node> as WatchedKind>::WATCHED, Watched::Nodes);
     }
 
     #[test]

@@ -35,8 +35,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use k8s_openapi::api::core::v1::{Node, NodeCondition as KNodeCondition, ObjectReference, Pod, PodCondition};
 use k8s_openapi::api::events::v1::Event as KEvent;
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions as KPreconditions};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionKind, EventType, ObjectRef, Observation, WriteOutcome};
@@ -44,10 +46,10 @@ use nodewarden_model::{DeletionMode, Taint, Timestamp};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::convert;
+use crate::convert::{self, Detail};
 use crate::engine_thread::Input;
 use crate::leader::Fence;
-use crate::trimmed::Trimmed;
+use crate::trimmed::{Readable, Scheduled, Trimmed};
 
 /// Counter of actions `--dry-run` would have sent, by action kind.
 pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
@@ -109,6 +111,9 @@ pub struct WriterOptions {
     pub component: String,
     /// `reportingInstance` of Events (the replica's identity).
     pub instance: String,
+    /// How much of the objects writes return is read: as much as the
+    /// watches read (`start` sets it from `--enable-rescheduler`).
+    pub detail: Detail,
 }
 
 impl Default for WriterOptions {
@@ -122,6 +127,7 @@ impl Default for WriterOptions {
             stale_after: Duration::from_secs(5),
             component: "node-controller".into(),
             instance: String::new(),
+            detail: Detail::Lifecycle,
         }
     }
 }
@@ -444,17 +450,42 @@ fn pod_name(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("default", key))
 }
 
-fn pod_state(key: &str, pod: Option<&Pod>) -> Vec<Observation> {
+/// A pod as a write returned it, read with the same detail as the
+/// watches read it (a reading without the rescheduler's facts would make
+/// the engine forget them until the watch delivered the pod again).
+fn pod_state(key: &str, pod: Option<&Pod>, detail: Detail) -> Vec<Observation> {
     match pod {
         None => vec![Observation::PodDeleted { key: key.to_string() }],
-        Some(p) => convert::pod_snapshot(p).map(Observation::PodUpserted).into_iter().collect(),
+        Some(p) => convert::pod_snapshot(p, detail).map(Observation::PodUpserted).into_iter().collect(),
     }
 }
 
-fn node_state(name: &str, node: Option<&Node>) -> Vec<Observation> {
+/// A node as a write returned it; see [`pod_state`].
+fn node_state(name: &str, node: Option<&Node>, detail: Detail) -> Vec<Observation> {
     match node {
         None => vec![Observation::NodeDeleted { name: name.to_string() }],
-        Some(n) => convert::node_snapshot(n).map(Observation::NodeUpserted).into_iter().collect(),
+        Some(n) => convert::node_snapshot(n, detail).map(Observation::NodeUpserted).into_iter().collect(),
+    }
+}
+
+/// One object read leniently ([`Trimmed`]): `Some(None)` when it is gone.
+async fn get_reading<K: Readable>(api: Api<Trimmed<K>>, name: &str) -> ApiResult<Option<Option<Observation>>> {
+    Ok(api.get_opt(name).await?.map(|o| o.reading))
+}
+
+/// The Eviction to POST. Not kube-rs's `Api::evict`: kube-core 5 writes
+/// its delete options as `delete_options`, a field the API server does not
+/// know and drops (a warning at most), so the uid precondition and the
+/// grace period would silently not apply; here they are `deleteOptions`,
+/// as policy/v1 spells them.
+fn eviction(ns: &str, name: &str, uid: &str, grace_period_seconds: Option<u32>) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta { name: Some(name.to_string()), namespace: Some(ns.to_string()), ..ObjectMeta::default() },
+        delete_options: Some(DeleteOptions {
+            grace_period_seconds: grace_period_seconds.map(i64::from),
+            preconditions: Some(KPreconditions { uid: Some(uid.to_string()), resource_version: None }),
+            ..DeleteOptions::default()
+        }),
     }
 }
 
@@ -576,18 +607,28 @@ impl Writer {
         match kind.slot() {
             Some((ObjectRef::Node(n), _)) => {
                 self.limiter.acquire().await;
-                match Api::<Trimmed<Node>>::all(self.client.clone()).get_opt(&n).await {
+                let c = self.client.clone();
+                let read = match self.opts.detail {
+                    Detail::Lifecycle => get_reading(Api::<Trimmed<Node>>::all(c), &n).await,
+                    Detail::Scheduling => get_reading(Api::<Trimmed<Scheduled<Node>>>::all(c), &n).await,
+                };
+                match read {
                     Ok(None) => vec![Observation::NodeDeleted { name: n }],
-                    Ok(Some(node)) => node.reading.into_iter().collect(),
+                    Ok(Some(reading)) => reading.into_iter().collect(),
                     Err(_) => Vec::new(),
                 }
             }
             Some((ObjectRef::Pod(p), _)) => {
                 let (ns, name) = pod_name(&p);
                 self.limiter.acquire().await;
-                match Api::<Trimmed<Pod>>::namespaced(self.client.clone(), ns).get_opt(name).await {
+                let c = self.client.clone();
+                let read = match self.opts.detail {
+                    Detail::Lifecycle => get_reading(Api::<Trimmed<Pod>>::namespaced(c, ns), name).await,
+                    Detail::Scheduling => get_reading(Api::<Trimmed<Scheduled<Pod>>>::namespaced(c, ns), name).await,
+                };
+                match read {
                     Ok(None) => vec![Observation::PodDeleted { key: p }],
-                    Ok(Some(pod)) => pod.reading.into_iter().collect(),
+                    Ok(Some(reading)) => reading.into_iter().collect(),
                     Err(_) => Vec::new(),
                 }
             }
@@ -600,7 +641,10 @@ impl Writer {
             ActionKind::UpdateNodeConditions { node, conditions } => {
                 let api = Api::<Node>::all(self.client.clone());
                 let Some(mut cur) = self.call(since, || api.get_opt(node)).await? else {
-                    return Ok(Attempt::Refused(format!("nodes {node:?} not found"), node_state(node, None)));
+                    return Ok(Attempt::Refused(
+                        format!("nodes {node:?} not found"),
+                        node_state(node, None, self.opts.detail),
+                    ));
                 };
                 let list = cur.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
                 for c in conditions {
@@ -618,10 +662,10 @@ impl Writer {
                     }
                 }
                 match self.call(since, || api.replace_status(node, &POST, &cur)).await {
-                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n)))),
+                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                     Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
                         let fresh = self.call(since, || api.get_opt(node)).await.ok().flatten();
-                        Ok(Attempt::Refused(e.to_string(), node_state(node, fresh.as_ref())))
+                        Ok(Attempt::Refused(e.to_string(), node_state(node, fresh.as_ref(), self.opts.detail)))
                     }
                     Err(e) => Err(e),
                 }
@@ -631,7 +675,10 @@ impl Writer {
                 let mut last = String::new();
                 for _ in 0..CONFLICT_ATTEMPTS {
                     let Some(cur) = self.call(since, || api.get_opt(node)).await? else {
-                        return Ok(Attempt::Refused(format!("nodes {node:?} not found"), node_state(node, None)));
+                        return Ok(Attempt::Refused(
+                            format!("nodes {node:?} not found"),
+                            node_state(node, None, self.opts.detail),
+                        ));
                     };
                     let old = cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
                     let mut taints = old.clone();
@@ -646,7 +693,7 @@ impl Writer {
                         });
                     }
                     if taints == old {
-                        return Ok(Attempt::Done(node_state(node, Some(&cur))));
+                        return Ok(Attempt::Done(node_state(node, Some(&cur), self.opts.detail)));
                     }
                     let patch = json!({
                         "metadata": {"resourceVersion": cur.metadata.resource_version},
@@ -655,16 +702,16 @@ impl Writer {
                     let pp = PatchParams::default();
                     let merge = Patch::Merge(&patch);
                     match self.call(since, || api.patch(node, &pp, &merge)).await {
-                        Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n)))),
+                        Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                         Err(e) if code(&e) == Some(409) => last = e.to_string(),
                         Err(e) if code(&e) == Some(404) => {
-                            return Ok(Attempt::Refused(e.to_string(), node_state(node, None)));
+                            return Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)));
                         }
                         Err(e) => return Err(e),
                     }
                 }
                 let fresh = self.call(since, || api.get_opt(node)).await.ok().flatten();
-                Ok(Attempt::Refused(last, node_state(node, fresh.as_ref())))
+                Ok(Attempt::Refused(last, node_state(node, fresh.as_ref(), self.opts.detail)))
             }
             ActionKind::PatchNodeLabels { node, labels } => {
                 let api = Api::<Node>::all(self.client.clone());
@@ -672,8 +719,10 @@ impl Writer {
                 let pp = PatchParams::default();
                 let merge = Patch::Merge(&patch);
                 match self.call(since, || api.patch(node, &pp, &merge)).await {
-                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n)))),
-                    Err(e) if code(&e) == Some(404) => Ok(Attempt::Refused(e.to_string(), node_state(node, None))),
+                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                    Err(e) if code(&e) == Some(404) => {
+                        Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)))
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -708,18 +757,23 @@ impl Writer {
         let result = match mode {
             DeletionMode::Delete => self.call(since, || api.delete(name, &dp)).await.map(|r| r.left()),
             DeletionMode::Evict => {
-                let ep = EvictParams { delete_options: Some(dp.clone()), ..EvictParams::default() };
-                self.call(since, || api.evict(name, &ep)).await.map(|_| None)
+                let eviction = eviction(ns, name, uid, dp.grace_period_seconds);
+                let pp = PostParams::default();
+                self.call(since, || api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
+                    .await
+                    .map(|_| None)
             }
         };
         match result {
-            Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => Ok(Attempt::Done(pod_state(pod, Some(&p)))),
-            Ok(_) => Ok(Attempt::Done(pod_state(pod, None))),
+            Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => {
+                Ok(Attempt::Done(pod_state(pod, Some(&p), self.opts.detail)))
+            }
+            Ok(_) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
             // Already gone: what the deletion wanted.
-            Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None))),
+            Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
             Err(e) if matches!(code(&e), Some(409 | 429)) => {
                 let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
-                Ok(Attempt::Refused(e.to_string(), pod_state(pod, fresh.as_ref())))
+                Ok(Attempt::Refused(e.to_string(), pod_state(pod, fresh.as_ref(), self.opts.detail)))
             }
             Err(e) => Err(e),
         }
@@ -734,14 +788,14 @@ impl Writer {
         let mut last = String::new();
         for _ in 0..CONFLICT_ATTEMPTS {
             let Some(mut cur) = self.call(since, || api.get_opt(name)).await? else {
-                return Ok(Attempt::Refused(format!("pods {key:?} not found"), pod_state(key, None)));
+                return Ok(Attempt::Refused(format!("pods {key:?} not found"), pod_state(key, None, self.opts.detail)));
             };
             if cur.metadata.uid.as_deref() != Some(uid) {
                 let why = format!(
                     "Precondition failed: UID in precondition: {uid}, UID in object meta: {:?}",
                     cur.metadata.uid
                 );
-                return Ok(Attempt::Refused(why, pod_state(key, Some(&cur))));
+                return Ok(Attempt::Refused(why, pod_state(key, Some(&cur), self.opts.detail)));
             }
             let status = cur.status.get_or_insert_with(Default::default);
             match kind {
@@ -751,7 +805,7 @@ impl Writer {
                             c.status = "False".into();
                             c.last_transition_time = Some(now());
                         }
-                        _ => return Ok(Attempt::Done(pod_state(key, Some(&cur)))),
+                        _ => return Ok(Attempt::Done(pod_state(key, Some(&cur), self.opts.detail))),
                     }
                 }
                 ActionKind::SetPodNodeLost { node, .. } => {
@@ -775,14 +829,16 @@ impl Writer {
                 }
             }
             match self.call(since, || api.replace_status(name, &POST, &cur)).await {
-                Ok(p) => return Ok(Attempt::Done(pod_state(key, Some(&p)))),
+                Ok(p) => return Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
                 Err(e) if code(&e) == Some(409) => last = e.to_string(),
-                Err(e) if code(&e) == Some(404) => return Ok(Attempt::Refused(e.to_string(), pod_state(key, None))),
+                Err(e) if code(&e) == Some(404) => {
+                    return Ok(Attempt::Refused(e.to_string(), pod_state(key, None, self.opts.detail)));
+                }
                 Err(e) => return Err(e),
             }
         }
         let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
-        Ok(Attempt::Refused(last, pod_state(key, fresh.as_ref())))
+        Ok(Attempt::Refused(last, pod_state(key, fresh.as_ref(), self.opts.detail)))
     }
 
     /// An Event in events.k8s.io/v1, or core/v1 where that is not served.
@@ -860,6 +916,34 @@ impl Writer {
         };
         let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
         self.call(since, || api.create(&POST, &e)).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod eviction_body_tests {
+    use super::*;
+
+    /// What goes over the wire: `deleteOptions` with the uid precondition
+    /// and the grace period, which kube-rs's own `evict` would misspell.
+    #[test]
+    fn the_eviction_body_spells_delete_options_as_the_api_does() {
+        let v = serde_json::to_value(eviction("kube-system", "p", "u-1", Some(10))).expect("json");
+        assert_eq!(v["apiVersion"], "policy/v1");
+        assert_eq!(v["kind"], "Eviction");
+        assert_eq!(v["metadata"]["name"], "p");
+        assert_eq!(v["deleteOptions"]["gracePeriodSeconds"], 10);
+        assert_eq!(v["deleteOptions"]["preconditions"]["uid"], "u-1");
+        assert!(v.get("delete_options").is_none());
+        let v = serde_json::to_value(eviction("ns", "p", "u", None)).expect("json");
+        assert!(v["deleteOptions"].get("gracePeriodSeconds").is_none(), "no grace: the pod's own");
+        // kube-rs's body, for the record: the reason this module builds its own.
+        let req = kube::core::Request::new("/api/v1/namespaces/ns/pods")
+            .evict("p", &kube::api::EvictParams::default())
+            .expect("request");
+        let body: serde_json::Value = serde_json::from_slice(req.body()).expect("json");
+        assert!(
+            body.get("deleteOptions").is_none() && body.as_object().is_some_and(|m| m.contains_key("delete_options"))
+        );
     }
 }
 

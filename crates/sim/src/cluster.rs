@@ -140,7 +140,11 @@ pub struct Cluster {
     ever_nodes: BTreeSet<String>,
     /// Hashed: renewed thousands of times per simulated second at scale;
     /// [`Cluster::state`] sorts them.
-    leases: HashMap<String, Timestamp>,
+    leases: HashMap<String, Timestamp, Hasher>,
+    /// Each node's Ready status, hashed beside `nodes`: every kubelet reads
+    /// it at every renewal ([`Cluster::ready_status`]), and a search of the
+    /// ordered map by name was the simulator's largest cost at scale.
+    ready: HashMap<String, Option<ConditionStatus>, Hasher>,
     pods: BTreeMap<String, SimPod>,
     deleted_uids: BTreeSet<String>,
     writes: BTreeMap<ObjectRef, u64>,
@@ -184,6 +188,15 @@ pub struct BudgetStatus {
     pub desired: u32,
     /// `healthy - desired`, never below zero.
     pub allowed: u32,
+}
+
+/// The hasher of the cluster's hashed maps (looked up, never iterated in
+/// an order that matters).
+type Hasher = foldhash::fast::RandomState;
+
+/// A node's Ready status; `None` when it has no Ready condition.
+fn ready_of(node: &NodeSnapshot) -> Option<ConditionStatus> {
+    node.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status)
 }
 
 /// The reason the kubelet (or the file) gives a Ready status.
@@ -346,6 +359,12 @@ impl Cluster {
         self.ever_nodes.contains(name)
     }
 
+    /// The node's stored Ready status: `None` when the node does not exist,
+    /// `Some(None)` when it has no Ready condition.
+    pub fn ready_status(&self, name: &str) -> Option<Option<ConditionStatus>> {
+        self.ready.get(name).copied()
+    }
+
     /// The node's Lease renew time; `None` when it has no Lease.
     pub fn lease(&self, name: &str) -> Option<Timestamp> {
         self.leases.get(name).copied()
@@ -424,6 +443,7 @@ impl Cluster {
         if self.nodes.get(&node.name) == Some(&node) {
             return Vec::new();
         }
+        self.ready.insert(node.name.clone(), ready_of(&node));
         self.epoch += 1;
         self.nodes.insert(node.name.clone(), node.clone());
         vec![Observation::NodeUpserted(node)]
@@ -433,6 +453,7 @@ impl Cluster {
     pub fn delete_node(&mut self, name: &str) -> Vec<Observation> {
         let mut out = Vec::new();
         if self.nodes.remove(name).is_some() {
+            self.ready.remove(name);
             self.epoch += 1;
             self.allocatable.remove(name);
             out.push(Observation::NodeDeleted { name: name.to_string() });
@@ -951,6 +972,9 @@ impl Cluster {
         if *node == before {
             return Vec::new();
         }
+        if let Some(ready) = self.ready.get_mut(name) {
+            *ready = ready_of(node);
+        }
         if scheduling_view_changed(&before, node) {
             self.epoch += 1;
         }
@@ -1110,6 +1134,9 @@ impl Cluster {
             };
         };
         f(node);
+        if let Some(ready) = self.ready.get_mut(name) {
+            *ready = ready_of(node);
+        }
         self.epoch += 1;
         Applied {
             observations: vec![

@@ -17,7 +17,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use nodewarden_engine::Observation;
-use nodewarden_model::{ConditionStatus, ConditionType, Span, Timestamp};
+use nodewarden_model::{ConditionStatus, Span, Timestamp};
 
 use crate::cluster::Cluster;
 use crate::rng::mix;
@@ -42,7 +42,7 @@ pub trait KubeletApi {
 
 impl KubeletApi for Cluster {
     fn ready_status(&self, node: &str) -> Option<Option<ConditionStatus>> {
-        self.node(node).map(|n| n.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status))
+        Cluster::ready_status(self, node)
     }
 
     fn renew_lease(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
@@ -356,7 +356,7 @@ impl Kubelets {
 mod tests {
     use std::collections::BTreeMap;
 
-    use nodewarden_model::Span;
+    use nodewarden_model::{ConditionType, Span};
 
     use super::*;
     use crate::admission::AdmissionDefaults;

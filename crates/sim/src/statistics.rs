@@ -196,7 +196,7 @@ fn is_noexecute(t: &nodewarden_model::Taint) -> bool {
 pub(crate) struct Statistics {
     pub(crate) zone_keys: Vec<String>,
     zone_index: HashMap<String, usize>,
-    pub(crate) node_index: HashMap<String, usize>,
+    pub(crate) node_index: HashMap<String, usize, foldhash::fast::RandomState>,
     pub(crate) nodes: Vec<NodeTrack>,
     pub(crate) tally: Vec<ZoneTally>,
     pub(crate) latencies: Latencies,

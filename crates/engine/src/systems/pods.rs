@@ -53,17 +53,32 @@ pub fn pod_assignment(
     let mut list = std::mem::take(&mut assigned.0);
     list.sort_unstable();
     list.dedup();
+    // The node of the last pod, and whether it is one whose new pods need
+    // a look: the list is in entity order, so a node's pods (added
+    // together) mostly follow one another, sharing one name. Nothing here
+    // changes a node, so the answer holds for the whole run.
+    let mut last: Option<(std::sync::Arc<str>, Option<Entity>)> = None;
     for pod_entity in list.drain(..) {
         let Ok(pod) = pods.get(pod_entity) else { continue };
         let Some(node_name) = pod.node.clone() else { continue };
-        let Some(&node) = node_index.0.get(&*node_name) else { continue };
+        let node = match &last {
+            Some((name, node)) if std::sync::Arc::ptr_eq(name, &node_name) => *node,
+            _ => {
+                // Not yet seen by a monitor pass, or no Ready condition:
+                // ignored, as upstream does; the node's own handling covers
+                // it later. Ready: nothing to do.
+                let node = node_index.0.get(&*node_name).copied().filter(|&node| {
+                    nodes.get(node).is_ok_and(|(ready, health, ..)| {
+                        health.record(&timers).is_some() && ready.status.is_some_and(|s| s != ConditionStatus::True)
+                    })
+                });
+                last = Some((node_name.clone(), node));
+                node
+            }
+        };
+        let Some(node) = node else { continue };
         let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
-        // Not yet seen by a monitor pass, or no Ready condition: ignored, as
-        // upstream does; the node's own handling covers it later.
         let (Some(rec), Some(status)) = (health.record(&timers), ready.status) else { continue };
-        if status == ConditionStatus::True {
-            continue;
-        }
         mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
         // Beyond upstream: not on a node that has sent a heartbeat since the
         // last monitor pass (its health record is stale until the next one).

@@ -164,6 +164,12 @@ pub fn taint_manager(
         let Ok((name, _, mut seen)) = nodes.get_mut(node) else { continue };
         seen.0.clear();
         for &pod in pod_index.on_node(&name.0) {
+            // Without taints the plan is to call off a pending deletion:
+            // nothing to do for a pod that has none (most, and all of a new
+            // node's), found without touching it mutably.
+            if pods.get(pod).is_ok_and(|(_, pending)| pending.is_empty()) {
+                continue;
+            }
             process_pod(pod, &[], now, &mut pods, &mut timers, &mut outbox);
         }
     }
@@ -189,9 +195,20 @@ pub fn taint_manager(
     let mut pod_list = std::mem::take(&mut inbox.pods);
     pod_list.sort_unstable();
     pod_list.dedup();
+    // The node of the last pod, as in `pod_assignment`.
+    let mut last: Option<(std::sync::Arc<str>, Option<Entity>)> = None;
     for &pod in &pod_list {
         let Ok((p, ..)) = pods.get(pod) else { continue };
-        let Some(&node) = p.node.as_deref().and_then(|n| node_index.0.get(n)) else { continue };
+        let Some(name) = &p.node else { continue };
+        let node = match &last {
+            Some((last_name, node)) if std::sync::Arc::ptr_eq(last_name, name) => *node,
+            _ => {
+                let node = node_index.0.get(&**name).copied();
+                last = Some((name.clone(), node));
+                node
+            }
+        };
+        let Some(node) = node else { continue };
         let Ok((_, _, seen)) = nodes.get(node) else { continue };
         // A node without NoExecute taints: nothing to do (I4 cancelled
         // everything when they went).
