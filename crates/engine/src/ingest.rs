@@ -276,8 +276,13 @@ impl PodRun {
             let (more, _) = rest.size_hint();
             run.index.by_key.reserve(more + 1, |e| world.get::<Pod>(e).map(|p| &*p.key));
         }
+        // The rescheduler's own facts, kept only while it runs.
+        let resched = world.resource::<SchedFacts>().enabled;
         let mut next = Some(first);
         while let Some(snap) = next.take() {
+            if resched {
+                world.resource_mut::<SchedFacts>().observe_pod(&snap);
+            }
             run.upsert(world, snap);
             next = match rest.next_if(PodRun::takes) {
                 Some(Observation::PodUpserted(p)) => Some(p),

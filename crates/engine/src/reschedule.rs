@@ -18,7 +18,7 @@ use nodewarden_model::{Placement, Resources, Span, Taint, TaintEffect, Timestamp
 
 use crate::action::ActionKind;
 use crate::explain::PreparationTier;
-use crate::observation::{BudgetSnapshot, Observation, WriteOutcome};
+use crate::observation::{BudgetSnapshot, Observation, PodSnapshot, WriteOutcome};
 
 /// Refused evictions of one victim, retried at each pass, after which the
 /// prepared node is given up for the addon and the next tier or node is
@@ -131,34 +131,7 @@ impl SchedFacts {
                 self.nodes.remove(name);
                 self.reserved.remove(name);
             }
-            Observation::PodUpserted(p) => {
-                let Some(s) = &p.scheduling else {
-                    self.pods.remove(&p.key);
-                    self.pending.remove(&p.key);
-                    return;
-                };
-                let namespace = p.key.split_once('/').map_or("", |(ns, _)| ns);
-                let critical = is_critical_addon(namespace, s.critical_annotation, s.priority_class.as_deref());
-                let pending = critical && p.node.is_none() && !p.terminating && s.unschedulable_since.is_some();
-                self.pods.insert(
-                    p.key.clone(),
-                    SchedPod {
-                        requests: s.requests,
-                        critical,
-                        mirror: s.mirror,
-                        controlled: s.controller_kind.is_some(),
-                        grace: s.termination_grace,
-                        labels: s.labels.clone(),
-                        unschedulable_since: s.unschedulable_since,
-                        placement: (critical && p.node.is_none()).then(|| Box::new(s.placement.clone())),
-                    },
-                );
-                if pending {
-                    self.pending.insert(p.key.clone());
-                } else {
-                    self.pending.remove(&p.key);
-                }
-            }
+            Observation::PodUpserted(p) => self.observe_pod(p),
             Observation::PodDeleted { key } => {
                 self.pods.remove(key);
                 self.pending.remove(key);
@@ -172,6 +145,37 @@ impl SchedFacts {
             }
             Observation::LeaseUpserted { .. } | Observation::LeaseDeleted { .. } => {}
             Observation::WriteFinished { .. } => {}
+        }
+    }
+
+    /// Takes in a pod snapshot (ingest's pod runs call this for each pod;
+    /// [`SchedFacts::observe`] for one alone).
+    pub fn observe_pod(&mut self, p: &PodSnapshot) {
+        let Some(s) = &p.scheduling else {
+            self.pods.remove(&p.key);
+            self.pending.remove(&p.key);
+            return;
+        };
+        let namespace = p.key.split_once('/').map_or("", |(ns, _)| ns);
+        let critical = is_critical_addon(namespace, s.critical_annotation, s.priority_class.as_deref());
+        let pending = critical && p.node.is_none() && !p.terminating && s.unschedulable_since.is_some();
+        self.pods.insert(
+            p.key.clone(),
+            SchedPod {
+                requests: s.requests,
+                critical,
+                mirror: s.mirror,
+                controlled: s.controller_kind.is_some(),
+                grace: s.termination_grace,
+                labels: s.labels.clone(),
+                unschedulable_since: s.unschedulable_since,
+                placement: (critical && p.node.is_none()).then(|| Box::new(s.placement.clone())),
+            },
+        );
+        if pending {
+            self.pending.insert(p.key.clone());
+        } else {
+            self.pending.remove(&p.key);
         }
     }
 
