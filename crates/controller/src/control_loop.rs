@@ -287,7 +287,10 @@ mod tests {
     use nodewarden_model::ConditionStatus;
 
     use super::*;
-    use crate::fixtures::{delete, node, not_ready, pod, t, taint_patch, unreachable};
+    use crate::fixtures::{
+        delete, evict_for_addon, node, not_ready, pod, reservation, reservation_patch, scheduled_pod, t, taint_patch,
+        unreachable,
+    };
 
     /// Applies everything it is given, as a fast API server would.
     #[derive(Default)]
@@ -350,6 +353,47 @@ mod tests {
         // The swap the engine really makes goes through.
         let (sent, held) = inject(&mut c, t(2), vec![taint_patch("n1", vec![not_ready()], vec![unreachable()])]);
         assert_eq!((sent.len(), held.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_protected_pod_evicted_for_an_addon_is_held_back() {
+        let mut c = controller(ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() });
+        c.observe(t(0), node("n1", ConditionStatus::True, vec![]));
+        let mut ds = scheduled_pod("default/ds", Some("n1"), false, false);
+        ds.daemonset = true;
+        c.observe(t(0), Observation::PodUpserted(ds));
+        c.observe(t(0), Observation::PodUpserted(scheduled_pod("default/web", Some("n1"), false, false)));
+        let (sent, held) = inject(&mut c, t(1), vec![evict_for_addon("default/ds"), evict_for_addon("default/web")]);
+        assert_eq!(held, [Invariant::NoProtectedPodEvictedForAddon]);
+        assert!(matches!(&sent[..], [ActionKind::EvictForAddon { pod, .. }] if pod == "default/web"), "{sent:?}");
+    }
+
+    #[test]
+    fn a_second_prepared_node_is_held_back() {
+        let mut c = controller(ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() });
+        c.observe(t(0), node("a", ConditionStatus::True, vec![reservation()]));
+        c.observe(t(0), node("b", ConditionStatus::True, vec![]));
+        let (sent, held) = inject(&mut c, t(1), vec![reservation_patch("b", true)]);
+        assert!(sent.is_empty());
+        assert_eq!(held, [Invariant::AtMostOneNodePrepared]);
+        // Released first, as the engine does: both go.
+        let (sent, held) = inject(&mut c, t(2), vec![reservation_patch("a", false), reservation_patch("b", true)]);
+        assert_eq!((sent.len(), held.len()), (2, 0));
+    }
+
+    #[test]
+    fn rescheduling_while_every_zone_is_down_is_held_back() {
+        let mut c = controller(ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() });
+        c.observe(t(0), node("n1", ConditionStatus::False, vec![]));
+        c.observe(t(0), Observation::PodUpserted(scheduled_pod("default/web", Some("n1"), false, false)));
+        let mut api = Recorder::default();
+        for at in [0, 5] {
+            let _ = c.step(t(at), &mut api, &mut |_| {});
+        }
+        assert!(c.engine().all_zones_down());
+        let (sent, held) = inject(&mut c, t(6), vec![evict_for_addon("default/web"), reservation_patch("n1", true)]);
+        assert!(sent.is_empty());
+        assert_eq!(held, [Invariant::NoReschedulingWhileAllZonesDown, Invariant::NoReschedulingWhileAllZonesDown]);
     }
 
     #[test]

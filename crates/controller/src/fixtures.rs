@@ -101,3 +101,71 @@ pub(crate) fn taint_patch(node: &str, add: Vec<Taint>, remove: Vec<Taint>) -> Ac
         kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::NoExecuteTaints },
     }
 }
+
+/// A pod with the rescheduler's facts: `critical` makes it a critical
+/// addon (in `kube-system`), `node` binds it, an unbound critical addon is
+/// marked Unschedulable at 0 s.
+pub(crate) fn scheduled_pod(key: &str, node: Option<&str>, critical: bool, mirror: bool) -> PodSnapshot {
+    PodSnapshot {
+        key: key.into(),
+        uid: "u".into(),
+        node: node.map(str::to_string),
+        daemonset: false,
+        ready: None,
+        terminating: false,
+        tolerations: vec![],
+        scheduling: Some(Box::new(nodewarden_model::PodScheduling {
+            critical_annotation: critical,
+            mirror,
+            unschedulable_since: node.is_none().then(|| t(0)),
+            ..nodewarden_model::PodScheduling::default()
+        })),
+    }
+}
+
+/// Evicts the pod for a critical addon.
+pub(crate) fn evict_for_addon(key: &str) -> Action {
+    let why = nodewarden_engine::AddonEviction {
+        pod: key.into(),
+        node: "n".into(),
+        addon: "kube-system/dns".into(),
+        unschedulable_since: t(0),
+        needed: nodewarden_model::Resources::ZERO,
+        free_before: nodewarden_model::Resources::ZERO,
+        tier: nodewarden_engine::PreparationTier::Any,
+        victims: vec![key.into()],
+        freed: nodewarden_model::Resources::ZERO,
+        budgets: vec![],
+        pod_grace: Span::from_secs(30),
+        grace: Span::from_secs(10),
+        decided_at: t(0),
+    };
+    Action {
+        id: ActionId(7),
+        kind: ActionKind::EvictForAddon {
+            pod: key.into(),
+            uid: "u".into(),
+            grace: Some(Span::from_secs(10)),
+            why: Box::new(why),
+        },
+    }
+}
+
+/// nodewarden's `CriticalAddonsOnly` taint.
+pub(crate) fn reservation() -> Taint {
+    Taint {
+        key: nodewarden_model::scheduling::CRITICAL_ADDONS_ONLY_TAINT.into(),
+        value: nodewarden_model::scheduling::CRITICAL_ADDONS_ONLY_VALUE.into(),
+        effect: TaintEffect::NoSchedule,
+        time_added: None,
+    }
+}
+
+/// Adds (or removes) the reservation on the node.
+pub(crate) fn reservation_patch(node: &str, add: bool) -> Action {
+    let (add, remove) = if add { (vec![reservation()], vec![]) } else { (vec![], vec![reservation()]) };
+    Action {
+        id: ActionId(2),
+        kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::CriticalAddonsTaint },
+    }
+}

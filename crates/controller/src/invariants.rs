@@ -24,6 +24,7 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, PodSnapshot, WriteSlot, ZoneReport};
+use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, CRITICAL_ADDONS_ONLY_VALUE, is_critical_addon};
 use nodewarden_model::taint::Decision;
 use nodewarden_model::{
     ConditionStatus, ConditionType, ControllerConfig, Span, Taint, TaintEffect, Timestamp, Toleration, ZoneKey, keys,
@@ -49,17 +50,36 @@ pub enum Invariant {
     NoDaemonSetPodDeletedInLegacyMode,
     /// The same write is not issued twice while the first is in flight.
     NoDuplicateInFlightWrite,
+    /// The critical-addon rescheduler never evicts another critical addon,
+    /// a DaemonSet pod, a mirror pod or a terminating pod.
+    NoProtectedPodEvictedForAddon,
+    /// At most one node carries nodewarden's `CriticalAddonsOnly` taint
+    /// (the node being prepared): it is never added to a second one.
+    AtMostOneNodePrepared,
+    /// No eviction for an addon and no new `CriticalAddonsOnly` taint
+    /// while every zone is fully disrupted (a whole tick spent in master
+    /// disruption mode, as for NoExecute taints).
+    NoReschedulingWhileAllZonesDown,
+    /// nodewarden's `CriticalAddonsOnly` taint does not stay on any node
+    /// for more than two housekeeping intervals while no critical addon
+    /// waits to be scheduled. Found at the end of a step, not on an action:
+    /// reported, nothing to hold back.
+    NoReservationLeftBehind,
 }
 
 impl Invariant {
     /// Every invariant, in report order.
-    pub const ALL: [Invariant; 6] = [
+    pub const ALL: [Invariant; 10] = [
         Invariant::NeverBothNoExecuteTaints,
         Invariant::NoTaintWhileAllZonesDown,
         Invariant::ZoneRateRespected,
         Invariant::NoEvictionBeforeDeadline,
         Invariant::NoDaemonSetPodDeletedInLegacyMode,
         Invariant::NoDuplicateInFlightWrite,
+        Invariant::NoProtectedPodEvictedForAddon,
+        Invariant::AtMostOneNodePrepared,
+        Invariant::NoReschedulingWhileAllZonesDown,
+        Invariant::NoReservationLeftBehind,
     ];
 
     /// A stable snake_case name, for reports and scripts.
@@ -71,6 +91,10 @@ impl Invariant {
             Invariant::NoEvictionBeforeDeadline => "no_eviction_before_toleration_ends",
             Invariant::NoDaemonSetPodDeletedInLegacyMode => "no_daemonset_pod_deleted_in_legacy_mode",
             Invariant::NoDuplicateInFlightWrite => "no_duplicate_in_flight_write",
+            Invariant::NoProtectedPodEvictedForAddon => "no_protected_pod_evicted_for_addon",
+            Invariant::AtMostOneNodePrepared => "at_most_one_node_prepared",
+            Invariant::NoReschedulingWhileAllZonesDown => "no_rescheduling_while_all_zones_down",
+            Invariant::NoReservationLeftBehind => "no_reservation_left_behind",
         }
     }
 }
@@ -147,6 +171,10 @@ struct PodMirror {
     min_seconds: Option<i64>,
     /// Some taint was untolerated at some point of the episode.
     untolerated: bool,
+    /// Has a deletion timestamp.
+    terminating: bool,
+    /// A critical addon or a mirror pod: never evicted for an addon.
+    protected: bool,
 }
 
 /// Values many pods share (node names, toleration lists), kept once: at a
@@ -211,6 +239,24 @@ pub struct InvariantChecker {
     /// Every zone was down at the end of the previous step.
     all_down_before: bool,
     violations: BTreeMap<Invariant, usize>,
+    /// Nodes carrying nodewarden's `CriticalAddonsOnly` taint, as observed
+    /// or as the controller's committed patches left them.
+    reserved: BTreeSet<String>,
+    /// Critical addons waiting to be scheduled (unbound, not terminating,
+    /// marked Unschedulable).
+    waiting_addons: BTreeSet<String>,
+    /// Since when some node has carried the reservation while no addon
+    /// waits, and whether that episode was reported.
+    idle_reservation: Option<(Timestamp, bool)>,
+    /// The latest time the checker was told of.
+    now: Timestamp,
+    /// What the last [`InvariantChecker::end_step`] found.
+    step_violations: Vec<Violation>,
+}
+
+/// nodewarden's own `CriticalAddonsOnly` taint (its value says so).
+fn is_reservation(t: &Taint) -> bool {
+    t.key == CRITICAL_ADDONS_ONLY_TAINT && t.effect == TaintEffect::NoSchedule && t.value == CRITICAL_ADDONS_ONLY_VALUE
 }
 
 impl InvariantChecker {
@@ -227,6 +273,11 @@ impl InvariantChecker {
             step_writes: HashMap::default(),
             all_down_before: false,
             violations: BTreeMap::new(),
+            reserved: BTreeSet::new(),
+            waiting_addons: BTreeSet::new(),
+            idle_reservation: None,
+            now: Timestamp::MIN,
+            step_violations: Vec::new(),
         }
     }
 
@@ -242,6 +293,7 @@ impl InvariantChecker {
 
     /// Takes in an observation the engine is sent.
     pub fn observe(&mut self, now: Timestamp, obs: &Observation) {
+        self.now = self.now.max(now);
         match obs {
             Observation::NodeUpserted(n) => {
                 let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
@@ -275,6 +327,11 @@ impl InvariantChecker {
                 entry.ready_heartbeat = ready.map(|c| c.last_heartbeat);
                 entry.ready_transition = ready.map(|c| c.last_transition);
                 entry.zone = ZoneKey::from_labels(&n.labels);
+                if n.taints.iter().any(is_reservation) {
+                    self.reserved.insert(n.name.clone());
+                } else {
+                    self.reserved.remove(&n.name);
+                }
                 // Pods are sampled again only when the taints change (a
                 // status post every few minutes per node would otherwise
                 // cost a pass over the node's pods).
@@ -288,6 +345,7 @@ impl InvariantChecker {
                 // Pending deletions survive a node's deletion (upstream I5):
                 // its pods keep their histories.
                 self.nodes.remove(name);
+                self.reserved.remove(name);
             }
             Observation::LeaseUpserted { node, renew } => {
                 if let Some(n) = self.nodes.get_mut(node) {
@@ -304,6 +362,7 @@ impl InvariantChecker {
             }
             Observation::PodUpserted(p) => self.upsert_pod(now, p),
             Observation::PodDeleted { key } => {
+                self.waiting_addons.remove(key.as_str());
                 if let Some(p) = self.pods.remove(key.as_str())
                     && let Some(node) = p.node
                     && let Some(set) = self.pods_by_node.get_mut(&node)
@@ -340,6 +399,8 @@ impl InvariantChecker {
             since: None,
             min_seconds: None,
             untolerated: false,
+            terminating: false,
+            protected: false,
         });
         if entry.node != node {
             entry.since = None;
@@ -349,6 +410,22 @@ impl InvariantChecker {
         entry.node = node;
         entry.daemonset = p.daemonset;
         entry.tolerations = tolerations;
+        entry.terminating = p.terminating;
+        let namespace = p.key.split_once('/').map_or("", |(ns, _)| ns);
+        let critical = p
+            .scheduling
+            .as_ref()
+            .is_some_and(|s| is_critical_addon(namespace, s.critical_annotation, s.priority_class.as_deref()));
+        entry.protected = critical || p.scheduling.as_ref().is_some_and(|s| s.mirror);
+        let waiting = critical
+            && p.node.is_none()
+            && !p.terminating
+            && p.scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some());
+        if waiting {
+            self.waiting_addons.insert(key.to_string());
+        } else {
+            self.waiting_addons.remove(&*key);
+        }
         self.sample_pod(now, &key);
     }
 
@@ -428,12 +505,71 @@ impl InvariantChecker {
         }
         match kind {
             ActionKind::PatchNodeTaints { node, add, remove, .. } => {
-                self.judge_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out)
+                self.judge_taint_patch(now, node, add, remove, zones, all_zones_down, &mut out);
+                if let Some(added) = add.iter().find(|t| is_reservation(t)) {
+                    self.judge_reservation(now, node, added, all_zones_down, &mut out);
+                }
             }
             ActionKind::DeletePod { pod, .. } => self.judge_deletion(now, pod, &mut out),
+            ActionKind::EvictForAddon { pod, .. } => self.judge_addon_eviction(now, pod, all_zones_down, &mut out),
             _ => {}
         }
         out
+    }
+
+    /// A `CriticalAddonsOnly` taint of nodewarden's added to `node`.
+    fn judge_reservation(&self, now: Timestamp, node: &str, added: &Taint, all_down: bool, out: &mut Vec<Violation>) {
+        if let Some(other) = self.reserved.iter().find(|n| n.as_str() != node) {
+            out.push(Violation {
+                invariant: Invariant::AtMostOneNodePrepared,
+                at: now,
+                detail: format!("{} added to node {node} while node {other} carries it", added.short()),
+            });
+        }
+        if self.all_down_before && all_down {
+            out.push(Violation {
+                invariant: Invariant::NoReschedulingWhileAllZonesDown,
+                at: now,
+                detail: format!("{} added to node {node} while every zone is fully disrupted", added.short()),
+            });
+        }
+    }
+
+    /// An eviction for a critical addon.
+    fn judge_addon_eviction(&self, now: Timestamp, key: &str, all_down: bool, out: &mut Vec<Violation>) {
+        if self.all_down_before && all_down {
+            out.push(Violation {
+                invariant: Invariant::NoReschedulingWhileAllZonesDown,
+                at: now,
+                detail: format!("pod {key} evicted for a critical addon while every zone is fully disrupted"),
+            });
+        }
+        let Some(pod) = self.pods.get(key) else { return };
+        let what = if pod.protected {
+            Some("a critical addon or mirror pod")
+        } else if pod.daemonset {
+            Some("a DaemonSet pod")
+        } else if pod.terminating {
+            Some("a terminating pod")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            out.push(Violation {
+                invariant: Invariant::NoProtectedPodEvictedForAddon,
+                at: now,
+                detail: format!("pod {key}, {what}, evicted for a critical addon"),
+            });
+        }
+    }
+
+    /// The violations the last [`InvariantChecker::end_step`] found: rules
+    /// judged over time rather than on one action
+    /// ([`Invariant::NoReservationLeftBehind`]). Already counted in
+    /// [`InvariantChecker::broken`]; a driver that fails a run on a broken
+    /// invariant reads them here.
+    pub fn step_violations(&self) -> &[Violation] {
+        &self.step_violations
     }
 
     /// Adds `violations` to the tally [`InvariantChecker::broken`] reports
@@ -450,11 +586,19 @@ impl InvariantChecker {
     /// action a safety interlock held back is not committed.
     pub fn commit(&mut self, now: Timestamp, action: &Action, zones: &[ZoneReport]) {
         let kind = &action.kind;
+        self.now = self.now.max(now);
         if let Some(slot) = kind.slot() {
             self.step_writes.entry(slot).or_default().push(kind.clone());
         }
         match kind {
-            ActionKind::PatchNodeTaints { node, add, .. } => {
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                // Removals match by key and effect, whatever the value.
+                if remove.iter().any(|t| t.is(CRITICAL_ADDONS_ONLY_TAINT, TaintEffect::NoSchedule)) {
+                    self.reserved.remove(node);
+                }
+                if add.iter().any(is_reservation) {
+                    self.reserved.insert(node.clone());
+                }
                 // Only a node getting its first controller taint goes
                 // through the zone's rate limiter (a swap does not).
                 let Some(mirror) = self.nodes.get(node) else { return };
@@ -595,6 +739,28 @@ impl InvariantChecker {
     pub fn end_step(&mut self, all_zones_down: bool) {
         self.step_writes.clear();
         self.all_down_before = all_zones_down;
+        self.step_violations.clear();
+        if self.reserved.is_empty() || !self.waiting_addons.is_empty() {
+            self.idle_reservation = None;
+            return;
+        }
+        let now = self.now;
+        let (since, reported) = self.idle_reservation.get_or_insert((now, false));
+        let bound = self.config.rescheduler_housekeeping_interval.saturating_mul(2);
+        if !*reported && now - *since > bound {
+            *reported = true;
+            let v = Violation {
+                invariant: Invariant::NoReservationLeftBehind,
+                at: now,
+                detail: format!(
+                    "nodewarden's CriticalAddonsOnly taint still on {:?} {} after no critical addon waits any more (allowed: {bound})",
+                    self.reserved,
+                    now - *since
+                ),
+            };
+            *self.violations.entry(v.invariant).or_default() += 1;
+            self.step_violations.push(v);
+        }
     }
 
     /// A fresh controller took over (a restart): its rate limiters start
@@ -622,7 +788,9 @@ mod tests {
     use nodewarden_model::NodeCondition;
 
     use super::*;
-    use crate::fixtures::{delete, node, pod, t, taint_patch, unreachable};
+    use crate::fixtures::{
+        delete, evict_for_addon, node, pod, reservation, reservation_patch, scheduled_pod, t, taint_patch, unreachable,
+    };
 
     fn zone(rate: f64) -> Vec<ZoneReport> {
         vec![ZoneReport {
@@ -848,5 +1016,108 @@ mod tests {
         c.end_step(false);
         assert!(c.check_action(t(2), &a, &zone(0.1), false).is_empty());
         assert_eq!(c.verdicts().iter().filter(|(_, ok)| !ok).count(), 1);
+    }
+
+    fn rescheduling() -> ControllerConfig {
+        ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() }
+    }
+
+    #[test]
+    fn protected_pods_are_never_evicted_for_an_addon() {
+        let mut c = InvariantChecker::new(&rescheduling());
+        c.observe(t(0), &node("n", ConditionStatus::True, vec![]));
+        let mut terminating = scheduled_pod("default/leaving", Some("n"), false, false);
+        terminating.terminating = true;
+        let mut ds = scheduled_pod("default/ds", Some("n"), false, false);
+        ds.daemonset = true;
+        for p in [
+            scheduled_pod("kube-system/metrics", Some("n"), true, false),
+            scheduled_pod("default/static", Some("n"), false, true),
+            ds,
+            terminating,
+            scheduled_pod("default/web", Some("n"), false, false),
+        ] {
+            c.observe(t(0), &Observation::PodUpserted(p));
+        }
+        for key in ["kube-system/metrics", "default/static", "default/ds", "default/leaving"] {
+            let v = c.check_action(t(1), &evict_for_addon(key), &zone(0.1), false);
+            assert_eq!(
+                v.iter().map(|v| v.invariant).collect::<Vec<_>>(),
+                [Invariant::NoProtectedPodEvictedForAddon],
+                "{key}"
+            );
+        }
+        assert!(c.check_action(t(1), &evict_for_addon("default/web"), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn at_most_one_node_carries_the_reservation() {
+        let mut c = InvariantChecker::new(&rescheduling());
+        c.observe(t(0), &node("a", ConditionStatus::True, vec![reservation()]));
+        c.observe(t(0), &node("b", ConditionStatus::True, vec![]));
+        let v = c.check_action(t(1), &reservation_patch("b", true), &zone(0.1), false);
+        assert!(v.iter().any(|v| v.invariant == Invariant::AtMostOneNodePrepared), "{v:?}");
+        c.end_step(false);
+        // Released first, in the same step: then b may be prepared.
+        let mut c = InvariantChecker::new(&rescheduling());
+        c.observe(t(0), &node("a", ConditionStatus::True, vec![reservation()]));
+        c.observe(t(0), &node("b", ConditionStatus::True, vec![]));
+        assert!(c.check_action(t(1), &reservation_patch("a", false), &zone(0.1), false).is_empty());
+        assert!(c.check_action(t(1), &reservation_patch("b", true), &zone(0.1), false).is_empty());
+        // Someone else's CriticalAddonsOnly taint is not nodewarden's.
+        let mut c = InvariantChecker::new(&rescheduling());
+        let foreign = Taint { value: "true".into(), ..reservation() };
+        c.observe(t(0), &node("a", ConditionStatus::True, vec![foreign]));
+        c.observe(t(0), &node("b", ConditionStatus::True, vec![]));
+        assert!(c.check_action(t(1), &reservation_patch("b", true), &zone(0.1), false).is_empty());
+    }
+
+    #[test]
+    fn nothing_is_rescheduled_while_every_zone_is_down() {
+        let mut c = InvariantChecker::new(&rescheduling());
+        c.observe(t(0), &node("n", ConditionStatus::True, vec![]));
+        c.observe(t(0), &Observation::PodUpserted(scheduled_pod("default/web", Some("n"), false, false)));
+        assert!(
+            c.check_action(t(1), &evict_for_addon("default/web"), &zone(0.1), true).is_empty(),
+            "not yet a whole step"
+        );
+        c.end_step(true);
+        let v = c.check_action(t(2), &evict_for_addon("default/web"), &zone(0.1), true);
+        assert!(v.iter().any(|v| v.invariant == Invariant::NoReschedulingWhileAllZonesDown), "{v:?}");
+        let v = c.check_action(t(2), &reservation_patch("n", true), &zone(0.1), true);
+        assert!(v.iter().any(|v| v.invariant == Invariant::NoReschedulingWhileAllZonesDown), "{v:?}");
+        assert!(c.check_action(t(2), &reservation_patch("n", false), &zone(0.1), true).is_empty(), "a release is fine");
+    }
+
+    #[test]
+    fn a_reservation_left_behind_when_no_addon_waits_is_reported() {
+        let mut c = InvariantChecker::new(&rescheduling());
+        c.observe(t(0), &node("n", ConditionStatus::True, vec![reservation()]));
+        c.observe(t(0), &Observation::PodUpserted(scheduled_pod("kube-system/dns", None, true, false)));
+        // While the addon waits, the reservation is legitimate.
+        for s in 0..=60 {
+            c.observe(t(s), &Observation::LeaseUpserted { node: "n".into(), renew: Some(t(s)) });
+            c.end_step(false);
+            assert!(c.step_violations().is_empty());
+        }
+        // Bound at 60 s; the taint stays: 2 × 10 s later it is reported, once.
+        c.observe(t(60), &Observation::PodUpserted(scheduled_pod("kube-system/dns", Some("n"), true, false)));
+        let mut found = Vec::new();
+        for s in 60..=120 {
+            c.observe(t(s), &Observation::LeaseUpserted { node: "n".into(), renew: Some(t(s)) });
+            c.end_step(false);
+            found.extend(c.step_violations().iter().map(|v| (v.at, v.invariant)));
+        }
+        assert_eq!(found, vec![(t(81), Invariant::NoReservationLeftBehind)]);
+        assert_eq!(c.broken().get(&Invariant::NoReservationLeftBehind), Some(&1));
+        // Released in time: nothing.
+        let mut c = InvariantChecker::new(&rescheduling());
+        c.observe(t(0), &node("n", ConditionStatus::True, vec![reservation()]));
+        c.end_step(false);
+        c.commit(t(10), &reservation_patch("n", false), &zone(0.1));
+        c.end_step(false);
+        c.observe(t(100), &Observation::LeaseUpserted { node: "n".into(), renew: Some(t(100)) });
+        c.end_step(false);
+        assert!(c.broken().is_empty());
     }
 }

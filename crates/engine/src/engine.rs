@@ -12,8 +12,9 @@ use crate::ingest;
 use crate::metric_names;
 use crate::monitor::{NodeTimers, ZoneCounts};
 use crate::observation::Observation;
+use crate::reschedule::{ReschedulerState, SchedFacts};
 use crate::resources::*;
-use crate::systems::{disruption, health, legacy, node_handlers, pods, taint_manager, tainting};
+use crate::systems::{disruption, health, legacy, node_handlers, pods, rescheduler, taint_manager, tainting};
 
 /// A zone as the engine sees it, for replay expectations and status output.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,8 +48,8 @@ struct Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseTiming {
     /// The phase: `ingest`, `pod_assignment`, `health_monitor`,
-    /// `node_handlers`, `tainting_pass`, `legacy_eviction_pass` or
-    /// `taint_manager`.
+    /// `node_handlers`, `tainting_pass`, `legacy_eviction_pass`,
+    /// `taint_manager` or `rescheduler`.
     pub phase: &'static str,
     /// Wall time it took.
     pub took: std::time::Duration,
@@ -177,6 +178,13 @@ impl Engine {
                 single(legacy::eviction_pass.into_configs()),
             ),
             phase("taint_manager", |_, c| c.enable_taint_manager, single(taint_manager::taint_manager.into_configs())),
+            // Last: the rescheduler decides on what node lifecycle made of
+            // this instant (conditions, taints, deletions, zone states).
+            phase(
+                "rescheduler",
+                |t, c| t.rescheduler_now && c.enable_rescheduler,
+                single(rescheduler::housekeeping.into_configs()),
+            ),
         ];
         // Pod deletions are issued by the taint manager, or by legacy
         // eviction when it runs instead; the mode is fixed for the engine's
@@ -265,6 +273,7 @@ impl Engine {
             let mut t = self.world.resource_mut::<LoopTimers>();
             t.monitor_now = now >= t.next_monitor;
             t.tainting_now = now >= t.next_tainting;
+            t.rescheduler_now = now >= t.next_rescheduler;
         }
         let timers = *self.world.resource::<LoopTimers>();
         let config = self.world.resource::<Settings>().0.clone();
@@ -294,8 +303,14 @@ impl Engine {
                 t.next_tainting =
                     LoopTimers::grid_at_or_after(start, TAINTING_PERIOD, now + nodewarden_model::Span::from_nanos(1));
             }
+            if t.rescheduler_now {
+                let every = config.rescheduler_housekeeping_interval;
+                t.next_rescheduler =
+                    LoopTimers::grid_at_or_after(start, every, now + nodewarden_model::Span::from_nanos(1));
+            }
             t.monitor_now = false;
             t.tainting_now = false;
+            t.rescheduler_now = false;
         }
         self.world.clear_trackers();
         std::mem::take(&mut self.world.resource_mut::<Outbox>().ready)
@@ -336,6 +351,9 @@ impl Engine {
     pub fn next_due(&self) -> Timestamp {
         let t = self.world.resource::<LoopTimers>();
         let mut due = t.next_monitor;
+        if self.world.resource::<Settings>().0.enable_rescheduler {
+            due = due.min(t.next_rescheduler);
+        }
         let index = self.world.resource::<ZoneIndex>();
         for &z in &index.by_slot {
             if let Some(zone) = self.world.get::<Zone>(z)
@@ -379,6 +397,12 @@ impl Engine {
         self.world.resource::<DisruptionMode>().all_zones_down
     }
 
+    /// The World, for the engine's own unit tests.
+    #[cfg(test)]
+    pub(crate) fn world(&self) -> &World {
+        &self.world
+    }
+
     /// Writes issued and not yet reported finished. A driver that stops (or
     /// a test that wants a quiet engine) waits for this to reach 0; a count
     /// that only grows means outcomes are not being reported back.
@@ -390,6 +414,7 @@ impl Engine {
 /// Installs the engine's resources in a World without any, always in the
 /// same order (they are entities, so the order decides their ids).
 fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
+    let config_rescheduler = config.enable_rescheduler;
     world.insert_resource(Settings(config));
     world.insert_resource(Now(start));
     world.insert_resource(LoopTimers {
@@ -398,6 +423,8 @@ fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
         next_tainting: start,
         monitor_now: false,
         tainting_now: false,
+        next_rescheduler: start,
+        rescheduler_now: false,
     });
     world.init_resource::<NodeIndex>();
     world.init_resource::<PodIndex>();
@@ -414,4 +441,81 @@ fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
     world.init_resource::<DeletionTimers>();
     world.init_resource::<DisruptionMode>();
     world.init_resource::<Outbox>();
+    // Empty, and never written, while the rescheduler is off.
+    world.insert_resource(SchedFacts { enabled: config_rescheduler, ..SchedFacts::default() });
+    world.init_resource::<ReschedulerState>();
+}
+
+#[cfg(test)]
+mod rescheduler_tests {
+    //! The rescheduler's facts are kept only while it runs.
+
+    use std::collections::BTreeMap;
+
+    use nodewarden_model::{ControllerConfig, LabelSelector, PodScheduling, Resources, Span, Timestamp};
+
+    use super::Engine;
+    use crate::observation::{BudgetSnapshot, NodeSnapshot, Observation, PodSnapshot};
+    use crate::reschedule::{ReschedulerState, SchedFacts};
+
+    fn feed(engine: &mut Engine) {
+        engine.observe(Observation::NodeUpserted(NodeSnapshot {
+            name: "a".into(),
+            created: Timestamp::EPOCH,
+            labels: BTreeMap::from([("pool".to_string(), "x".to_string())]),
+            conditions: vec![],
+            taints: vec![],
+            unschedulable: false,
+            allocatable: Some(Resources::pod(1000, 1 << 30)),
+        }));
+        for (key, since) in [("default/web", None), ("kube-system/dns", Some(Timestamp::EPOCH))] {
+            engine.observe(Observation::PodUpserted(PodSnapshot {
+                key: key.into(),
+                uid: "u".into(),
+                node: since.is_none().then(|| "a".to_string()),
+                daemonset: false,
+                ready: None,
+                terminating: false,
+                tolerations: vec![],
+                scheduling: Some(Box::new(PodScheduling {
+                    requests: Resources::pod(100, 0),
+                    critical_annotation: since.is_some(),
+                    unschedulable_since: since,
+                    labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+                    ..PodScheduling::default()
+                })),
+            }));
+        }
+        engine.observe(Observation::BudgetUpserted(BudgetSnapshot {
+            key: "default/web".into(),
+            selector: LabelSelector::default(),
+            disruptions_allowed: 1,
+        }));
+    }
+
+    #[test]
+    fn with_the_flag_off_nothing_is_kept() {
+        let off = ControllerConfig::default();
+        assert!(!off.enable_rescheduler);
+        let mut engine = Engine::new(off, Timestamp::EPOCH).unwrap();
+        feed(&mut engine);
+        let _ = engine.tick(Timestamp::EPOCH + Span::from_secs(60));
+        let facts = engine.world().resource::<SchedFacts>();
+        assert!(!facts.enabled);
+        assert!(
+            facts.pods.is_empty() && facts.nodes.is_empty() && facts.budgets.is_empty() && facts.pending.is_empty()
+        );
+        assert!(!engine.world().resource::<ReschedulerState>().started, "the pass never ran");
+
+        let on = ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() };
+        let mut engine = Engine::new(on, Timestamp::EPOCH).unwrap();
+        feed(&mut engine);
+        let _ = engine.tick(Timestamp::EPOCH);
+        let facts = engine.world().resource::<SchedFacts>();
+        assert_eq!((facts.pods.len(), facts.nodes.len(), facts.budgets.len()), (2, 1, 1));
+        assert_eq!(facts.pending.iter().collect::<Vec<_>>(), ["kube-system/dns"]);
+        assert!(facts.pods["default/web"].placement.is_none(), "placement is kept only for pending addons");
+        assert!(facts.pods["kube-system/dns"].placement.is_some());
+        assert!(engine.world().resource::<ReschedulerState>().started);
+    }
 }

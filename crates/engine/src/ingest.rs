@@ -21,10 +21,15 @@ use crate::metric_names;
 use crate::monitor::{Health, NodeTimers, ZoneCounts};
 use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
 use crate::queue::RateLimitedTimedQueue;
+use crate::reschedule::SchedFacts;
 use crate::resources::*;
 
 /// Applies one observation.
 pub fn apply(world: &mut World, obs: Observation) {
+    // The rescheduler's own facts, kept only while it runs.
+    if world.resource::<SchedFacts>().enabled {
+        world.resource_mut::<SchedFacts>().observe(&obs);
+    }
     match obs {
         Observation::NodeUpserted(n) => upsert_node(world, n),
         Observation::NodeDeleted { name } => delete_node(world, &name),
@@ -36,8 +41,7 @@ pub fn apply(world: &mut World, obs: Observation) {
             LeaseIngest::new(world).apply(world, obs, &mut std::iter::empty().peekable());
         }
         Observation::WriteFinished { id, outcome } => finish_write(world, id, outcome),
-        // Read only by the critical-addon rescheduler, which is being built
-        // (issue 13); until it lands the engine has no use for budgets.
+        // Read only by the critical-addon rescheduler (kept above).
         Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
     }
 }
@@ -272,8 +276,13 @@ impl PodRun {
             let (more, _) = rest.size_hint();
             run.index.by_key.reserve(more + 1, |e| world.get::<Pod>(e).map(|p| &*p.key));
         }
+        // The rescheduler's own facts, kept only while it runs.
+        let resched = world.resource::<SchedFacts>().enabled;
         let mut next = Some(first);
         while let Some(snap) = next.take() {
+            if resched {
+                world.resource_mut::<SchedFacts>().observe_pod(&snap);
+            }
             run.upsert(world, snap);
             next = match rest.next_if(PodRun::takes) {
                 Some(Observation::PodUpserted(p)) => Some(p),
@@ -503,6 +512,9 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
         debug!(?id, "outcome for an unknown or already finished write");
         return;
     };
+    if matches!(kind, ActionKind::EvictForAddon { .. }) {
+        world.resource_mut::<SchedFacts>().write_finished(&kind, &outcome);
+    }
     let WriteOutcome::Failed(reason) = outcome else { return };
     metrics::counter!(metric_names::WRITE_FAILURES_TOTAL).increment(1);
     if let Some((object, slot)) = kind.slot()
@@ -523,6 +535,24 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
             progress.failed_deletions += 1;
             let failures = progress.failed_deletions;
             world.resource_mut::<RefusedDeletions>().0.push(RefusedDeletion { pod: e, key: pod, reason, failures });
+        }
+        ActionKind::EvictForAddon { pod, .. } => {
+            // No eviction under way any more; the rescheduler counted the
+            // refusal and decides at its next pass.
+            let Some(e) = pod_named(world, &pod) else { return };
+            if let Some(mut refused) = world.get_mut::<Pod>(e) {
+                refused.progress.deletion_requested = false;
+            }
+            // A taint-based deletion that came due while the eviction was
+            // under way was passed over; it is due again now.
+            let passed_over = world.get::<PendingDeletion>(e).is_some_and(|d| d.get().is_none() && d.basis().is_some());
+            if passed_over {
+                let now = world.resource::<Now>().0;
+                let seq = world.resource_mut::<DeletionTimers>().push(now, e);
+                if let Some(mut pending) = world.get_mut::<PendingDeletion>(e) {
+                    pending.set(Some(Deadline { created: now, fire_at: now, seq }));
+                }
+            }
         }
         ActionKind::UpdateNodeConditions { node, .. }
         | ActionKind::PatchNodeTaints { node, .. }

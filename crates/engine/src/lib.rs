@@ -30,6 +30,7 @@ mod metric_names;
 mod monitor;
 mod observation;
 mod queue;
+mod reschedule;
 mod resources;
 mod systems;
 

@@ -48,3 +48,24 @@ pub const LEGACY_POD_DELETIONS_TOTAL: &str = "nodewarden_legacy_pod_deletions_to
 /// Counter, ours: writes the API server refused (any kind: node status,
 /// taints, labels, pod status, deletions).
 pub const WRITE_FAILURES_TOTAL: &str = "nodewarden_write_failures_total";
+
+/// Label on [`RESCHEDULER_OUTCOMES_TOTAL`]: what a rescheduler decision
+/// came to.
+pub const OUTCOME: &str = "outcome";
+
+/// Counter, ours: pods the critical-addon rescheduler evicted (each
+/// eviction issued, retries of a refused one included).
+pub const RESCHEDULER_EVICTIONS_TOTAL: &str = "nodewarden_rescheduler_evictions_total";
+
+/// Counter {outcome}, ours: the critical-addon rescheduler's decisions:
+/// `prepared` (a node chosen), `not_reserved` (the addon does not tolerate
+/// the reservation taint), `no_fit` (an addon fits nowhere; once per
+/// addon), `adopted` (a reservation left by a previous run kept), and the
+/// ways a reservation ends: `scheduled` (its addon bound there),
+/// `landed_elsewhere`, `addon_gone`, `node_unsuitable`, `timed_out`,
+/// `evictions_refused`, `released` (a reservation nothing waits for).
+pub const RESCHEDULER_OUTCOMES_TOTAL: &str = "nodewarden_rescheduler_outcomes_total";
+
+/// Gauge, ours: critical addons that need help (Unschedulable for at
+/// least the grace period and not bound), at the last housekeeping pass.
+pub const RESCHEDULER_PENDING_ADDONS: &str = "nodewarden_rescheduler_pending_addons";

@@ -50,6 +50,11 @@ pub struct LoopTimers {
     pub monitor_now: bool,
     /// Whether the tainting pass runs in the current tick.
     pub tainting_now: bool,
+    /// Next critical-addon rescheduler pass (every
+    /// `rescheduler-housekeeping-interval`, when it runs at all).
+    pub next_rescheduler: Timestamp,
+    /// Whether the rescheduler pass runs in the current tick.
+    pub rescheduler_now: bool,
 }
 
 impl LoopTimers {

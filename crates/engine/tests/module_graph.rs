@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     // State: the queue and metric names are leaves; components hold queues
     // and explanation facts; resources hold components' entities and the
     // outbox of actions.
-    &["queue", "metric_names"],
+    &["queue", "metric_names", "reschedule"],
     &["components"],
     &["resources"],
     // The health monitor's timers and per-node heartbeat record, kept by

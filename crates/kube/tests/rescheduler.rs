@@ -1,9 +1,9 @@
 //! `nodewarden run --enable-rescheduler` against `nodewarden sim --serve`
 //! in-process: what the adapter does for the critical-addon rescheduler
 //! (budgets watched and waited for, the rescheduler's facts read as the
-//! served objects carry them), and, once the engine's rescheduler is
-//! merged, the whole loop: an unschedulable critical addon in a full
-//! cluster gets a node prepared for it through the API.
+//! served objects carry them), and the whole loop with the engine's
+//! rescheduler: an unschedulable critical addon in a full cluster gets a
+//! node prepared for it through the API.
 
 mod common;
 
@@ -220,7 +220,6 @@ fn reserved(n: &Node) -> bool {
 /// filler with the grace shortened to 10 s, and once the addon is bound
 /// there (as the scheduler would bind it), removes the taint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the engine rescheduler (resched-engine)"]
 async fn an_unschedulable_critical_addon_gets_a_node_prepared_through_the_api() {
     let served = serve(quiet_cluster(3)).await;
     let c = client(&served);
@@ -321,7 +320,6 @@ async fn an_unschedulable_critical_addon_gets_a_node_prepared_through_the_api() 
 /// evicts one pod there, the served scheduler binds the addon into the
 /// room made, and nodewarden removes its taint. No client binds anything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the engine rescheduler (resched-engine)"]
 async fn the_served_scheduler_binds_the_addon_into_the_room_nodewarden_made() {
     let scenario = nodewarden_sim::parse_scenario(
         r#"

@@ -16,15 +16,17 @@ use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
 use nodewarden_controller::{Controller, StepEvent, Violation};
-use nodewarden_engine::{ActionKind, NodeSnapshot, Observation};
+use nodewarden_engine::{ActionKind, BudgetSnapshot, NodeSnapshot, Observation};
+use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, SYSTEM_NAMESPACE};
 use nodewarden_model::{
-    ConditionStatus, ConditionType, ControllerConfig, DeletionMode, NodeCondition, Span, Taint, TaintEffect, Timestamp,
-    Toleration, TolerationOperator, keys,
+    ConditionStatus, ConditionType, ControllerConfig, DeletionMode, LabelSelector, NodeCondition, PodScheduling,
+    Resources, Span, Taint, TaintEffect, Timestamp, Toleration, TolerationOperator, keys,
 };
 use nodewarden_sim::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets, PodSpec};
 
 use crate::compare::{Difference, compare};
 use crate::model::ReferenceModel;
+use crate::sched::{SchedSide, SideApi};
 
 /// How many nodes, pods and zones the steps pick from (small, so that steps
 /// collide on the same objects).
@@ -127,6 +129,54 @@ impl TolerationPick {
     }
 }
 
+/// What the critical-addon rescheduler reads of a pod (used only when the
+/// setup runs the rescheduler), from a small vocabulary.
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedPick {
+    /// CPU request: 125m to 1000m in steps of 125m.
+    pub cpu: u8,
+    /// Memory request: 0, 256Mi, 512Mi or 768Mi.
+    pub memory: u8,
+    /// 0 and 4+: owned by a ReplicaSet; 1: a critical addon (annotation);
+    /// 2: a mirror pod; 3: a bare pod (no controller).
+    pub kind: u8,
+    /// Termination grace: 5, 10, 30 or 60 s.
+    pub grace: u8,
+    /// Label `app=a0` or `app=a1`.
+    pub app: bool,
+    /// Sets the budget of its app (`kube-system/a0` or `a1`) to allow this
+    /// many disruptions (mod 3).
+    pub budget: Option<u8>,
+    /// An unbound pod is marked Unschedulable now.
+    pub unschedulable: bool,
+    /// Node selector `pool=p0` (false) or `pool=p1` (true).
+    pub pool: Option<bool>,
+    /// A critical addon tolerates `CriticalAddonsOnly` (as addons do).
+    pub tolerates_reservation: bool,
+}
+
+impl SchedPick {
+    /// The pod's scheduling facts, as of `now`.
+    pub fn facts(self, now: Timestamp, bound: bool) -> PodScheduling {
+        let kind = self.kind % 8;
+        let mut placement = nodewarden_model::Placement::default();
+        if let Some(p) = self.pool {
+            placement.node_selector.insert("pool".into(), if p { "p1" } else { "p0" }.into());
+        }
+        PodScheduling {
+            requests: Resources::pod(125 * (u64::from(self.cpu % 8) + 1), 256 * (1 << 20) * u64::from(self.memory % 4)),
+            priority_class: None,
+            critical_annotation: kind == 1,
+            mirror: kind == 2,
+            controller_kind: (kind != 3).then(|| "ReplicaSet".to_string()),
+            termination_grace: Span::from_secs(pick(&[5, 10, 30, 60], self.grace)),
+            labels: BTreeMap::from([("app".to_string(), if self.app { "a1" } else { "a0" }.to_string())]),
+            placement,
+            unschedulable_since: (self.unschedulable && !bound).then_some(now),
+        }
+    }
+}
+
 /// One thing that happens to the cluster (or the clock, or the controller).
 #[derive(Arbitrary, Clone, Debug, PartialEq)]
 pub enum Step {
@@ -148,6 +198,9 @@ pub enum Step {
         excluded: bool,
         /// Its taints.
         taints: Vec<TaintPick>,
+        /// With the rescheduler: allocatable cpu 500m to 2000m, pod slots
+        /// 2 to 5, and label `pool=p0`/`p1`.
+        size: u8,
     },
     /// Deletes a node (and its Lease).
     DeleteNode {
@@ -219,6 +272,8 @@ pub enum Step {
         terminating: bool,
         /// Its tolerations (at most 3 are used), before admission defaults.
         tolerations: Vec<TolerationPick>,
+        /// With the rescheduler: its scheduling facts (`None`: it has none).
+        sched: Option<SchedPick>,
     },
     /// Deletes a pod.
     DeletePod {
@@ -284,6 +339,9 @@ pub struct Setup {
     pub admission: u8,
     /// Eviction API instead of plain deletes.
     pub evict: bool,
+    /// Run the critical-addon rescheduler (pods then live in
+    /// `kube-system`, and carry scheduling facts).
+    pub rescheduler: bool,
 }
 
 fn pick<T: Copy>(table: &[T], i: u8) -> T {
@@ -305,6 +363,7 @@ impl Setup {
             unhealthy_zone_threshold: pick(&[0.55, 0.3, 1.0, 0.7], self.threshold),
             enable_taint_manager: !self.legacy,
             pod_deletion_mode: if self.evict { DeletionMode::Evict } else { DeletionMode::Delete },
+            enable_rescheduler: self.rescheduler,
             ..ControllerConfig::default()
         }
     }
@@ -408,10 +467,11 @@ impl Default for Checks {
     }
 }
 
-/// A cluster and its kubelets.
+/// A cluster, its kubelets, and what the rescheduler reads beyond it.
 struct World {
     cluster: Cluster,
     kubelets: Kubelets,
+    side: SchedSide,
 }
 
 /// Runs plans.
@@ -433,8 +493,10 @@ fn node_name(i: u8) -> String {
     format!("n{}", i % NODES)
 }
 
-fn pod_name(i: u8) -> String {
-    format!("ns/p{}", i % PODS)
+/// Pods live in `kube-system` when the rescheduler runs (critical addons
+/// must, and budgets cover pods of their own namespace).
+fn pod_name(i: u8, rescheduler: bool) -> String {
+    if rescheduler { format!("{SYSTEM_NAMESPACE}/p{}", i % PODS) } else { format!("ns/p{}", i % PODS) }
 }
 
 fn zone_labels(zone: u8) -> [(String, String); 2] {
@@ -462,16 +524,30 @@ fn user_taints(picks: &[TaintPick], now: Timestamp) -> Vec<Taint> {
 }
 
 /// Applies one external step to a cluster; returns what a watch delivers.
-fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation> {
+fn apply_step(world: &mut World, step: &Step, now: Timestamp, rescheduler: bool) -> Vec<Observation> {
+    let out = apply_to_cluster(world, step, now, rescheduler);
+    out.into_iter().map(|o| world.side.decorate(o)).collect()
+}
+
+fn apply_to_cluster(world: &mut World, step: &Step, now: Timestamp, rescheduler: bool) -> Vec<Observation> {
+    let pod_name = |i: u8| pod_name(i, rescheduler);
     let c = &mut world.cluster;
     match step {
-        Step::AddNode { node, zone, ready, created_ago, lease, kubelet, excluded, taints } => {
+        Step::AddNode { node, zone, ready, created_ago, lease, kubelet, excluded, taints, size } => {
             let name = node_name(*node);
             let created = now - Span::from_secs(i64::from(*created_ago));
             let mut labels: BTreeMap<String, String> = zone_labels(*zone).into_iter().collect();
             if *excluded {
                 labels.insert(keys::LABEL_EXCLUDE_DISRUPTION.to_string(), String::new());
             }
+            let allocatable = rescheduler.then(|| {
+                labels.insert("pool".into(), format!("p{}", size % 2));
+                Resources {
+                    cpu_millis: 500 * (u64::from(size / 2 % 4) + 1),
+                    memory_bytes: 1 << 30,
+                    pods: u64::from(size / 8 % 4) + 2,
+                }
+            });
             let conditions = ready
                 .map(|s| {
                     let status = ConditionStatus::from(s);
@@ -488,7 +564,7 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
                 .collect();
             let taints = user_taints(taints, now);
             let snapshot = NodeSnapshot {
-                allocatable: None,
+                allocatable,
                 name: name.clone(),
                 created,
                 labels,
@@ -550,16 +626,48 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
             }
             c.set_labels(&node_name(*node), &labels)
         }
-        Step::AddPod { pod, node, daemonset, ready, terminating, tolerations } => c.add_pod(&PodSpec {
-            name: pod_name(*pod),
-            node: node.map(node_name),
-            daemonset: *daemonset,
-            ready: *ready,
-            terminating: *terminating,
-            tolerations: tolerations.iter().take(3).map(|t| t.toleration()).collect(),
-            refuse_deletions: 0,
-            scheduling: Default::default(),
-        }),
+        Step::AddPod { pod, node, daemonset, ready, terminating, tolerations, sched } => {
+            let name = pod_name(*pod);
+            let mut tolerations: Vec<Toleration> = tolerations.iter().take(3).map(|t| t.toleration()).collect();
+            let mut out = Vec::new();
+            match sched.filter(|_| rescheduler) {
+                Some(s) => {
+                    let facts = s.facts(now, node.is_some());
+                    if facts.critical_annotation && s.tolerates_reservation {
+                        tolerations.push(Toleration {
+                            key: CRITICAL_ADDONS_ONLY_TAINT.into(),
+                            operator: TolerationOperator::Exists,
+                            ..Toleration::default()
+                        });
+                    }
+                    if let Some(allowed) = s.budget {
+                        let key = format!("{SYSTEM_NAMESPACE}/{}", facts.labels["app"]);
+                        let budget = BudgetSnapshot {
+                            key: key.clone(),
+                            selector: LabelSelector { match_labels: facts.labels.clone(), match_expressions: vec![] },
+                            disruptions_allowed: u32::from(allowed % 3),
+                        };
+                        world.side.budgets.insert(key, budget.clone());
+                        out.push(Observation::BudgetUpserted(budget));
+                    }
+                    world.side.pods.insert(name.clone(), facts);
+                }
+                None => {
+                    world.side.pods.remove(&name);
+                }
+            }
+            out.extend(world.cluster.add_pod(&PodSpec {
+                name,
+                node: node.map(node_name),
+                daemonset: *daemonset,
+                ready: *ready,
+                terminating: *terminating,
+                tolerations,
+                refuse_deletions: 0,
+                scheduling: Default::default(),
+            }));
+            out
+        }
         Step::DeletePod { pod } => {
             let key = pod_name(*pod);
             if c.pod(&key).is_none_or(|p| p.deleted) {
@@ -573,7 +681,12 @@ fn apply_step(world: &mut World, step: &Step, now: Timestamp) -> Vec<Observation
             if c.pod(&key).is_none_or(|p| p.node.is_some()) {
                 return Vec::new();
             }
-            c.bind_pod(&key, &node_name(*node))
+            // The scheduler bound it: it is no longer Unschedulable.
+            if let Some(facts) = world.side.pods.get_mut(&key) {
+                facts.unschedulable_since = None;
+                facts.placement = nodewarden_model::Placement::default();
+            }
+            world.cluster.bind_pod(&key, &node_name(*node))
         }
         Step::SetTolerations { pod, tolerations } => {
             let tolerations: Vec<Toleration> = tolerations.iter().take(3).map(|t| t.toleration()).collect();
@@ -607,8 +720,11 @@ impl Harness {
     /// A harness at time 0 with an empty cluster, for `setup`.
     pub fn new(setup: &Setup, checks: Checks) -> Harness {
         let config = setup.config();
-        let world =
-            || World { cluster: Cluster::new(setup.admission()), kubelets: Kubelets::new(KubeletTiming::default()) };
+        let world = || World {
+            cluster: Cluster::new(setup.admission()),
+            kubelets: Kubelets::new(KubeletTiming::default()),
+            side: SchedSide::default(),
+        };
         Harness {
             controller: Controller::new(config.clone(), Timestamp::EPOCH)
                 .expect("every Setup gives a valid configuration"),
@@ -654,8 +770,11 @@ impl Harness {
     pub fn reset(&mut self, setup: &Setup, checks: Checks) {
         let config = setup.config();
         self.controller.reset(config.clone(), Timestamp::EPOCH).expect("every Setup gives a valid configuration");
-        let world =
-            || World { cluster: Cluster::new(setup.admission()), kubelets: Kubelets::new(KubeletTiming::default()) };
+        let world = || World {
+            cluster: Cluster::new(setup.admission()),
+            kubelets: Kubelets::new(KubeletTiming::default()),
+            side: SchedSide::default(),
+        };
         self.model = ReferenceModel::new(config.clone(), Timestamp::EPOCH);
         self.config = config;
         self.checks = checks;
@@ -710,15 +829,19 @@ impl Harness {
                 // A new controller keeps nothing (its token buckets start
                 // full, C2); the checker keeps what it knows of the cluster.
                 self.controller.restart(self.now).expect("the configuration was valid at the start");
-                let state = self.engine_world.cluster.state();
+                let world = &self.engine_world;
+                let mut state: Vec<Observation> =
+                    world.cluster.state().into_iter().map(|o| world.side.decorate(o)).collect();
+                state.extend(world.side.budgets.values().cloned().map(Observation::BudgetUpserted));
                 self.send(state);
                 self.model = ReferenceModel::new(self.config.clone(), self.now);
                 self.instant()
             }
             other => {
-                let observations = apply_step(&mut self.engine_world, other, self.now);
+                let on = self.config.enable_rescheduler;
+                let observations = apply_step(&mut self.engine_world, other, self.now, on);
                 if self.checks.reference {
-                    apply_step(&mut self.model_world, other, self.now);
+                    apply_step(&mut self.model_world, other, self.now, on);
                 }
                 self.send(observations);
                 self.instant()
@@ -766,7 +889,8 @@ impl Harness {
         let tracing = self.trace.is_some();
         let (step, invariants) = (self.step, self.checks.invariants);
         let stats = &mut self.stats;
-        self.controller.step(now, &mut self.engine_world.cluster, &mut |event| {
+        let mut api = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
+        self.controller.step(now, &mut api, &mut |event| {
             let StepEvent::Handled(h) = event else { return };
             stats.actions += 1;
             if tracing {
@@ -784,11 +908,17 @@ impl Harness {
         if let Some(t) = &mut self.trace {
             t.extend(trace);
         }
+        if failure.is_none()
+            && invariants
+            && let Some(violation) = self.controller.checker().step_violations().first()
+        {
+            failure = Some(Failure::Invariant { step, violation: violation.clone() });
+        }
         if let Some(failure) = failure {
             return Err(failure);
         }
         if self.checks.reference {
-            let writes = self.model.tick(now, &mut self.model_world.cluster);
+            let writes = self.model.tick(now, &mut self.model_world.cluster, &mut self.model_world.side);
             for w in writes {
                 self.note(|| format!("{now}   model:  {:?}", short(&w)));
             }

@@ -17,6 +17,7 @@
 pub mod compare;
 pub mod driver;
 pub mod model;
+pub mod sched;
 pub mod tolerations;
 
 pub use driver::{Checks, Failure, Harness, Plan, Setup, Stats, Step};

@@ -20,7 +20,7 @@ fn run(setup: Setup, steps: Vec<Step>) {
 }
 
 fn node(node: u8, zone: u8, ready: Option<Status>, excluded: bool, taints: Vec<TaintPick>) -> Step {
-    Step::AddNode { node, zone, ready, created_ago: 60, lease: false, kubelet: false, excluded, taints }
+    Step::AddNode { node, zone, ready, created_ago: 60, lease: false, kubelet: false, excluded, taints, size: 0 }
 }
 
 /// A healthy node in zone 2, so that not every zone is down.
@@ -34,11 +34,20 @@ fn healthy() -> Step {
         kubelet: true,
         excluded: false,
         taints: vec![],
+        size: 0,
     }
 }
 
 fn pod(pod: u8, node: u8, tolerations: Vec<TolerationPick>) -> Step {
-    Step::AddPod { pod, node: Some(node), daemonset: false, ready: Some(true), terminating: false, tolerations }
+    Step::AddPod {
+        pod,
+        node: Some(node),
+        daemonset: false,
+        ready: Some(true),
+        terminating: false,
+        tolerations,
+        sched: None,
+    }
 }
 
 const NOT_READY: u8 = 0;
@@ -125,6 +134,7 @@ fn a_node_recreated_healthy_cancels_pending_deletions() {
                 kubelet: false,
                 excluded: false,
                 taints: vec![],
+                size: 0,
             },
             pod(1, 1, vec![]),
             Step::AdvanceSecs { secs: 100 },
@@ -139,6 +149,7 @@ fn a_node_recreated_healthy_cancels_pending_deletions() {
                 kubelet: true,
                 excluded: false,
                 taints: vec![],
+                size: 0,
             },
             Step::AdvanceSecs { secs: 200 },
         ],
@@ -168,6 +179,7 @@ fn an_untolerated_taint_is_not_hidden_by_an_earlier_zero_second_toleration() {
                 kubelet: true,
                 excluded: false,
                 taints: vec![taint(MAINTENANCE, true)],
+                size: 0,
             },
             pod(0, 0, tolerations),
             Step::AdvanceSecs { secs: 7 },
@@ -204,5 +216,59 @@ fn legacy_eviction_counts_a_replaced_node_from_its_creation() {
     let plan = nodewarden_reference::Plan::from_bytes(bytes);
     if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
         panic!("{failure}");
+    }
+}
+
+/// Found by `engine_steps` (with the rescheduler on, but it fails the same
+/// with it off): in legacy mode a pod is deleted long before the checker
+/// allows (644 s against 781.8 s). Node lifecycle's legacy eviction and the
+/// checker disagree, as in `legacy_eviction_of_a_recreated_node`
+/// (tests/rescheduler_steps.rs); open.
+#[test]
+#[ignore = "open: legacy eviction earlier than the checker allows (node lifecycle, not the rescheduler)"]
+fn legacy_eviction_found_with_the_rescheduler_plans() {
+    let bytes: &[u8] = &[
+        125, 255, 231, 2, 218, 32, 168, 230, 37, 139, 211, 199, 209, 26, 111, 148, 121, 117, 28, 7, 13, 139, 138, 116,
+        162, 244, 88, 48, 72, 19, 254, 228, 43, 21, 219, 167, 48, 34, 146, 50, 51, 70, 150, 233, 134, 187, 212, 88, 33,
+        175, 85, 184, 245, 176, 16, 230, 104, 125, 240, 51, 84, 24, 75, 51, 162, 135, 79, 198, 4, 180, 56, 92, 99, 64,
+        80, 48, 23, 159, 48, 18, 84, 191, 194, 28, 116, 223, 223, 53, 195, 250, 56, 4, 164, 29, 15, 200, 135, 163, 150,
+        117, 131, 134, 155, 28, 192, 40, 50, 50, 231, 220, 246, 47, 163, 49, 158, 128, 0, 33, 3, 163, 88, 59, 29, 141,
+        208, 132, 51, 176, 200, 99, 197, 113, 73, 241, 93, 68, 178, 27, 89, 9, 164, 250, 89, 56, 14, 110, 76, 206, 46,
+        246, 9, 50, 99, 128, 133, 113, 204, 80, 19, 123, 42, 211, 112, 41, 126, 156, 154, 44, 68, 35, 110, 207, 214,
+        95, 208, 188, 82, 134, 156, 230, 159, 93, 96, 190, 250, 167, 104, 59, 177, 249, 13, 67, 172, 141, 222, 250,
+        217, 12, 220, 217, 10, 165, 190, 130, 222, 7, 47, 112, 239, 125, 232, 138, 19, 46, 156, 230, 234, 250, 179, 75,
+        150, 58, 251, 184, 176, 240, 100, 130, 243, 214, 11, 213, 206, 181, 236, 53, 101, 97, 84, 174, 89, 174, 2, 143,
+        134, 240, 49, 144, 192, 110, 250, 156, 30, 10, 99, 113, 239, 92, 45, 236, 241, 236, 148, 36, 77, 148, 15, 167,
+        199, 122, 13, 36, 117, 33, 242, 28, 243, 36, 42, 120, 196, 131, 156, 140, 195, 219, 197, 29, 252, 153, 84, 88,
+        197, 48, 154, 163, 41, 105, 54, 164, 104, 88, 180, 148, 104, 204, 136, 210, 34, 83, 55, 224, 95, 27, 254, 248,
+        9, 7, 232, 205, 80, 161, 199, 4, 63, 111, 115, 154, 128, 199, 94, 203, 116, 221, 1, 30, 104, 121, 44, 128, 146,
+        90, 12, 99, 138, 70, 24, 92, 42, 131, 206, 214, 102, 164, 98, 80, 85, 22, 244, 253, 176, 220, 210, 223, 151,
+        160, 120, 131, 211, 216, 65, 88, 72, 29, 236, 222, 37, 231, 247, 55, 139, 15, 235, 29, 236, 144, 159, 209, 155,
+        21, 151, 78, 90, 24, 235, 55, 244, 41, 126, 224, 235, 239, 184, 123, 106, 169, 239, 146, 218, 132, 83, 88, 104,
+        243, 8, 35, 103, 98, 125, 234, 112, 111, 87, 14, 106, 141, 180, 80, 180, 4, 247, 156, 157, 13, 115, 236, 135,
+        41, 14, 216, 118, 87, 223, 70, 85, 106, 20, 152, 92, 113, 83, 93, 145, 7, 167, 255, 11, 201, 178, 12, 143, 67,
+        9, 36, 30, 99, 243, 86, 23, 70, 51, 5, 182, 139, 147, 116, 141, 167, 223, 76, 213, 174, 187, 188, 131, 33, 7,
+        164, 79, 143, 168, 84, 208, 2, 230, 69, 32, 185, 83, 184, 7, 123, 173, 87, 5, 27, 111, 213, 210, 240, 48, 145,
+        192, 145, 36, 214, 158, 223, 124, 234, 12, 20, 229, 80, 1, 80, 230, 105, 89, 226, 132, 127, 2, 61, 102, 94,
+        217, 178, 76, 248, 159, 189, 59, 250, 70, 65, 31, 43, 219, 48, 174, 29, 82, 40, 54, 188, 10, 165, 113, 11, 255,
+        77, 106, 59, 151, 225, 180, 51, 59, 99, 181, 48, 18, 44, 99, 59, 162, 37, 57, 26, 136, 83, 49, 62, 88, 45, 88,
+        128, 152, 156, 52, 105, 69, 208, 45, 51, 203, 255, 31, 26, 64, 74, 100, 191, 125, 113, 94, 56, 152, 255, 164,
+        44, 48, 20, 20, 175, 189, 246, 251, 192, 177, 91, 239, 73, 181, 17, 142, 220, 97, 242, 249, 186, 153, 163, 188,
+        107, 58, 146, 5, 132, 167, 175, 144, 186, 144, 104, 147, 195, 208, 246, 162, 20, 239, 177, 114, 168, 164, 67,
+        79, 28, 143, 204, 20, 55, 107, 223, 23, 135, 229, 65, 57, 209, 28, 25, 139, 161, 72, 35, 150, 220, 71, 135,
+        130, 1, 98, 46, 31, 133, 207, 174, 24, 89, 128, 167, 186, 11, 235, 25, 156, 107, 86, 47, 191, 235, 100, 148,
+        182, 253, 135, 181, 186, 108, 225, 247, 186, 172, 92, 159, 143, 138, 173, 230, 39, 210, 62, 190, 115, 180, 53,
+        144, 136, 78, 208, 161, 185, 154, 172, 201, 20, 42, 42, 225, 99, 153, 248, 175, 65, 157, 16, 96, 104, 252, 112,
+        20, 186, 89, 213, 12, 128, 23, 170, 6, 20, 165, 134, 228, 71, 198, 37, 122, 222, 247, 144, 42, 139, 150, 128,
+        170, 176, 72, 155, 231, 218, 4, 45, 202, 129, 138, 108, 50, 185, 128, 3, 202, 37, 44, 30, 131, 65, 148, 102,
+        169, 60, 60, 239, 116, 186, 68, 185, 187, 251, 54, 161, 4, 164, 115, 66, 93, 91, 118, 205, 101, 42, 230, 10,
+        213, 107, 112, 185, 205, 74, 239, 26, 154, 61, 59, 252, 61, 137, 17, 55, 108, 247, 35, 76, 3, 192, 92, 12, 50,
+        186, 61, 2, 97, 87, 155, 50, 112, 62, 243, 72, 221, 199, 102, 110, 186, 178, 89, 60, 97, 182, 60, 134, 3, 190,
+        112, 171, 233, 87, 241,
+    ];
+    for rescheduler in [true, false] {
+        let mut plan = nodewarden_reference::Plan::from_bytes(bytes);
+        plan.setup.rescheduler = rescheduler;
+        run(plan.setup, plan.steps);
     }
 }

@@ -10,6 +10,7 @@ pub mod health;
 pub mod legacy;
 pub mod node_handlers;
 pub mod pods;
+pub mod rescheduler;
 pub mod taint_manager;
 pub mod tainting;
 

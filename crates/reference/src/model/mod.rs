@@ -16,6 +16,7 @@
 
 mod monitor;
 pub mod queue;
+mod rescheduler;
 mod taint_manager;
 mod taints;
 
@@ -26,7 +27,10 @@ use nodewarden_model::{ConditionStatus, ControllerConfig, NodeCondition, Span, T
 use nodewarden_sim::Cluster;
 
 use queue::RefQueue;
+use rescheduler::RefRescheduler;
 use taint_manager::TaintManager;
+
+use crate::sched::SchedSide;
 
 /// The tainting (and legacy eviction) pass period (`NodeEvictionPeriod`).
 pub const TAINTING_PERIOD: Span = Span::from_millis(100);
@@ -78,6 +82,7 @@ pub struct ReferenceModel {
     /// Pods as the pod-assignment handler last saw them: uid and node.
     assigned: BTreeMap<String, (String, Option<String>)>,
     tm: TaintManager,
+    resched: RefRescheduler,
     next_id: u64,
     writes: Vec<ActionKind>,
 }
@@ -117,14 +122,16 @@ impl ReferenceModel {
             evictions: BTreeMap::new(),
             assigned: BTreeMap::new(),
             tm: TaintManager::default(),
+            resched: RefRescheduler::new(start),
             next_id: 0,
             writes: Vec::new(),
         }
     }
 
-    /// Runs everything due at `now` against `cluster`, applying each write
-    /// at once; returns the writes made.
-    pub fn tick(&mut self, now: Timestamp, cluster: &mut Cluster) -> Vec<ActionKind> {
+    /// Runs everything due at `now` against `cluster` (and, for the
+    /// critical-addon rescheduler, its scheduling facts and budgets),
+    /// applying each write at once; returns the writes made.
+    pub fn tick(&mut self, now: Timestamp, cluster: &mut Cluster, side: &mut SchedSide) -> Vec<ActionKind> {
         self.writes.clear();
         self.ingest(cluster);
         self.pod_assignment(now, cluster);
@@ -144,12 +151,17 @@ impl ReferenceModel {
         if self.cfg.enable_taint_manager {
             self.taint_manager(now, cluster);
         }
+        // Last, on what node lifecycle made of the instant.
+        self.rescheduler(now, cluster, side);
         std::mem::take(&mut self.writes)
     }
 
     /// The earliest instant at which the model has something to do.
     pub fn next_due(&self) -> Timestamp {
         let mut due = self.next_monitor;
+        if self.cfg.enable_rescheduler {
+            due = due.min(self.resched.next_pass);
+        }
         for q in self.queues.values() {
             if let Some(at) = q.next_due() {
                 due = due.min(grid_at_or_after(self.start, TAINTING_PERIOD, at.max(self.next_tainting)));
