@@ -298,11 +298,18 @@ impl InvariantChecker {
             Observation::NodeUpserted(n) => {
                 let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
                 // A node deleted and created again under its name is a new
-                // object: the controller first sees it at a monitor pass,
-                // and one that never posted status counts from its
-                // creation, whatever the old object's heartbeats were.
-                if self.nodes.get(&n.name).is_some_and(|m| m.created != n.created) {
-                    self.nodes.remove(&n.name);
+                // object. The controller may go by either: it keeps its
+                // health record when both happen between two monitor
+                // passes (upstream's pass sees no deletion), and counts a
+                // node it has no record of and that never posted status
+                // from its creation. The checker allows the earlier.
+                if let Some(m) = self.nodes.get_mut(&n.name)
+                    && m.created != n.created
+                {
+                    let basis = if ready.is_some() { now } else { n.created.min(now) };
+                    m.last_beat = m.last_beat.min(basis);
+                    m.last_transition = m.last_transition.min(basis);
+                    m.created = n.created;
                 }
                 let known = self.nodes.contains_key(&n.name);
                 let entry = self.nodes.entry(n.name.clone()).or_insert_with(|| NodeMirror {
@@ -967,7 +974,7 @@ mod tests {
     }
 
     #[test]
-    fn a_node_created_again_under_its_name_starts_afresh() {
+    fn a_node_created_again_under_its_name_may_count_from_its_creation() {
         let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
         let mut c = InvariantChecker::new(&config);
         let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::Unknown, vec![]) else { unreachable!() };
