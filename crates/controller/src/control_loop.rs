@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use nodewarden_engine::{Action, Engine, ObjectRef, Observation, WriteOutcome, WriteSlot};
+use nodewarden_engine::{Action, Engine, ObjectKind, ObjectRef, Observation, WriteOutcome, WriteSlot};
 use nodewarden_model::{ConfigError, ControllerConfig, Timestamp};
 
 use crate::api::{Applied, ClusterApi};
@@ -175,6 +175,20 @@ impl Controller {
         for o in observations {
             self.observe(now, o);
         }
+    }
+
+    /// Lets the engine take in what it was handed at `now` without deciding
+    /// anything ([`Engine::absorb`]): for a driver that may not step yet
+    /// (caches not synced, a heartbeat watch down) while observations keep
+    /// arriving. The checker has seen them already, in [`Controller::observe`].
+    pub fn absorb(&mut self, now: Timestamp) {
+        self.engine.absorb(now);
+    }
+
+    /// The keys of the objects of `kind` the engine holds
+    /// ([`Engine::known_keys`]).
+    pub fn known_keys(&mut self, kind: ObjectKind) -> Vec<String> {
+        self.engine.known_keys(kind)
     }
 
     /// One instant of the loop at `now`: tick the engine, judge each action

@@ -55,6 +55,20 @@ pub struct PhaseTiming {
     pub took: std::time::Duration,
 }
 
+/// The kinds of object the engine keeps by key ([`Engine::known_keys`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    /// Nodes, by name.
+    Node,
+    /// Node Leases, by node name.
+    Lease,
+    /// Pods, by `namespace/name`.
+    Pod,
+    /// PodDisruptionBudgets, by `namespace/name` (kept only while the
+    /// rescheduler runs).
+    Budget,
+}
+
 /// The node lifecycle controller's core. Single-threaded and
 /// deterministic: the driver calls [`Engine::tick`] with the time, the
 /// engine reads its observations, runs the loops that are due and sends
@@ -71,8 +85,9 @@ pub struct Engine {
     refusals: Schedule,
     /// How long each phase took in the last tick (when a clock was lent).
     timings: Vec<PhaseTiming>,
-    /// Observations handed in since the last tick, ingested at the next
-    /// (ingest reads the tick's time, so it cannot run earlier).
+    /// Observations handed in since the last tick or [`Engine::absorb`],
+    /// ingested at the next of either (ingest reads the time, so it waits
+    /// for one).
     pending: Vec<Observation>,
     /// Ingest of runs of Lease observations.
     leases: ingest::LeaseIngest,
@@ -232,39 +247,10 @@ impl Engine {
     /// actions grouped node by node, in name order).
     #[must_use = "the actions are the tick's decisions; dropping them leaves their writes in flight"]
     pub fn tick(&mut self, now: Timestamp) -> Vec<Action> {
-        let now = match self.last_tick {
-            Some(last) if now < last => {
-                tracing::warn!(%now, %last, "clock went backwards; holding it at the last tick");
-                last
-            }
-            _ => now,
-        };
-        self.last_tick = Some(now);
-        self.world.resource_mut::<Now>().0 = now;
+        let now = self.set_now(now);
         self.timings.clear();
         let started = self.stopwatch.map(|now| now());
-        let mut pending = std::mem::take(&mut self.pending).into_iter().peekable();
-        while let Some(obs) = pending.next() {
-            if ingest::LeaseIngest::takes(&obs) {
-                // Leases never report a refused deletion.
-                self.leases.apply(&mut self.world, obs, &mut pending);
-                continue;
-            }
-            if let Observation::PodUpserted(pod) = obs {
-                // Nor do pod upserts.
-                ingest::PodRun::apply(&mut self.world, pod, &mut pending);
-                continue;
-            }
-            ingest::apply(&mut self.world, obs);
-            // Ingest only records a refused deletion; its owner decides
-            // what follows, before the next observation is taken in, so the
-            // retry and its Event land exactly where they would if ingest
-            // had decided (a later observation of the same tick may cancel
-            // the retry, or emit Events of its own after this one).
-            if !self.world.resource::<RefusedDeletions>().0.is_empty() {
-                self.refusals.run(&mut self.world);
-            }
-        }
+        self.take_in_pending();
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
             self.timings.push(PhaseTiming { phase: "ingest", took: clock().duration_since(started) });
         }
@@ -314,6 +300,70 @@ impl Engine {
         }
         self.world.clear_trackers();
         std::mem::take(&mut self.world.resource_mut::<Outbox>().ready)
+    }
+
+    /// Takes in the pending observations at `now` without running any
+    /// loop: what [`Engine::tick`] does first, on its own.
+    ///
+    /// For a driver that receives a flood of observations while it may not
+    /// decide yet (the adapter's first list of a large cluster, or a watch
+    /// that is down while another keeps delivering): pending observations
+    /// are full snapshots with their own strings and lists, several times
+    /// the engine's compact form, so holding a million pods until the first
+    /// tick would cost hundreds of megabytes and one long tick. Taking them
+    /// in as they arrive keeps the memory at the engine's form and the first
+    /// tick short.
+    ///
+    /// The facts recorded are the same as a tick at `now` whose loops were
+    /// not due would record: ingest reads the time only to start a new
+    /// zone's rate limiter (full at `now`, so full at any later tick too) and
+    /// to date the retry of a refused pod deletion. Any action ingest issues
+    /// (such a retry's Event) is returned by the next tick. `now` earlier
+    /// than the previous tick's is held there, as in [`Engine::tick`].
+    pub fn absorb(&mut self, now: Timestamp) {
+        self.set_now(now);
+        self.take_in_pending();
+    }
+
+    /// Holds `now` at the last tick's time if the clock went backwards,
+    /// records it as the last tick's time and the world's, and returns it.
+    fn set_now(&mut self, now: Timestamp) -> Timestamp {
+        let now = match self.last_tick {
+            Some(last) if now < last => {
+                tracing::warn!(%now, %last, "clock went backwards; holding it at the last tick");
+                last
+            }
+            _ => now,
+        };
+        self.last_tick = Some(now);
+        self.world.resource_mut::<Now>().0 = now;
+        now
+    }
+
+    /// Ingests the pending observations, in order, at the world's time.
+    fn take_in_pending(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending).into_iter().peekable();
+        while let Some(obs) = pending.next() {
+            if ingest::LeaseIngest::takes(&obs) {
+                // Leases never report a refused deletion.
+                self.leases.apply(&mut self.world, obs, &mut pending);
+                continue;
+            }
+            if let Observation::PodUpserted(pod) = obs {
+                // Nor do pod upserts.
+                ingest::PodRun::apply(&mut self.world, pod, &mut pending);
+                continue;
+            }
+            ingest::apply(&mut self.world, obs);
+            // Ingest only records a refused deletion; its owner decides
+            // what follows, before the next observation is taken in, so the
+            // retry and its Event land exactly where they would if ingest
+            // had decided (a later observation of the same tick may cancel
+            // the retry, or emit Events of its own after this one).
+            if !self.world.resource::<RefusedDeletions>().0.is_empty() {
+                self.refusals.run(&mut self.world);
+            }
+        }
     }
 
     /// Lets the engine time its phases with `clock`: it records
@@ -401,6 +451,35 @@ impl Engine {
     #[cfg(test)]
     pub(crate) fn world(&self) -> &World {
         &self.world
+    }
+
+    /// The key of every object of `kind` the engine holds, in no order:
+    /// what its observations told it exists, deletions applied, pending
+    /// observations not included (take them in first, [`Engine::absorb`]).
+    ///
+    /// A driver whose watch lost track and listed again reports the objects
+    /// that went away meanwhile as the difference between these and what
+    /// the list showed, so it keeps no copy of every key itself: at a
+    /// million pods such a copy would be a tenth of the process.
+    pub fn known_keys(&mut self, kind: ObjectKind) -> Vec<String> {
+        match kind {
+            ObjectKind::Node => self.world.resource::<NodeIndex>().0.keys().cloned().collect(),
+            ObjectKind::Lease => {
+                let mut out: Vec<String> = self.world.resource::<OrphanLeases>().0.keys().cloned().collect();
+                let mut leases = self.world.query::<&crate::components::LeaseView>();
+                for (name, &e) in &self.world.resource::<NodeIndex>().0 {
+                    if leases.get(&self.world, e).is_ok_and(|l| l.present) {
+                        out.push(name.clone());
+                    }
+                }
+                out
+            }
+            ObjectKind::Pod => {
+                let mut pods = self.world.query::<&crate::components::Pod>();
+                pods.iter(&self.world).map(|p| p.key.to_string()).collect()
+            }
+            ObjectKind::Budget => self.world.resource::<SchedFacts>().budgets.keys().cloned().collect(),
+        }
     }
 
     /// Writes issued and not yet reported finished. A driver that stops (or

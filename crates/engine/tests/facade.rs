@@ -74,3 +74,86 @@ fn a_silent_node_goes_unknown_after_the_grace_period_and_the_clock_never_goes_ba
     assert_eq!(actions.into_iter().filter(|a| !matches!(a.kind, ActionKind::RecordEvent(_))).count(), 0);
     assert!(engine.next_due() >= t(45_100));
 }
+
+/// A node in `zone` whose Ready heartbeat is at `beat` ms.
+fn zoned_node(name: &str, zone: &str, beat: i64) -> Observation {
+    let Observation::NodeUpserted(mut n) = node(name) else { unreachable!() };
+    n.labels.insert(nodewarden_model::keys::LABEL_TOPOLOGY_ZONE.into(), zone.into());
+    for c in &mut n.conditions {
+        c.last_heartbeat = t(beat);
+    }
+    Observation::NodeUpserted(n)
+}
+
+fn plain_pod(key: &str, node: &str) -> Observation {
+    Observation::PodUpserted(nodewarden_engine::PodSnapshot {
+        key: key.into(),
+        uid: format!("uid-{key}"),
+        node: Some(node.into()),
+        daemonset: false,
+        ready: Some(true),
+        terminating: false,
+        tolerations: vec![],
+        scheduling: None,
+    })
+}
+
+/// What an adapter's first list hands over: two zones of nodes, their
+/// Leases and pods, in the order the watches would interleave them.
+fn first_list() -> Vec<Observation> {
+    let mut out = Vec::new();
+    for (zone, prefix) in [("zone-a", "a"), ("zone-b", "b")] {
+        for i in 0..4 {
+            let name = format!("{prefix}{i}");
+            out.push(zoned_node(&name, zone, 0));
+            out.push(Observation::LeaseUpserted { node: name.clone(), renew: Some(t(0)) });
+            for p in 0..3 {
+                out.push(plain_pod(&format!("default/{name}-{p}"), &name));
+            }
+        }
+    }
+    out
+}
+
+/// Drives an engine for three minutes after `start_ms`, every node but
+/// `a0` renewing its Lease every 10 s, and returns every action issued.
+fn run_on(engine: &mut Engine, start_ms: i64) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut now = start_ms;
+    while now <= start_ms + 180_000 {
+        if now % 10_000 == 0 {
+            for name in ["a1", "a2", "a3", "b0", "b1", "b2", "b3"] {
+                engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(t(now)) });
+            }
+        }
+        seen.extend(engine.tick(t(now)).iter().map(|a| format!("{:?}", a.kind)));
+        now += 100;
+    }
+    seen
+}
+
+#[test]
+fn taking_in_before_the_first_tick_decides_as_one_tick_would() {
+    // The first list arrives between 0 and 3 s, the first tick is at 3 s:
+    // one engine holds everything until then, the other takes each part
+    // in as it arrives. They must then decide exactly alike.
+    let list = first_list();
+    let mut held = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut absorbed = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    for (i, chunk) in list.chunks(7).enumerate() {
+        for o in chunk {
+            held.observe(o.clone());
+            absorbed.observe(o.clone());
+        }
+        absorbed.absorb(t(i as i64 * 300));
+        assert_eq!(absorbed.pending_observations(), 0, "taken in at once");
+    }
+    assert_eq!(held.pending_observations(), list.len());
+    // 8 nodes and 24 pods already exist in `absorbed`, none in `held`.
+    assert!(absorbed.entities() >= held.entities() + 32, "{} vs {}", absorbed.entities(), held.entities());
+    let a = run_on(&mut held, 3_000);
+    let b = run_on(&mut absorbed, 3_000);
+    assert!(a.iter().any(|k| k.contains("UpdateNodeConditions")), "a0 went unknown: {a:?}");
+    assert!(a.iter().any(|k| k.contains("DeletePod")), "a0's pods were evicted: {a:?}");
+    assert_eq!(a, b);
+}

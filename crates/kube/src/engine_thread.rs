@@ -4,12 +4,13 @@
 //! arrives or the engine's next due time comes, whichever is first.
 //!
 //! No decision is taken before every watch has listed once: until then
-//! observations are handed to the engine (which only queues them) and the
-//! loop does not step. The engine's clock is the machine's monotonic clock
+//! observations are handed to the engine, which takes them in as they come
+//! ([`Controller::absorb`]) without deciding, and the loop does not step.
+//! The same holds while a heartbeat watch is down. The engine's clock is the machine's monotonic clock
 //! anchored to the wall clock at start ([`EngineClock`]), so a wall-clock
 //! jump never moves a deadline.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +30,9 @@ pub enum Input {
     Observe(Observation),
     /// This watch has completed its first list.
     Synced(Watched),
+    /// This watch listed again (it had lost track): these keys exist. What
+    /// the engine holds of the kind beyond them was deleted meanwhile.
+    Relisted(Watched, HashSet<String>),
     /// This watch is failing (the API cannot be reached or refuses it):
     /// what the engine knows of its objects is getting old.
     WatchDown(Watched),
@@ -117,6 +121,29 @@ pub struct EngineThread {
 }
 
 impl EngineThread {
+    /// A re-list of `watched` showed `present`: every object of the kind the
+    /// engine holds and the list did not show is reported deleted. What
+    /// arrived before the list's end is taken in first, so an object added
+    /// and deleted while the watch was away is seen both ways.
+    pub fn relisted(&mut self, watched: Watched, present: &HashSet<String>) {
+        let now = self.clock.now();
+        self.controller.absorb(now);
+        let mut gone: Vec<String> =
+            self.controller.known_keys(watched.kind()).into_iter().filter(|k| !present.contains(k)).collect();
+        if gone.is_empty() {
+            return;
+        }
+        gone.sort();
+        tracing::info!(
+            kind = watched.as_str(),
+            deleted = gone.len(),
+            "re-list found objects deleted while the watch was away"
+        );
+        for key in gone {
+            self.controller.observe(now, watched.deleted(key));
+        }
+    }
+
     /// Runs until [`Input::Stop`] or until every sender is gone. Each wake:
     /// take in what arrived, then, once every watch has synced, one
     /// `Controller::step` at the current time through `api`.
@@ -156,6 +183,7 @@ impl EngineThread {
                             );
                         }
                     }
+                    Input::Relisted(w, present) => self.relisted(w, &present),
                     Input::WatchDown(w) => {
                         if down.insert(w) && w.blinds() {
                             tracing::warn!(watch = w.as_str(), "watch down: no decisions until it has caught up");
@@ -176,7 +204,104 @@ impl EngineThread {
             let blind = down.iter().any(|w| w.blinds());
             if waiting.is_empty() && !blind {
                 self.controller.step(self.clock.now(), api, events);
+            } else if taken > 0 {
+                // No decision yet, but what arrived is taken in now, in the
+                // engine's compact form: a first list of a million pods
+                // held as snapshots until every watch has synced would
+                // cost several times the engine's memory, and one long
+                // first tick.
+                self.controller.absorb(self.clock.now());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use nodewarden_engine::{NodeSnapshot, ObjectKind, PodSnapshot};
+    use nodewarden_model::ControllerConfig;
+
+    use super::*;
+
+    fn node(name: &str) -> Observation {
+        Observation::NodeUpserted(NodeSnapshot {
+            allocatable: None,
+            name: name.into(),
+            created: Timestamp::EPOCH,
+            labels: BTreeMap::new(),
+            conditions: vec![],
+            taints: vec![],
+            unschedulable: false,
+        })
+    }
+
+    fn pod(key: &str) -> Observation {
+        Observation::PodUpserted(PodSnapshot {
+            key: key.into(),
+            uid: format!("uid-{key}"),
+            node: Some("a".into()),
+            daemonset: false,
+            ready: Some(true),
+            terminating: false,
+            tolerations: vec![],
+            scheduling: None,
+        })
+    }
+
+    fn thread() -> EngineThread {
+        let clock = EngineClock::starting_now();
+        EngineThread {
+            controller: Controller::new(ControllerConfig::default(), clock.now()).expect("default config"),
+            clock,
+            health: Arc::default(),
+            watches: Watched::LIFECYCLE.to_vec(),
+        }
+    }
+
+    /// What the engine holds once it has taken everything in.
+    fn keys(t: &mut EngineThread, kind: ObjectKind) -> Vec<String> {
+        t.controller.absorb(t.clock.now());
+        let mut k = t.controller.known_keys(kind);
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn a_relist_deletes_what_the_engine_holds_and_the_list_did_not_show() {
+        let mut t = thread();
+        let now = t.clock.now();
+        for o in [node("a"), node("b"), pod("ns/p"), pod("ns/q")] {
+            t.controller.observe(now, o);
+        }
+        t.controller.absorb(now);
+        // Handed over but not yet taken in when the re-list ends: it was
+        // there before the list, which did not show it, so it is gone too.
+        t.controller.observe(now, node("c"));
+        t.relisted(Watched::Nodes, &HashSet::from(["a".to_string()]));
+        assert_eq!(keys(&mut t, ObjectKind::Node), ["a"]);
+        assert_eq!(keys(&mut t, ObjectKind::Pod), ["ns/p", "ns/q"], "another kind is left alone");
+        t.relisted(Watched::Pods, &HashSet::from(["ns/q".to_string(), "ns/new".to_string()]));
+        assert_eq!(keys(&mut t, ObjectKind::Pod), ["ns/q"]);
+    }
+
+    #[test]
+    fn leases_are_known_with_or_without_their_node() {
+        let mut t = thread();
+        let now = t.clock.now();
+        for o in [
+            node("a"),
+            Observation::LeaseUpserted { node: "a".into(), renew: Some(now) },
+            Observation::LeaseUpserted { node: "orphan".into(), renew: Some(now) },
+            node("b"),
+        ] {
+            t.controller.observe(now, o);
+        }
+        t.controller.absorb(now);
+        assert_eq!(keys(&mut t, ObjectKind::Lease), ["a", "orphan"]);
+        t.relisted(Watched::Leases, &HashSet::new());
+        assert_eq!(keys(&mut t, ObjectKind::Lease), Vec::<String>::new());
+        assert_eq!(keys(&mut t, ObjectKind::Node), ["a", "b"]);
     }
 }

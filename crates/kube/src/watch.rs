@@ -2,12 +2,14 @@
 //! list, resumed watches, a fresh list on 410 Gone, bookmarks), turned into
 //! observations and sent down the engine's channel.
 //!
-//! Nothing of an object is kept but its key: the object is read leniently
-//! as it is decoded ([`crate::trimmed`], [`crate::convert`]), so one
-//! malformed object is logged and read conservatively instead of failing
-//! its whole list page, and only its observation travels on. The keys are what a
-//! re-list needs to tell the engine which objects were deleted while the
-//! watch was away (a watcher's re-list reports only what exists).
+//! Nothing of an object is kept: the object is read leniently as it is
+//! decoded ([`crate::trimmed`], [`crate::convert`]), so one malformed
+//! object is logged and read conservatively instead of failing its whole
+//! list page, and only its observation travels on. A re-list (after the
+//! watch was away) collects the keys it shows and hands them over
+//! ([`Input::Relisted`]): the engine thread tells the engine which objects
+//! were deleted meanwhile from what the engine holds, since a watcher's
+//! re-list reports only what exists. The first list needs no such set.
 //!
 //! PodDisruptionBudgets (policy/v1) are watched only when the
 //! critical-addon rescheduler runs ([`Watches::rescheduler`]); Nodes and
@@ -31,7 +33,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
-use nodewarden_engine::Observation;
+use nodewarden_engine::{ObjectKind, Observation};
 
 use crate::convert::NODE_LEASE_NAMESPACE;
 use crate::engine_thread::Input;
@@ -74,6 +76,28 @@ impl Watched {
         }
     }
 
+    /// The engine's name for the kind ([`Engine::known_keys`]).
+    ///
+    /// [`Engine::known_keys`]: nodewarden_engine::Engine::known_keys
+    pub fn kind(self) -> ObjectKind {
+        match self {
+            Watched::Nodes => ObjectKind::Node,
+            Watched::Pods => ObjectKind::Pod,
+            Watched::Leases => ObjectKind::Lease,
+            Watched::Budgets => ObjectKind::Budget,
+        }
+    }
+
+    /// The observation that an object of this kind, by its key, is gone.
+    pub fn deleted(self, key: String) -> Observation {
+        match self {
+            Watched::Nodes => Observation::NodeDeleted { name: key },
+            Watched::Pods => Observation::PodDeleted { key },
+            Watched::Leases => Observation::LeaseDeleted { node: key },
+            Watched::Budgets => Observation::BudgetDeleted { key },
+        }
+    }
+
     /// Whether the engine stops deciding while this watch is down. Nodes
     /// and Leases carry the heartbeats: a node whose heartbeats stop
     /// arriving because the watch is down would look dead. Pods and
@@ -91,8 +115,6 @@ trait WatchedKind: Readable + Send + 'static {
     const WATCHED: Watched;
     /// The key a deletion is reported under.
     fn key(meta: &ObjectMeta) -> Option<String>;
-    /// The observation of its deletion.
-    fn deleted(key: String) -> Observation;
 }
 
 impl WatchedKind for Node {
@@ -100,18 +122,12 @@ impl WatchedKind for Node {
     fn key(meta: &ObjectMeta) -> Option<String> {
         meta.name.clone()
     }
-    fn deleted(name: String) -> Observation {
-        Observation::NodeDeleted { name }
-    }
 }
 
 impl WatchedKind for Pod {
     const WATCHED: Watched = Watched::Pods;
     fn key(meta: &ObjectMeta) -> Option<String> {
         Some(format!("{}/{}", meta.namespace.as_deref()?, meta.name.as_deref()?))
-    }
-    fn deleted(key: String) -> Observation {
-        Observation::PodDeleted { key }
     }
 }
 
@@ -123,9 +139,6 @@ where
     fn key(meta: &ObjectMeta) -> Option<String> {
         K::key(meta)
     }
-    fn deleted(key: String) -> Observation {
-        K::deleted(key)
-    }
 }
 
 impl WatchedKind for PodDisruptionBudget {
@@ -133,18 +146,12 @@ impl WatchedKind for PodDisruptionBudget {
     fn key(meta: &ObjectMeta) -> Option<String> {
         Some(format!("{}/{}", meta.namespace.as_deref()?, meta.name.as_deref()?))
     }
-    fn deleted(key: String) -> Observation {
-        Observation::BudgetDeleted { key }
-    }
 }
 
 impl WatchedKind for Lease {
     const WATCHED: Watched = Watched::Leases;
     fn key(meta: &ObjectMeta) -> Option<String> {
         meta.name.clone()
-    }
-    fn deleted(node: String) -> Observation {
-        Observation::LeaseDeleted { node }
     }
 }
 
@@ -179,12 +186,17 @@ pub fn spawn_watchers(client: &Client, tx: &Sender<Input>, watches: Watches) -> 
     tasks
 }
 
-/// What one watcher knows between events: the keys that exist, and during
-/// a (re-)list the keys the list has shown so far.
+/// What one watcher knows between events: whether it is listing, and
+/// during a re-list the keys the list has shown so far.
 #[derive(Default)]
 struct Keys {
-    known: HashSet<String>,
+    /// Between `Init` and `InitDone`.
+    listing: bool,
+    /// The keys a re-list has shown so far (`None` during the first list:
+    /// the engine knew nothing of this kind before it).
     relisting: Option<HashSet<String>>,
+    /// A list has started before.
+    listed: bool,
     synced: bool,
 }
 
@@ -193,41 +205,39 @@ impl Keys {
     fn on_event<K: WatchedKind>(&mut self, event: Event<Trimmed<K>>) -> Vec<Input> {
         let mut out = Vec::new();
         match event {
-            Event::Init => self.relisting = Some(HashSet::new()),
+            Event::Init => {
+                self.listing = true;
+                self.relisting = self.listed.then(HashSet::new);
+                self.listed = true;
+            }
             Event::InitApply(obj) => {
                 if let Some((key, o)) = keyed(obj) {
-                    self.relisting.get_or_insert_with(HashSet::new).insert(key);
+                    if let Some(seen) = &mut self.relisting {
+                        seen.insert(key);
+                    }
                     out.push(Input::Observe(o));
                 }
             }
             Event::InitDone => {
-                let fresh = self.relisting.take().unwrap_or_default();
-                let gone: Vec<String> = self.known.difference(&fresh).cloned().collect();
-                if !gone.is_empty() {
-                    tracing::info!(
-                        kind = K::WATCHED.as_str(),
-                        deleted = gone.len(),
-                        "re-list found objects deleted while the watch was away"
-                    );
+                self.listing = false;
+                if let Some(present) = self.relisting.take() {
+                    out.push(Input::Relisted(K::WATCHED, present));
                 }
-                out.extend(gone.into_iter().map(|k| Input::Observe(K::deleted(k))));
-                self.known = fresh;
                 if !self.synced {
                     self.synced = true;
                     out.push(Input::Synced(K::WATCHED));
                 }
             }
             Event::Apply(obj) => {
-                if let Some((key, o)) = keyed(obj) {
-                    self.known.insert(key);
+                if let Some((_, o)) = keyed(obj) {
                     out.push(Input::Observe(o));
                 }
             }
             Event::Delete(obj) => {
-                if let Some(key) = K::key(&obj.metadata)
-                    && self.known.remove(&key)
-                {
-                    out.push(Input::Observe(K::deleted(key)));
+                // The engine ignores the deletion of an object it never held
+                // (one whose reading failed, say).
+                if let Some(key) = K::key(&obj.metadata) {
+                    out.push(Input::Observe(K::WATCHED.deleted(key)));
                 }
             }
         }
@@ -310,7 +320,7 @@ async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
                         if tx.send(Input::WatchUp(K::WATCHED)).is_err() {
                             return;
                         }
-                    } else if delivering.is_none() && keys.relisting.is_none() {
+                    } else if delivering.is_none() && !keys.listing {
                         delivering = Some(Instant::now());
                     }
                 }
@@ -358,8 +368,20 @@ mod tests {
         assert_eq!(blinding, [Watched::Nodes, Watched::Leases], "heartbeats come through these only");
     }
 
+    /// The keys a re-list handed over.
+    fn relisted(inputs: &[Input]) -> Option<(Watched, Vec<String>)> {
+        inputs.iter().find_map(|i| match i {
+            Input::Relisted(w, keys) => {
+                let mut keys: Vec<String> = keys.iter().cloned().collect();
+                keys.sort();
+                Some((*w, keys))
+            }
+            _ => None,
+        })
+    }
+
     #[test]
-    fn a_budget_deleted_while_away_is_reported_by_its_namespaced_key() {
+    fn a_budget_relist_hands_over_namespaced_keys() {
         let budget = |name: &str| {
             Trimmed::<PodDisruptionBudget>::from_json(
                 &json!({"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"selector": {}}}),
@@ -370,39 +392,51 @@ mod tests {
         for e in [Event::Init, Event::InitApply(budget("a")), Event::InitApply(budget("b")), Event::InitDone] {
             k.on_event(e);
         }
-        let out = [Event::Init, Event::InitApply(budget("a")), Event::InitDone]
+        let out: Vec<Input> = [Event::Init, Event::InitApply(budget("a")), Event::InitDone]
             .into_iter()
             .flat_map(|e| k.on_event(e))
-            .filter_map(|i| match i {
-                Input::Observe(Observation::BudgetDeleted { key }) => Some(key),
-                _ => None,
-            })
-            .collect::<Vec<_>>();
-        assert_eq!(out, ["kube-system/b"]);
-        // Scheduled kinds key and delete as their plain kinds do.
+            .collect();
+        assert_eq!(relisted(&out), Some((Watched::Budgets, vec!["kube-system/a".to_string()])));
         assert_eq!(
-            <Scheduled<Pod> as WatchedKind>::deleted("ns/p".into()),
-            Observation::PodDeleted { key: "ns/p".into() }
+            Watched::Budgets.deleted("kube-system/b".into()),
+            Observation::BudgetDeleted { key: "kube-system/b".into() }
         );
+        // Scheduled kinds key as their plain kinds do.
+        assert_eq!(<Scheduled<Pod> as WatchedKind>::WATCHED, Watched::Pods);
         assert_eq!(<Scheduled<Node> as WatchedKind>::WATCHED, Watched::Nodes);
     }
 
     #[test]
-    fn a_relist_reports_what_was_deleted_while_away_and_syncs_once() {
+    fn only_a_relist_collects_keys_and_the_first_list_syncs_once() {
         let mut k = Keys::default();
         let mut seen = Vec::new();
         for e in [Event::Init, Event::InitApply(node("a")), Event::InitApply(node("b")), Event::InitDone] {
             seen.extend(k.on_event(e));
         }
+        // The engine knew nothing before the first list: nothing to compare.
         assert_eq!(observed(&seen), ["+a", "+b", "synced nodes"]);
+        assert!(relisted(&seen).is_none());
         let mut seen = Vec::new();
         for e in [Event::Apply(node("c")), Event::Init, Event::InitApply(node("a")), Event::InitDone] {
             seen.extend(k.on_event(e));
         }
-        let mut got = observed(&seen);
-        got[2..].sort();
-        assert_eq!(got, ["+c", "+a", "-b", "-c"]);
-        assert_eq!(observed(&k.on_event(Event::Delete(node("zz")))), Vec::<String>::new());
+        assert_eq!(relisted(&seen), Some((Watched::Nodes, vec!["a".to_string()])));
+        assert_eq!(observed(&seen), ["+c", "+a", "other"], "no second sync");
+        // A deletion is passed on whether or not the engine held the object.
+        assert_eq!(observed(&k.on_event(Event::Delete(node("zz")))), ["-zz"]);
         assert_eq!(observed(&k.on_event(Event::Delete(node("a")))), ["-a"]);
+    }
+
+    #[test]
+    fn a_list_broken_off_and_started_again_collects_keys() {
+        // The watcher may fail during its first list and start over: what
+        // the broken list showed is in the engine already.
+        let mut k = Keys::default();
+        let mut seen = Vec::new();
+        for e in [Event::Init, Event::InitApply(node("a")), Event::Init, Event::InitApply(node("b")), Event::InitDone] {
+            seen.extend(k.on_event(e));
+        }
+        assert_eq!(relisted(&seen), Some((Watched::Nodes, vec!["b".to_string()])));
+        assert_eq!(observed(&seen), ["+a", "+b", "other", "synced nodes"]);
     }
 }
