@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use crate::clock::TimeBase;
 use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::faults::{ApiFault, ApiFaults, PlannedApiFault};
+use crate::recreate::Recreator;
 use crate::resource::Kind;
 use crate::served_api::{self, Reader, ServedApi};
 use crate::server::{ServerConfig, Shared};
@@ -30,7 +31,10 @@ use crate::store::{Inner, NODE_READY, Store, StoreLimits, key_of};
 /// What cluster to serve.
 #[derive(Clone, Debug)]
 pub enum ServeSource {
-    /// A generated fleet, and optionally a built-in scenario's fault plan.
+    /// A generated fleet, and optionally a built-in scenario's fault plan
+    /// (`critical-addon` builds its own full cluster around the fleet's
+    /// nodes, as `nodewarden sim` does, and runs the scheduler and, in the
+    /// in-process controller, the rescheduler).
     Fleet(FleetSpec, Option<Builtin>),
     /// A scenario file's nodes, pods, kubelet settings and events.
     File(Box<Scenario>),
@@ -62,8 +66,9 @@ pub struct ServeOptions {
     /// Run the simulator's scheduler over the served pods (each second):
     /// unbound pods are bound first-fit or marked Unschedulable
     /// ([`crate::scheduler`]). A scenario file's `cluster.scheduler: true`
-    /// turns it on as well. Off, pods stay unbound until a client binds
-    /// them, as before.
+    /// and the `critical-addon` built-in turn it on as well. Off, pods stay
+    /// unbound until a client binds them, as before. With it, the pods a
+    /// controller owns are recreated when deleted ([`crate::recreate`]).
     pub scheduler: bool,
 }
 
@@ -160,10 +165,22 @@ impl Served {
             requests: std::sync::Mutex::new(Vec::new()),
         });
         let Populated { kubelets, plan, name, tracks_scheduling } = populate(&opts, &shared)?;
+        let critical_addon = matches!(opts.source, ServeSource::Fleet(_, Some(Builtin::CriticalAddon)));
+        if critical_addon && opts.controller.is_none() {
+            info!(
+                "critical-addon without --controller: run `nodewarden run --enable-rescheduler` against this server \
+                 to make room for the addons"
+            );
+        }
         let mut reader = Reader::default();
         let controller = match &opts.controller {
             Some(config) => {
-                let config = config.clone();
+                let mut config = config.clone();
+                if critical_addon {
+                    // The scenario is about the rescheduler, as in
+                    // `nodewarden sim`: it runs.
+                    config.enable_rescheduler = true;
+                }
                 reader = Reader::for_config(&config);
                 // The controller's clock is Unix time, as `nodewarden run`'s.
                 let now = time.unix_timestamp(time.now());
@@ -176,6 +193,8 @@ impl Served {
             None => None,
         };
         let status = Arc::new(Mutex::new(StatusLine::default()));
+        let scheduler =
+            opts.scheduler || critical_addon || matches!(&opts.source, ServeSource::File(f) if f.cluster.scheduler);
         let server = tokio::spawn(crate::server::serve(listener, shared.clone()));
         let driver = Driver {
             shared: shared.clone(),
@@ -193,7 +212,10 @@ impl Served {
             tracks_scheduling,
             watches: None,
             tick: opts.tick,
-            scheduler: opts.scheduler || matches!(&opts.source, ServeSource::File(f) if f.cluster.scheduler),
+            scheduler,
+            // Workload controllers recreate the pods they own whenever the
+            // cluster is about scheduling, as the simulator's do.
+            recreator: (tracks_scheduling || scheduler).then(|| Recreator::subscribe(&shared)),
         };
         info!(%addr, scenario = %name, "serving the simulated cluster");
         let driver = tokio::spawn(driver.run());
@@ -340,7 +362,15 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<Populated, ServeError> {
             }
             cluster = Cluster::new(AdmissionDefaults::default());
             kubelets = Kubelets::new(opts.timing).with_jitter(LEASE_JITTER, spec.seed);
-            let layout = fleet::build(spec, &opts.timing, &mut cluster, &mut kubelets);
+            let layout = if *builtin == Some(Builtin::CriticalAddon) {
+                // The cluster `nodewarden sim --scenario critical-addon`
+                // builds: full nodes, budgets, the addons on the first node,
+                // with what the scheduler reads.
+                cluster = cluster.with_scheduling(true, true);
+                nodewarden_sim::addons::build(spec, &opts.timing, &mut cluster, &mut kubelets)
+            } else {
+                fleet::build(spec, &opts.timing, &mut cluster, &mut kubelets)
+            };
             plan = builtin.map_or_else(FaultPlan::new, |b| b.plan(&layout, spec.seed));
             name = builtin.map_or_else(|| "no scenario".to_string(), |b| b.name().to_string());
         }
@@ -605,6 +635,9 @@ struct Driver {
     watches: Option<served_api::Feeds>,
     tick: Duration,
     scheduler: bool,
+    /// Replaces the owned pods deleted, when the cluster keeps scheduling
+    /// facts.
+    recreator: Option<Recreator>,
 }
 
 impl Driver {
@@ -624,6 +657,9 @@ impl Driver {
                 let mut s = self.shared.store.lock();
                 let mut api = StoreKubelets { s: &mut s, time: self.shared.time, lease_duration: self.lease_duration };
                 self.kubelets.run_until(now, &mut api);
+            }
+            if let Some(r) = &mut self.recreator {
+                r.pass(&self.shared, now);
             }
             if last_pdb.elapsed() >= Duration::from_secs(1) {
                 if self.scheduler {

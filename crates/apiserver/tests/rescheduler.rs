@@ -121,3 +121,101 @@ async fn without_the_flag_the_in_process_controller_leaves_the_addon_alone() {
     }
     served.stop();
 }
+
+/// `sim --serve --scenario critical-addon --controller`: the served
+/// cluster is the built-in's (full nodes with their allocatable, budgets,
+/// the three addons on the first node), its scheduler runs, owned pods
+/// come back when deleted, and the in-process controller runs the
+/// rescheduler even though its flags leave it off. The node crash of the
+/// scenario comes at 1m of its timeline; this test does what it leads to
+/// by hand: the first node is cordoned and an addon deleted, so its
+/// replacement fits nowhere until nodewarden makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_critical_addon_scenario_is_served_and_the_rescheduler_makes_room() {
+    let mut opts = options(3, 4);
+    opts.source = ServeSource::Fleet(
+        nodewarden_sim::fleet::FleetSpec { nodes: 3, zones: 1, pods_per_node: 4, seed: 5 },
+        Some(nodewarden_sim::Builtin::CriticalAddon),
+    );
+    // The crash at 1m of the timeline comes after the test (4 minutes of
+    // wall time).
+    opts.scenario_speed = 0.25;
+    opts.controller = Some(nodewarden_model::ControllerConfig {
+        rescheduler_housekeeping_interval: nodewarden_model::Span::from_millis(500),
+        rescheduler_unschedulable_grace: nodewarden_model::Span::from_secs(1),
+        ..nodewarden_model::ControllerConfig::default()
+    });
+    let served = start(opts).await;
+    let c = client(&served, true);
+    let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
+    let nodes: Api<Node> = Api::all(c.clone());
+    let all_pods: Api<Pod> = Api::all(c.clone());
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::all(c.clone());
+
+    // The built-in's cluster, as `nodewarden sim` builds it.
+    for addon in ["coredns-a", "coredns-b", "metrics-server"] {
+        let p = system.get(addon).await.or_fail(addon);
+        let spec = p.spec.ok_or("no spec").or_fail(addon);
+        assert_eq!(spec.node_name.as_deref(), Some("node-000000"), "{addon}");
+        assert_eq!(spec.priority_class_name.as_deref(), Some("system-cluster-critical"), "{addon}");
+    }
+    let alloc = nodes.get("node-000001").await.or_fail("node").status.and_then(|s| s.allocatable).unwrap_or_default();
+    assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("4000m"));
+    assert_eq!(pdbs.list(&ListParams::default()).await.or_fail("budgets").items.len(), 8);
+    let before: Vec<String> = all_pods
+        .list(&ListParams::default())
+        .await
+        .or_fail("pods")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.namespace.zip(p.metadata.name).map(|(ns, n)| format!("{ns}/{n}")))
+        .collect();
+
+    // The first node is lost for scheduling, and coredns-a with it.
+    let cordon = serde_json::json!({"spec": {"unschedulable": true}});
+    nodes
+        .patch("node-000000", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&cordon))
+        .await
+        .or_fail("cordon");
+    system.delete("coredns-a", &kube::api::DeleteParams::default()).await.or_fail("delete coredns-a");
+
+    // Its ReplicaSet recreates it; it fits nowhere until nodewarden
+    // prepares a node; the scheduler binds it there.
+    let started = Instant::now();
+    let bound_to = loop {
+        if let Some(p) = system.get_opt("coredns-a-r1").await.or_fail("replacement")
+            && let Some(node) = p.spec.and_then(|s| s.node_name)
+        {
+            break node;
+        }
+        assert!(started.elapsed() < Duration::from_secs(40), "the replacement addon was never bound");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_ne!(bound_to, "node-000000", "the cordoned node");
+    let after: Vec<String> = all_pods
+        .list(&ListParams::default())
+        .await
+        .or_fail("pods")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.namespace.zip(p.metadata.name).map(|(ns, n)| format!("{ns}/{n}")))
+        .collect();
+    let evicted: Vec<&String> = before.iter().filter(|k| k.starts_with("team-") && !after.contains(k)).collect();
+    assert!(!evicted.is_empty(), "room was made by evicting ordinary pods");
+    let events: Api<Event> = Api::all(c.clone());
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .or_fail("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "CriticalAddonPreparing"), "{reasons:?}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while nodes.list(&ListParams::default()).await.or_fail("nodes").items.iter().any(reserved) {
+        assert!(Instant::now() < deadline, "the reservation was not removed once the addon was bound");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    served.stop();
+}
