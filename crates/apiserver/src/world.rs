@@ -867,6 +867,27 @@ impl Driver {
                 }
                 Vec::new()
             }
+            // The scheduler's verdict, as the served scheduler writes it.
+            EventAction::MarkUnschedulable(a) => {
+                match s.get(Kind::Pod, &a.pod) {
+                    Some(p) => {
+                        let mut v = p.value();
+                        let bound = v.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+                        let terminating = v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+                        if bound || terminating {
+                            warn!(pod = %a.pod, "mark-unschedulable: the pod is bound or terminating; ignored");
+                        } else if crate::scheduler::mark_unschedulable(
+                            &mut v,
+                            "0/0 nodes are available (a scenario's mark-unschedulable)",
+                            &time.time(now),
+                        ) {
+                            s.commit(Kind::Pod, &a.pod, v, false);
+                        }
+                    }
+                    None => warn!(pod = %a.pod, "mark-unschedulable: no such pod now"),
+                }
+                Vec::new()
+            }
             other => nodewarden_sim::faults::apply_event(&mut scratch, &mut self.kubelets, now, other),
         };
         for o in obs {

@@ -231,8 +231,9 @@ fn pod_condition(p: &k8s_openapi::api::core::v1::Pod, type_: &str) -> Option<(St
 /// a client sees them: a budget created (served under policy/v1, its
 /// status kept by the disruption controller) and deleted, a node's
 /// allocatable changed, a pod added with its scheduling facts and marked
-/// Unschedulable at the event's time, and a bind that the pod's kubelet
-/// follows (PodScheduled=True, Running).
+/// Unschedulable at the event's time, a bind that the pod's kubelet
+/// follows (PodScheduled=True, Running), and a pending pod marked
+/// Unschedulable by `mark-unschedulable`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reschedulers_scenario_events_reach_the_served_store() {
     let scenario = nodewarden_sim::parse_scenario(
@@ -243,6 +244,7 @@ nodes:
 - {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 2, memory: 4Gi, pods: 10}}
 pods:
 - {name: default/web-1, owner: ReplicaSet, labels: {app: web}, requests: {cpu: 500m}}
+- {name: default/waiting}
 events:
 - {at: 1s, add-budget: {name: default/web, selector: {matchLabels: {app: web}}, max-unavailable: 1}}
 - {at: 1s, set-allocatable: {node: a, allocatable: {cpu: 3, memory: 8Gi, pods: 20}}}
@@ -253,6 +255,7 @@ events:
     requests: {cpu: 1, memory: 70Mi}
     priority-class: system-cluster-critical
     unschedulable-since: now
+- {at: 10s, mark-unschedulable: {pod: default/waiting}}
 - {at: 20s, delete-budget: default/web}
 "#,
     )
@@ -302,6 +305,17 @@ events:
         assert_eq!(spec.priority_class_name.as_deref(), Some("system-cluster-critical"));
         let requests = spec.containers[0].resources.as_ref().and_then(|r| r.requests.clone()).unwrap_or_default();
         assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1000m"));
+        // The scheduler's verdict the file plays at 10 s (5 s of wall time).
+        let waiting = loop {
+            let p = pods.get("waiting").await.or_fail("waiting");
+            if pod_condition(&p, "PodScheduled").is_some() {
+                break p;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let (status, reason, since) = pod_condition(&waiting, "PodScheduled").ok_or("none").or_fail("PodScheduled");
+        assert_eq!((status.as_str(), reason.as_deref()), ("False", Some("Unschedulable")));
+        assert!(since - epoch_secs >= 4, "marked {}s after the start, not at the event", since - epoch_secs);
         // The budget goes at 20 s of the timeline.
         while pdbs.get_opt("web").await.or_fail("budget").is_some() {
             tokio::time::sleep(Duration::from_millis(100)).await;
