@@ -163,7 +163,10 @@ fn recreate(s: &mut Inner, sh: &Shared, key: &str, old: &Value, now: Timestamp) 
         return false;
     };
     let (ns, name) = new_key.split_once('/').unwrap_or(("default", new_key.as_str()));
-    if s.get(Kind::Namespace, ns).is_none() {
+    let namespace_going = s
+        .get(Kind::Namespace, ns)
+        .is_none_or(|n| n.value().pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()));
+    if namespace_going {
         // The namespace is being deleted with its pods: nothing comes back.
         return false;
     }
@@ -191,6 +194,86 @@ mod tests {
             v["metadata"]["annotations"] = json!({MIRROR_POD_ANNOTATION: "x"});
         }
         v
+    }
+
+    fn shared() -> Shared {
+        Shared {
+            store: crate::store::Store::new(crate::store::StoreLimits::default()),
+            time: crate::TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
+            faults: crate::ApiFaults::default(),
+            config: crate::ServerConfig::default(),
+            admission: nodewarden_sim::AdmissionDefaults::default(),
+            addr: std::sync::OnceLock::new(),
+            writes: std::sync::Mutex::new(Vec::new()),
+            requests: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn names(sh: &Shared) -> Vec<String> {
+        sh.store.lock().snapshot(Kind::Pod).iter_from("", None).map(|o| o.key.clone()).collect()
+    }
+
+    /// Through the store: a deleted owned pod comes back as `-r1`, its own
+    /// deletion as `-r2`; a bare pod does not; a pod terminating with a
+    /// finalizer is replaced once, not again when it goes; nothing comes
+    /// back into a namespace being deleted; and a dropped subscription
+    /// loses no deletion.
+    #[test]
+    fn owned_pods_come_back_once_under_the_next_free_name() {
+        let sh = shared();
+        let now = Timestamp::EPOCH;
+        let mut r = Recreator::subscribe(&sh);
+        let owned = |name: &str| {
+            let mut v = pod(Some(("ReplicaSet", true)), false);
+            v["metadata"]["name"] = json!(name);
+            v["metadata"].as_object_mut().map(|m| m.remove("deletionTimestamp"));
+            v
+        };
+        {
+            let mut s = sh.store.lock();
+            s.commit(Kind::Namespace, "default", json!({"metadata": {"name": "default", "uid": "ns"}}), false);
+            for name in ["web-1", "other"] {
+                s.commit(Kind::Pod, &key_of("default", name), owned(name), false);
+            }
+            let mut bare = owned("bare");
+            bare["metadata"].as_object_mut().map(|m| m.remove("ownerReferences"));
+            s.commit(Kind::Pod, "default/bare", bare, false);
+            for key in ["default/web-1", "default/bare"] {
+                let v = s.get(Kind::Pod, key).map(|o| o.value()).unwrap_or_default();
+                s.commit(Kind::Pod, key, v, true);
+            }
+        }
+        assert_eq!(r.pass(&sh, now), 1);
+        assert_eq!(names(&sh), ["default/other", "default/web-1-r1"]);
+        let r1 = sh.store.lock().get(Kind::Pod, "default/web-1-r1").map(|o| o.value()).unwrap_or_default();
+        assert!(r1.pointer("/spec/nodeName").is_none() && r1["status"]["phase"] == "Pending");
+        {
+            let mut s = sh.store.lock();
+            s.commit(Kind::Pod, "default/web-1-r1", r1.clone(), true);
+            // A dropped subscription (an injected watch drop) is resumed
+            // from the last change handled.
+            s.close_watches(Kind::Pod);
+        }
+        assert_eq!(r.pass(&sh, now), 1);
+        assert_eq!(names(&sh), ["default/other", "default/web-1-r2"]);
+        // Terminating (a finalizer keeps it): replaced now, not again.
+        let mut terminating = owned("other");
+        terminating["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        sh.store.lock().commit(Kind::Pod, "default/other", terminating.clone(), false);
+        assert_eq!(r.pass(&sh, now), 1);
+        sh.store.lock().commit(Kind::Pod, "default/other", terminating, true);
+        assert_eq!(r.pass(&sh, now), 0);
+        assert_eq!(names(&sh), ["default/other-r1", "default/web-1-r2"]);
+        // A namespace being deleted gets nothing back.
+        {
+            let mut s = sh.store.lock();
+            let ns = json!({"metadata": {"name": "default", "uid": "ns", "deletionTimestamp": "2025-01-01T00:00:00Z"}});
+            s.commit(Kind::Namespace, "default", ns, false);
+            let v = s.get(Kind::Pod, "default/other-r1").map(|o| o.value()).unwrap_or_default();
+            s.commit(Kind::Pod, "default/other-r1", v, true);
+        }
+        assert_eq!(r.pass(&sh, now), 0);
+        assert_eq!(names(&sh), ["default/web-1-r2"]);
     }
 
     #[test]

@@ -283,17 +283,15 @@ fn create_namespace(s: &mut Inner, time: &TimeBase, name: &str) {
     s.commit(Kind::Namespace, name, v, false);
 }
 
-/// Stores a pod a scenario event added (replacing one of the same name,
-/// which goes first, as the simulator replaces it): its scheduling facts
-/// when it has any, created now.
+/// Stores a pod a scenario event added, with its scheduling facts when it
+/// has any, created now. One of the same name is replaced in place (a new
+/// uid), as the simulator replaces it: not deleted, so no controller
+/// recreates it.
 fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_sim::cluster::SimPod, now: Timestamp) {
     let mut snap = p.snapshot();
     snap.scheduling = p.scheduling.clone();
     let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
     create_namespace(s, time, &ns);
-    if let Some(old) = s.get(Kind::Pod, &snap.key) {
-        s.commit(Kind::Pod, &snap.key, old.value(), true);
-    }
     let uid = s.next_uid();
     let host = snap
         .node
