@@ -4,8 +4,9 @@
 //! chooses; the served cluster anchors that epoch to a moment of the wall
 //! clock ([`TimeBase`]) so that every `creationTimestamp`, heartbeat and
 //! Lease renew time a client reads is a real UTC time, and every time a
-//! client writes maps back onto the simulator's clock. The kube adapter
-//! uses the same type with the Unix epoch ([`TimeBase::UNIX`]).
+//! client writes maps back onto the simulator's clock. The in-process
+//! controller lives on Unix time, as the kube adapter does
+//! ([`TimeBase::UNIX`], [`TimeBase::unix_timestamp`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -37,6 +38,12 @@ impl TimeBase {
     /// The Unix instant of a simulator time.
     pub fn to_unix_nanos(&self, t: Timestamp) -> i64 {
         (t - Timestamp::EPOCH).as_nanos().saturating_add(self.unix_nanos_at_epoch)
+    }
+
+    /// The same instant as a Unix-time [`Timestamp`]: the clock of the
+    /// in-process controller, which reads objects as `nodewarden run` does.
+    pub fn unix_timestamp(&self, t: Timestamp) -> Timestamp {
+        Timestamp::from_nanos(self.to_unix_nanos(t))
     }
 
     /// The simulator's time now, on the wall clock.
@@ -171,5 +178,9 @@ mod tests {
         let base = TimeBase { unix_nanos_at_epoch: 1_000 * NANOS };
         assert_eq!(base.time(Timestamp::EPOCH), "1970-01-01T00:16:40Z");
         assert_eq!(base.parse("1970-01-01T00:16:41Z"), Some(Timestamp::from_nanos(NANOS)));
+        // One instant, written the same from either clock.
+        let t = Timestamp::from_nanos(3 * NANOS);
+        assert_eq!(base.unix_timestamp(t), Timestamp::from_nanos(1_003 * NANOS));
+        assert_eq!(TimeBase::UNIX.time(base.unix_timestamp(t)), base.time(t));
     }
 }

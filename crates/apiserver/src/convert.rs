@@ -200,6 +200,17 @@ pub fn node_ip(index: usize) -> String {
     format!("10.{}.{}.{}", 64 + (index >> 16) % 64, (index >> 8) & 0xff, index & 0xff)
 }
 
+/// A node's `status.allocatable` (and capacity): what the simulator gave
+/// it (a scenario's, for the scheduler and the rescheduler), or, when it
+/// gave nothing, a common 8-core machine.
+pub fn resources_json(allocatable: Option<nodewarden_model::Resources>) -> Value {
+    match allocatable {
+        Some(a) => json!({"cpu": format!("{}m", a.cpu_millis), "memory": a.memory_bytes.to_string(),
+                          "pods": a.pods.to_string(), "ephemeral-storage": "100Gi"}),
+        None => json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}),
+    }
+}
+
 /// A whole Node as a kubelet registers it, from what the simulator holds.
 pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> Value {
     let mut labels = n.labels.clone();
@@ -212,13 +223,7 @@ pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> 
         spec.insert("unschedulable".into(), json!(true));
     }
     spec.insert("providerID".into(), json!(format!("nodewarden-sim://{}", n.name)));
-    // A node the simulator gave an allocatable (a scenario's, for the
-    // rescheduler) reports it; others report a common 8-core machine.
-    let resources = match n.allocatable {
-        Some(a) => json!({"cpu": format!("{}m", a.cpu_millis), "memory": a.memory_bytes.to_string(),
-                          "pods": a.pods.to_string(), "ephemeral-storage": "100Gi"}),
-        None => json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}),
-    };
+    let resources = resources_json(n.allocatable);
     json!({
         "kind": "Node",
         "apiVersion": "v1",

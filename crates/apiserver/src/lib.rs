@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod patch;
 pub mod pdb;
 pub mod protobuf;
+pub mod recreate;
 pub mod request_log;
 pub mod resource;
 pub mod scheduler;

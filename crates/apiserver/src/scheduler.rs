@@ -168,6 +168,30 @@ pub fn allocatable(v: &Value) -> Resources {
     }
 }
 
+/// Marks the pod `PodScheduled=False`, reason `Unschedulable`, with
+/// `message`, as the scheduler does when it finds no room: the transition
+/// time is `at` unless the pod was marked so already (it keeps its first
+/// time). False when nothing changed.
+pub fn mark_unschedulable(v: &mut Value, message: &str, at: &str) -> bool {
+    let mut conditions: Vec<Value> =
+        v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let old = conditions.iter().position(|c| c["type"] == "PodScheduled");
+    let since = old
+        .and_then(|i| conditions.get(i))
+        .filter(|c| c["status"] == "False" && c["reason"] == "Unschedulable")
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(at));
+    let cond = json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": message, "lastProbeTime": null, "lastTransitionTime": since});
+    match old {
+        Some(i) if conditions[i] == cond => return false,
+        Some(i) => conditions[i] = cond,
+        None => conditions.push(cond),
+    }
+    v["status"]["conditions"] = Value::Array(conditions);
+    true
+}
+
 struct Pending {
     key: String,
     created: String,
@@ -260,23 +284,9 @@ pub fn pass(sh: &Shared) -> usize {
                 bound += 1;
             }
             None => {
-                let message = unschedulable_message(view, &before);
-                let mut conditions: Vec<Value> =
-                    v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-                let old = conditions.iter().position(|c| c["type"] == "PodScheduled");
-                let since = old
-                    .and_then(|i| conditions.get(i))
-                    .filter(|c| c["status"] == "False" && c["reason"] == "Unschedulable")
-                    .and_then(|c| c.get("lastTransitionTime").cloned())
-                    .unwrap_or_else(|| json!(at));
-                let cond = json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                  "message": message, "lastProbeTime": null, "lastTransitionTime": since});
-                match old {
-                    Some(i) if conditions[i] == cond => continue,
-                    Some(i) => conditions[i] = cond,
-                    None => conditions.push(cond),
+                if !mark_unschedulable(&mut v, &unschedulable_message(view, &before), &at) {
+                    continue;
                 }
-                v["status"]["conditions"] = Value::Array(conditions);
             }
         }
         writes.push((p.key.clone(), v));

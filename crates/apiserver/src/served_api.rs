@@ -4,12 +4,26 @@
 //! watch subscriptions ([`Feeds`]). It is a client like any other: an
 //! injected API fault refuses its writes and cuts its watches (it relists
 //! when the API is back). This module decides nothing.
+//!
+//! The controller sees what `nodewarden run` would see against this
+//! server, so that a run here says something about a run there:
+//! - it reads the stored objects with the adapter's own readings
+//!   ([`nodewarden_kube::convert`]), malformed objects included, not with
+//!   the simulator's ([`crate::convert`], which reads only what the served
+//!   cluster itself needs);
+//! - with the critical-addon rescheduler on (`enable-rescheduler`), it
+//!   reads pods' and nodes' scheduling facts ([`Detail::Scheduling`]) and
+//!   watches PodDisruptionBudgets, as the adapter does ([`Reader`]);
+//! - it lives on the Unix clock, as the adapter does: its `now`, and every
+//!   time it reads or writes, is Unix time ([`TimeBase::unix_timestamp`]),
+//!   while the simulated cluster keeps its own clock ([`TimeBase`]).
 
 use std::sync::Arc;
 
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionKind, EventType as EngineEventType, ObjectRef, Observation, WriteOutcome};
-use nodewarden_model::{DeletionMode, Timestamp};
+use nodewarden_kube::convert::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
+use nodewarden_model::{ControllerConfig, DeletionMode, Timestamp};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -20,58 +34,90 @@ use crate::resource::Kind;
 use crate::server::Shared;
 use crate::store::{Change, EventType, Inner, Obj, key_of};
 
-/// The observation a stored object gives, if the engine watches its kind.
-pub fn observe(kind: Kind, obj: &Obj, deleted: bool, time: &TimeBase) -> Option<Observation> {
-    match (kind, deleted) {
-        (Kind::Node, false) => Some(Observation::NodeUpserted(convert::node_snapshot(&obj.value(), time))),
-        (Kind::Node, true) => Some(Observation::NodeDeleted { name: obj.name().to_string() }),
-        (Kind::Pod, false) => Some(Observation::PodUpserted(convert::pod_snapshot(&obj.value()))),
-        (Kind::Pod, true) => Some(Observation::PodDeleted { key: obj.key.clone() }),
-        (Kind::Lease, _) if obj.namespace() != NODE_LEASE_NAMESPACE => None,
-        (Kind::Lease, false) => Some(Observation::LeaseUpserted {
-            node: obj.name().to_string(),
-            renew: convert::lease_renew(&obj.value(), time),
-        }),
-        (Kind::Lease, true) => Some(Observation::LeaseDeleted { node: obj.name().to_string() }),
-        _ => None,
+/// How the in-process controller reads the store: how much of each Node
+/// and Pod, and which kinds it watches. Chosen from its configuration as
+/// `nodewarden run` chooses it, so the rescheduler gets its facts (and
+/// budgets) exactly when it runs, and node lifecycle alone pays nothing
+/// for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reader {
+    /// What is read of Nodes and Pods.
+    pub detail: Detail,
+}
+
+impl Reader {
+    /// The reading `nodewarden run` makes with this configuration.
+    pub fn for_config(config: &ControllerConfig) -> Reader {
+        Reader { detail: if config.enable_rescheduler { Detail::Scheduling } else { Detail::Lifecycle } }
+    }
+
+    /// The kinds the controller watches: nodes, Leases and pods, and
+    /// budgets when the rescheduler runs.
+    pub fn kinds(&self) -> &'static [Kind] {
+        match self.detail {
+            Detail::Lifecycle => &[Kind::Node, Kind::Lease, Kind::Pod],
+            Detail::Scheduling => &[Kind::Node, Kind::Lease, Kind::Pod, Kind::PodDisruptionBudget],
+        }
+    }
+
+    /// The observation a stored object gives, if the controller watches
+    /// its kind; `seen_at` (Unix time) is what an unreadable timestamp
+    /// reads as. An object the adapter cannot name gives none (it logs it).
+    pub fn observe(&self, kind: Kind, obj: &Obj, deleted: bool, seen_at: Timestamp) -> Option<Observation> {
+        match (kind, deleted) {
+            (Kind::Node, false) => node_reading(&obj.value(), seen_at, self.detail).map(Observation::NodeUpserted),
+            (Kind::Node, true) => Some(Observation::NodeDeleted { name: obj.name().to_string() }),
+            (Kind::Pod, false) => pod_reading(&obj.value(), seen_at, self.detail).map(Observation::PodUpserted),
+            (Kind::Pod, true) => Some(Observation::PodDeleted { key: obj.key.clone() }),
+            (Kind::Lease, _) if obj.namespace() != NODE_LEASE_NAMESPACE => None,
+            (Kind::Lease, false) => lease_reading(&obj.value(), seen_at),
+            (Kind::Lease, true) => Some(Observation::LeaseDeleted { node: obj.name().to_string() }),
+            (Kind::PodDisruptionBudget, _) if self.detail == Detail::Lifecycle => None,
+            (Kind::PodDisruptionBudget, false) => budget_reading(&obj.value(), seen_at),
+            (Kind::PodDisruptionBudget, true) => Some(Observation::BudgetDeleted { key: obj.key.clone() }),
+            _ => None,
+        }
+    }
+
+    /// The whole cluster as the controller's initial list: nodes, Leases,
+    /// pods (and budgets), seen at `seen_at`.
+    pub fn state(&self, sh: &Shared, seen_at: Timestamp) -> Vec<Observation> {
+        let s = sh.store.lock();
+        let mut out = Vec::new();
+        for &kind in self.kinds() {
+            let snap = s.snapshot(kind);
+            out.extend(snap.iter_from("", None).filter_map(|o| self.observe(kind, o, false, seen_at)));
+        }
+        out
     }
 }
 
-/// The whole cluster as the engine's initial list: nodes, Leases, pods.
-pub fn state(sh: &Shared) -> Vec<Observation> {
-    let s = sh.store.lock();
-    let mut out = Vec::new();
-    for kind in [Kind::Node, Kind::Lease, Kind::Pod] {
-        let snap = s.snapshot(kind);
-        out.extend(snap.iter_from("", None).filter_map(|o| observe(kind, o, false, &sh.time)));
-    }
-    out
-}
-
-/// The controller's watches on nodes, Leases and pods.
+/// The controller's watches on the kinds its [`Reader`] reads.
 pub struct Feeds {
+    reader: Reader,
     rx: Vec<(Kind, broadcast::Receiver<Arc<Change>>)>,
     relist: bool,
 }
 
 impl Feeds {
     /// Watches from now.
-    pub fn subscribe(sh: &Shared) -> Feeds {
+    pub fn subscribe(sh: &Shared, reader: Reader) -> Feeds {
         let mut s = sh.store.lock();
-        let rx = [Kind::Node, Kind::Lease, Kind::Pod]
-            .into_iter()
-            .filter_map(|k| {
+        let rx = reader
+            .kinds()
+            .iter()
+            .filter_map(|&k| {
                 let rv = s.rv();
                 s.watch(k, Some(rv)).ok().map(|w| (k, w.rx))
             })
             .collect();
-        Feeds { rx, relist: false }
+        Feeds { reader, rx, relist: false }
     }
 
-    /// What arrived since the last call. During an outage nothing does
-    /// (and the watches are dropped); afterwards the whole state comes
-    /// again, as after a relist.
-    pub fn drain(&mut self, sh: &Shared, outage: bool) -> Vec<Observation> {
+    /// What arrived since the last call, read as seen at `seen_at` (Unix
+    /// time). During an outage nothing does (and the watches are dropped);
+    /// afterwards the whole state comes again, as after a relist.
+    pub fn drain(&mut self, sh: &Shared, outage: bool, seen_at: Timestamp) -> Vec<Observation> {
         if outage {
             self.relist = true;
             for (_, rx) in &mut self.rx {
@@ -82,14 +128,16 @@ impl Feeds {
         let mut out = Vec::new();
         if self.relist {
             self.relist = false;
-            *self = Feeds::subscribe(sh);
-            return state(sh);
+            *self = Feeds::subscribe(sh, self.reader);
+            return self.reader.state(sh, seen_at);
         }
         let mut lagged = false;
         for (kind, rx) in &mut self.rx {
             loop {
                 match rx.try_recv() {
-                    Ok(c) => out.extend(observe(*kind, &c.obj, c.kind == EventType::Deleted, &sh.time)),
+                    Ok(c) => {
+                        out.extend(self.reader.observe(*kind, &c.obj, c.kind == EventType::Deleted, seen_at));
+                    }
                     Err(broadcast::error::TryRecvError::Empty) => break,
                     Err(broadcast::error::TryRecvError::Lagged(_) | broadcast::error::TryRecvError::Closed) => {
                         lagged = true;
@@ -99,8 +147,8 @@ impl Feeds {
             }
         }
         if lagged {
-            *self = Feeds::subscribe(sh);
-            return state(sh);
+            *self = Feeds::subscribe(sh, self.reader);
+            return self.reader.state(sh, seen_at);
         }
         out
     }
@@ -118,6 +166,12 @@ pub fn write_observation(s: &mut Inner, time: &TimeBase, lease_duration: i64, o:
                     v["spec"]["taints"] = fresh["spec"].get("taints").cloned().unwrap_or(json!([]));
                     v["spec"]["unschedulable"] = json!(n.unschedulable);
                     v["status"]["conditions"] = fresh["status"]["conditions"].clone();
+                    // A node the event gave an allocatable (add-node of a
+                    // file that keeps scheduling facts) reports it.
+                    if n.allocatable.is_some() {
+                        v["status"]["allocatable"] = fresh["status"]["allocatable"].clone();
+                        v["status"]["capacity"] = fresh["status"]["capacity"].clone();
+                    }
                     v
                 }
                 None => {
@@ -171,16 +225,20 @@ pub fn write_observation(s: &mut Inner, time: &TimeBase, lease_duration: i64, o:
                 s.commit(Kind::Pod, &key, o.value(), true);
             }
         }
-        // Scenario events write no budgets; the store's budgets come from
-        // the API (kubectl, tests).
+        // Budgets are written from the scenario's own spec (the world's
+        // `add-budget`), never from the engine's reduced view of one.
         Observation::WriteFinished { .. } | Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
     }
 }
 
-/// The controller's actions, carried out on the store.
+/// The controller's actions, carried out on the store. The `now` it is
+/// handed, and every time an action carries, is the controller's: Unix
+/// time ([`TimeBase::UNIX`]).
 pub struct ServedApi<'a> {
     /// The served cluster.
     pub shared: &'a Shared,
+    /// How the controller reads what a write returns (as its watches do).
+    pub reader: Reader,
 }
 
 fn failed(id: nodewarden_engine::ActionId, why: String, current: Option<Observation>) -> Applied {
@@ -199,7 +257,9 @@ fn set_condition(list: &mut Vec<Value>, cond: Value) {
 impl ClusterApi for ServedApi<'_> {
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
         let sh = self.shared;
-        let time = sh.time;
+        // The controller's times are Unix time: written as they are.
+        let time = TimeBase::UNIX;
+        let reader = self.reader;
         let id = action.id;
         if let ActionKind::RecordEvent(ev) = &action.kind {
             if matches!(sh.faults.verdict(), Verdict::Proceed(_)) {
@@ -235,7 +295,7 @@ impl ClusterApi for ServedApi<'_> {
                 Some(gone),
             );
         };
-        let current = observe(kind, &cur, false, &time);
+        let current = reader.observe(kind, &cur, false, now);
         let uid_ok = |uid: &str| cur.uid == uid;
         let mut v = cur.value();
         match &action.kind {
@@ -334,7 +394,7 @@ impl ClusterApi for ServedApi<'_> {
         }
         let obj = s.commit(kind, &key, v, false);
         let mut observations = vec![Observation::WriteFinished { id, outcome: WriteOutcome::Done }];
-        observations.extend(observe(kind, &obj, false, &time));
+        observations.extend(reader.observe(kind, &obj, false, now));
         Applied { observations, outcome: Some(WriteOutcome::Done), violation: None }
     }
 }
@@ -355,7 +415,7 @@ fn record_event(sh: &Shared, now: Timestamp, ev: &nodewarden_engine::Event) {
     }
     let seq = s.rv() + 1;
     let ev_name = format!("{name}.{seq:x}");
-    let at = sh.time.time(now);
+    let at = TimeBase::UNIX.time(now);
     let v = json!({
         "kind": "Event", "apiVersion": "v1",
         "metadata": {"name": ev_name, "namespace": ns, "uid": s.next_uid(), "creationTimestamp": at},
@@ -371,4 +431,115 @@ fn record_event(sh: &Shared, now: Timestamp, ev: &nodewarden_engine::Event) {
         "reportingInstance": "",
     });
     s.commit(Kind::Event, &key_of(&ns, &ev_name), v, false);
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewarden_engine::PodSnapshot;
+    use nodewarden_model::{PodScheduling, Resources, Span};
+
+    use super::*;
+    use crate::store::{Store, StoreLimits};
+
+    /// A pod with scheduling facts, a node with an allocatable and a
+    /// budget, stored as the served cluster writes them, then read by the
+    /// controller with and without the rescheduler.
+    #[test]
+    fn the_rescheduler_flag_decides_what_the_controller_reads() {
+        let time = TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 };
+        let seen = time.unix_timestamp(Timestamp::EPOCH + Span::from_secs(60));
+        let store = Store::new(StoreLimits::default());
+        let mut s = store.lock();
+        let scheduling = PodScheduling {
+            requests: Resources::pod(250, 64 << 20),
+            priority_class: Some("system-cluster-critical".into()),
+            unschedulable_since: Some(Timestamp::EPOCH + Span::from_secs(5)),
+            ..PodScheduling::default()
+        };
+        let pod = PodSnapshot {
+            key: "kube-system/dns".into(),
+            uid: "u1".into(),
+            node: None,
+            daemonset: false,
+            ready: None,
+            terminating: false,
+            tolerations: vec![],
+            scheduling: Some(Box::new(scheduling.clone())),
+        };
+        let pod = s.commit(
+            Kind::Pod,
+            "kube-system/dns",
+            convert::pod_json(&pod, "u1", Timestamp::EPOCH, None, "10.0.0.1", &time),
+            false,
+        );
+        let node = nodewarden_engine::NodeSnapshot {
+            name: "a".into(),
+            created: Timestamp::EPOCH,
+            labels: Default::default(),
+            conditions: vec![],
+            taints: vec![],
+            unschedulable: false,
+            allocatable: Some(Resources { cpu_millis: 2000, memory_bytes: 4 << 30, pods: 10 }),
+        };
+        let node = s.commit(Kind::Node, "a", convert::node_json(&node, "nu", 0, &time), false);
+        let spec = nodewarden_sim::scenario::BudgetSpec {
+            name: "default/web".into(),
+            selector: nodewarden_model::LabelSelector {
+                match_labels: [("app".to_string(), "web".to_string())].into(),
+                match_expressions: vec![],
+            },
+            min_available: Some(nodewarden_sim::scenario::IntOrPercent::Int(1)),
+            max_unavailable: None,
+        };
+        let budget = s.commit(
+            Kind::PodDisruptionBudget,
+            "default/web",
+            convert::budget_json(&spec, "default", "web", "bu", &time),
+            false,
+        );
+
+        let off = Reader::for_config(&ControllerConfig::default());
+        assert_eq!(off.kinds(), [Kind::Node, Kind::Lease, Kind::Pod]);
+        match off.observe(Kind::Pod, &pod, false, seen) {
+            Some(Observation::PodUpserted(p)) => assert_eq!(p.scheduling, None),
+            other => panic!("{other:?}"),
+        }
+        match off.observe(Kind::Node, &node, false, seen) {
+            Some(Observation::NodeUpserted(n)) => assert_eq!(n.allocatable, None),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(off.observe(Kind::PodDisruptionBudget, &budget, false, seen), None);
+
+        let on = Reader::for_config(&ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() });
+        assert_eq!(on.kinds(), [Kind::Node, Kind::Lease, Kind::Pod, Kind::PodDisruptionBudget]);
+        match on.observe(Kind::Pod, &pod, false, seen) {
+            Some(Observation::PodUpserted(p)) => {
+                let got =
+                    p.scheduling.as_deref().map(|s| (s.requests, s.priority_class.clone(), s.unschedulable_since));
+                // Read on the controller's clock: Unix time.
+                let since = time.unix_timestamp(Timestamp::EPOCH + Span::from_secs(5));
+                assert_eq!(got, Some((scheduling.requests, scheduling.priority_class.clone(), Some(since))));
+            }
+            other => panic!("{other:?}"),
+        }
+        match on.observe(Kind::Node, &node, false, seen) {
+            Some(Observation::NodeUpserted(n)) => {
+                assert_eq!(n.allocatable, Some(Resources { cpu_millis: 2000, memory_bytes: 4 << 30, pods: 10 }));
+            }
+            other => panic!("{other:?}"),
+        }
+        // No status yet (the disruption controller has not run): it allows
+        // nothing, as the adapter reads it.
+        match on.observe(Kind::PodDisruptionBudget, &budget, false, seen) {
+            Some(Observation::BudgetUpserted(b)) => {
+                assert_eq!((b.key.as_str(), b.disruptions_allowed), ("default/web", 0))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            on.observe(Kind::PodDisruptionBudget, &budget, true, seen),
+            Some(Observation::BudgetDeleted { key: "default/web".into() })
+        );
+        drop(s);
+    }
 }

@@ -22,15 +22,19 @@ use tracing::{info, warn};
 use crate::clock::TimeBase;
 use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::faults::{ApiFault, ApiFaults, PlannedApiFault};
+use crate::recreate::Recreator;
 use crate::resource::Kind;
-use crate::served_api::{self, ServedApi};
+use crate::served_api::{self, Reader, ServedApi};
 use crate::server::{ServerConfig, Shared};
 use crate::store::{Inner, NODE_READY, Store, StoreLimits, key_of};
 
 /// What cluster to serve.
 #[derive(Clone, Debug)]
 pub enum ServeSource {
-    /// A generated fleet, and optionally a built-in scenario's fault plan.
+    /// A generated fleet, and optionally a built-in scenario's fault plan
+    /// (`critical-addon` builds its own full cluster around the fleet's
+    /// nodes, as `nodewarden sim` does, and runs the scheduler and, in the
+    /// in-process controller, the rescheduler).
     Fleet(FleetSpec, Option<Builtin>),
     /// A scenario file's nodes, pods, kubelet settings and events.
     File(Box<Scenario>),
@@ -62,8 +66,9 @@ pub struct ServeOptions {
     /// Run the simulator's scheduler over the served pods (each second):
     /// unbound pods are bound first-fit or marked Unschedulable
     /// ([`crate::scheduler`]). A scenario file's `cluster.scheduler: true`
-    /// turns it on as well. Off, pods stay unbound until a client binds
-    /// them, as before.
+    /// and the `critical-addon` built-in turn it on as well. Off, pods stay
+    /// unbound until a client binds them, as before. With it, the pods a
+    /// controller owns are recreated when deleted ([`crate::recreate`]).
     pub scheduler: bool,
 }
 
@@ -159,18 +164,37 @@ impl Served {
             writes: std::sync::Mutex::new(Vec::new()),
             requests: std::sync::Mutex::new(Vec::new()),
         });
-        let (kubelets, plan, name) = populate(&opts, &shared)?;
+        let Populated { kubelets, plan, name, tracks_scheduling } = populate(&opts, &shared)?;
+        let critical_addon = matches!(opts.source, ServeSource::Fleet(_, Some(Builtin::CriticalAddon)));
+        if critical_addon && opts.controller.is_none() {
+            info!(
+                "critical-addon without --controller: run `nodewarden run --enable-rescheduler` against this server \
+                 to make room for the addons"
+            );
+        }
+        let mut reader = Reader::default();
         let controller = match &opts.controller {
             Some(config) => {
-                let mut c = Controller::new(config.clone(), time.now())?;
-                for o in served_api::state(&shared) {
-                    c.observe(time.now(), o);
+                let mut config = config.clone();
+                if critical_addon {
+                    // The scenario is about the rescheduler, as in
+                    // `nodewarden sim`: it runs.
+                    config.enable_rescheduler = true;
+                }
+                reader = Reader::for_config(&config);
+                // The controller's clock is Unix time, as `nodewarden run`'s.
+                let now = time.unix_timestamp(time.now());
+                let mut c = Controller::new(config, now)?;
+                for o in reader.state(&shared, now) {
+                    c.observe(now, o);
                 }
                 Some(c)
             }
             None => None,
         };
         let status = Arc::new(Mutex::new(StatusLine::default()));
+        let scheduler =
+            opts.scheduler || critical_addon || matches!(&opts.source, ServeSource::File(f) if f.cluster.scheduler);
         let server = tokio::spawn(crate::server::serve(listener, shared.clone()));
         let driver = Driver {
             shared: shared.clone(),
@@ -184,9 +208,14 @@ impl Served {
             started: Instant::now(),
             status: status.clone(),
             controller,
+            reader,
+            tracks_scheduling,
             watches: None,
             tick: opts.tick,
-            scheduler: opts.scheduler || matches!(&opts.source, ServeSource::File(f) if f.cluster.scheduler),
+            scheduler,
+            // Workload controllers recreate the pods they own whenever the
+            // cluster is about scheduling, as the simulator's do.
+            recreator: (tracks_scheduling || scheduler).then(|| Recreator::subscribe(&shared)),
         };
         info!(%addr, scenario = %name, "serving the simulated cluster");
         let driver = tokio::spawn(driver.run());
@@ -254,8 +283,68 @@ fn create_namespace(s: &mut Inner, time: &TimeBase, name: &str) {
     s.commit(Kind::Namespace, name, v, false);
 }
 
+/// Stores a pod a scenario event added, with its scheduling facts when it
+/// has any, created now. One of the same name is replaced in place (a new
+/// uid), as the simulator replaces it: not deleted, so no controller
+/// recreates it.
+fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_sim::cluster::SimPod, now: Timestamp) {
+    let mut snap = p.snapshot();
+    snap.scheduling = p.scheduling.clone();
+    let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
+    create_namespace(s, time, &ns);
+    let uid = s.next_uid();
+    let host = snap
+        .node
+        .as_ref()
+        .and_then(|n| s.get(Kind::Node, n))
+        .and_then(|n| n.value().pointer("/status/addresses/0/address").and_then(Value::as_str).map(str::to_string));
+    let ip = format!("10.251.{}.{}", (s.rv() >> 8) & 0xff, s.rv() & 0xff);
+    let mut v = convert::pod_json(&snap, &uid, now, host.as_deref(), &ip, time);
+    if let Some(reason) = &p.reason {
+        v["status"]["reason"] = json!(reason);
+    }
+    s.commit(Kind::Pod, &snap.key, v, false);
+}
+
+/// Stores a scenario's budget under policy/v1, or replaces its spec (a new
+/// generation, which the disruption controller has yet to observe).
+fn store_budget(s: &mut Inner, time: &TimeBase, spec: &nodewarden_sim::scenario::BudgetSpec) {
+    let (ns, name) = spec.name.split_once('/').unwrap_or(("default", &spec.name));
+    create_namespace(s, time, ns);
+    let key = key_of(ns, name);
+    let v = match s.get(Kind::PodDisruptionBudget, &key) {
+        Some(cur) => {
+            let old = cur.value();
+            let mut v = convert::budget_json(spec, ns, name, &cur.uid, time);
+            let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            v["metadata"]["generation"] = json!(generation + 1);
+            v["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
+            if let Some(status) = old.get("status") {
+                v["status"] = status.clone();
+            }
+            v
+        }
+        None => {
+            let uid = s.next_uid();
+            convert::budget_json(spec, ns, name, &uid, time)
+        }
+    };
+    s.commit(Kind::PodDisruptionBudget, &key, v, false);
+}
+
+/// What [`populate`] built beside the store's objects.
+struct Populated {
+    kubelets: Kubelets,
+    plan: FaultPlan,
+    name: String,
+    /// The cluster keeps what the scheduler reads (allocatable, requests,
+    /// owners): a scenario file's events that add nodes and pods then
+    /// serve it too.
+    tracks_scheduling: bool,
+}
+
 /// Fills the store from the simulator's cluster.
-fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, String), ServeError> {
+fn populate(opts: &ServeOptions, sh: &Shared) -> Result<Populated, ServeError> {
     let time = sh.time;
     let mut cluster;
     let mut kubelets;
@@ -271,7 +360,15 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, St
             }
             cluster = Cluster::new(AdmissionDefaults::default());
             kubelets = Kubelets::new(opts.timing).with_jitter(LEASE_JITTER, spec.seed);
-            let layout = fleet::build(spec, &opts.timing, &mut cluster, &mut kubelets);
+            let layout = if *builtin == Some(Builtin::CriticalAddon) {
+                // The cluster `nodewarden sim --scenario critical-addon`
+                // builds: full nodes, budgets, the addons on the first node,
+                // with what the scheduler reads.
+                cluster = cluster.with_scheduling(true, true);
+                nodewarden_sim::addons::build(spec, &opts.timing, &mut cluster, &mut kubelets)
+            } else {
+                fleet::build(spec, &opts.timing, &mut cluster, &mut kubelets)
+            };
             plan = builtin.map_or_else(FaultPlan::new, |b| b.plan(&layout, spec.seed));
             name = builtin.map_or_else(|| "no scenario".to_string(), |b| b.name().to_string());
         }
@@ -364,13 +461,9 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<(Kubelets, FaultPlan, St
         s.commit(Kind::DaemonSet, &key_of(&ns, &name), v, false);
     }
     for b in cluster.budgets().values() {
-        let (ns, bname) = b.spec.name.split_once('/').unwrap_or(("default", &b.spec.name));
-        create_namespace(&mut s, &time, ns);
-        let uid = s.next_uid();
-        let v = convert::budget_json(&b.spec, ns, bname, &uid, &time);
-        s.commit(Kind::PodDisruptionBudget, &key_of(ns, bname), v, false);
+        store_budget(&mut s, &time, &b.spec);
     }
-    Ok((kubelets, plan, name))
+    Ok(Populated { kubelets, plan, name, tracks_scheduling: tracks })
 }
 
 /// Called when a client creates an object, before it is stored: what
@@ -533,9 +626,16 @@ struct Driver {
     started: Instant,
     status: Arc<Mutex<StatusLine>>,
     controller: Option<Controller>,
+    /// How the controller reads the store (its configuration's choice).
+    reader: Reader,
+    /// See [`Populated::tracks_scheduling`].
+    tracks_scheduling: bool,
     watches: Option<served_api::Feeds>,
     tick: Duration,
     scheduler: bool,
+    /// Replaces the owned pods deleted, when the cluster keeps scheduling
+    /// facts.
+    recreator: Option<Recreator>,
 }
 
 impl Driver {
@@ -545,7 +645,7 @@ impl Driver {
         let mut last_pdb = Instant::now();
         let mut last_status = Instant::now() - Duration::from_secs(10);
         if self.controller.is_some() {
-            self.watches = Some(served_api::Feeds::subscribe(&self.shared));
+            self.watches = Some(served_api::Feeds::subscribe(&self.shared, self.reader));
         }
         loop {
             tick.tick().await;
@@ -555,6 +655,9 @@ impl Driver {
                 let mut s = self.shared.store.lock();
                 let mut api = StoreKubelets { s: &mut s, time: self.shared.time, lease_duration: self.lease_duration };
                 self.kubelets.run_until(now, &mut api);
+            }
+            if let Some(r) = &mut self.recreator {
+                r.pass(&self.shared, now);
             }
             if last_pdb.elapsed() >= Duration::from_secs(1) {
                 if self.scheduler {
@@ -633,10 +736,11 @@ impl Driver {
             Fault::ControlPlaneUp => sh.faults.clear(),
             Fault::RestartController => {
                 if let Some(c) = &mut self.controller {
+                    let now = sh.time.unix_timestamp(now);
                     if let Err(e) = c.restart(now) {
                         warn!(error = %e, "controller restart failed");
                     }
-                    for o in served_api::state(&sh) {
+                    for o in self.reader.state(&sh, now) {
                         c.observe(now, o);
                     }
                 }
@@ -647,12 +751,18 @@ impl Driver {
 
     /// A scenario file's event, applied through a scratch copy of the
     /// simulator's cluster holding the objects it touches, so the event
-    /// means here exactly what it means in replay.
+    /// means here exactly what it means in replay. What the simulator keeps
+    /// apart from its objects (budgets, allocatable, the scheduler's
+    /// verdicts and binds) is written to the stored objects directly, as
+    /// the API would hold it.
     fn apply_event(&mut self, now: Timestamp, action: &EventAction) {
         let sh = self.shared.clone();
         let time = sh.time;
         let mut s = sh.store.lock();
-        let mut scratch = Cluster::new(sh.admission);
+        // The scratch cluster keeps scheduling facts exactly when the
+        // served one does, so an added node or pod is served as a node or
+        // pod of the file's is.
+        let mut scratch = Cluster::new(sh.admission).with_scheduling(false, self.tracks_scheduling);
         let node_name = match action {
             EventAction::SetReady(a) => Some(a.node.clone()),
             EventAction::SetCondition(a) => Some(a.node.clone()),
@@ -668,10 +778,14 @@ impl Driver {
         {
             scratch.put_node(convert::node_snapshot(&obj.value(), &time));
         }
+        let mut budgets_changed = false;
         let obs = match action {
             EventAction::DeletePod(key) => {
-                if let Some(p) = s.get(Kind::Pod, key) {
-                    s.commit(Kind::Pod, key, p.value(), true);
+                match s.get(Kind::Pod, key) {
+                    Some(p) => {
+                        s.commit(Kind::Pod, key, p.value(), true);
+                    }
+                    None => warn!(pod = %key, "delete-pod: no such pod now"),
                 }
                 Vec::new()
             }
@@ -693,19 +807,82 @@ impl Driver {
                 }
                 Vec::new()
             }
+            // As the scheduler's bind: the node, PodScheduled=True, and the
+            // kubelet of a Ready node starts the pod.
             EventAction::BindPod(a) => {
-                if let Some(p) = s.get(Kind::Pod, &a.pod) {
-                    let mut v = p.value();
-                    v["spec"]["nodeName"] = json!(a.node);
-                    s.commit(Kind::Pod, &a.pod, v, false);
+                match s.get(Kind::Pod, &a.pod) {
+                    Some(p) => {
+                        let mut v = p.value();
+                        crate::binding::assign(&s, &sh, &mut v, &a.node, now);
+                        s.commit(Kind::Pod, &a.pod, v, false);
+                    }
+                    None => warn!(pod = %a.pod, "bind-pod: no such pod now"),
                 }
                 Vec::new()
             }
-            EventAction::AddPod(spec) => scratch.add_pod(spec),
+            EventAction::AddPod(spec) => {
+                // At the event's time (`unschedulable-since: now`), and with
+                // what the file says of its scheduling.
+                scratch.add_pod_at(spec, now);
+                if let Some(p) = scratch.pod(&spec.name) {
+                    store_added_pod(&mut s, &time, p, now);
+                }
+                Vec::new()
+            }
             EventAction::KubeletStart(nodes) => {
                 let mut api = StoreKubelets { s: &mut s, time, lease_duration: self.lease_duration };
                 for n in nodes {
                     self.kubelets.start(n, now, &mut api);
+                }
+                Vec::new()
+            }
+            EventAction::AddBudget(spec) => {
+                store_budget(&mut s, &time, spec);
+                budgets_changed = true;
+                Vec::new()
+            }
+            EventAction::DeleteBudget(key) => {
+                match s.get(Kind::PodDisruptionBudget, key) {
+                    Some(b) => {
+                        s.commit(Kind::PodDisruptionBudget, key, b.value(), true);
+                    }
+                    None => warn!(budget = %key, "delete-budget: no such budget now"),
+                }
+                Vec::new()
+            }
+            // A served node always reports an allocatable (a real one
+            // does), so the change is served whatever the file runs.
+            EventAction::SetAllocatable(a) => {
+                match s.get(Kind::Node, &a.node) {
+                    Some(n) => {
+                        let mut v = n.value();
+                        let resources = convert::resources_json(Some(a.allocatable.resources()));
+                        v["status"]["allocatable"] = resources.clone();
+                        v["status"]["capacity"] = resources;
+                        s.commit(Kind::Node, &a.node, v, false);
+                    }
+                    None => warn!(node = %a.node, "set-allocatable: no such node now"),
+                }
+                Vec::new()
+            }
+            // The scheduler's verdict, as the served scheduler writes it.
+            EventAction::MarkUnschedulable(a) => {
+                match s.get(Kind::Pod, &a.pod) {
+                    Some(p) => {
+                        let mut v = p.value();
+                        let bound = v.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+                        let terminating = v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+                        if bound || terminating {
+                            warn!(pod = %a.pod, "mark-unschedulable: the pod is bound or terminating; ignored");
+                        } else if crate::scheduler::mark_unschedulable(
+                            &mut v,
+                            "0/0 nodes are available (a scenario's mark-unschedulable)",
+                            &time.time(now),
+                        ) {
+                            s.commit(Kind::Pod, &a.pod, v, false);
+                        }
+                    }
+                    None => warn!(pod = %a.pod, "mark-unschedulable: no such pod now"),
                 }
                 Vec::new()
             }
@@ -714,18 +891,25 @@ impl Driver {
         for o in obs {
             served_api::write_observation(&mut s, &time, self.lease_duration, o);
         }
+        drop(s);
+        if budgets_changed {
+            // The disruption controller publishes the new budget's status
+            // at once, as the simulator's does.
+            crate::pdb::refresh(&sh);
+        }
     }
 
     fn step_controller(&mut self, now: Timestamp) {
         let Some(controller) = &mut self.controller else { return };
         let sh = self.shared.clone();
+        let now = sh.time.unix_timestamp(now);
         let outage = sh.faults.outage();
         if let Some(feeds) = &mut self.watches {
-            for o in feeds.drain(&sh, outage) {
+            for o in feeds.drain(&sh, outage, now) {
                 controller.observe(now, o);
             }
         }
-        let mut api = ServedApi { shared: &sh };
+        let mut api = ServedApi { shared: &sh, reader: self.reader };
         controller.step(now, &mut api, &mut |_| {});
     }
 }

@@ -219,3 +219,109 @@ pods:
     .or_fail("timed out waiting for the scheduler");
     served.stop();
 }
+
+fn pod_condition(p: &k8s_openapi::api::core::v1::Pod, type_: &str) -> Option<(String, Option<String>, i64)> {
+    p.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == type_)).map(|c| {
+        let at = c.last_transition_time.as_ref().map_or(0, |t| t.0.as_second());
+        (c.status.clone(), c.reason.clone(), at)
+    })
+}
+
+/// The events the rescheduler's scenarios use reach the served store, as
+/// a client sees them: a budget created (served under policy/v1, its
+/// status kept by the disruption controller) and deleted, a node's
+/// allocatable changed, a pod added with its scheduling facts and marked
+/// Unschedulable at the event's time, a bind that the pod's kubelet
+/// follows (PodScheduled=True, Running), and a pending pod marked
+/// Unschedulable by `mark-unschedulable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reschedulers_scenario_events_reach_the_served_store() {
+    let scenario = nodewarden_sim::parse_scenario(
+        r#"
+name: rescheduler events, served
+config: {enable-rescheduler: true}
+nodes:
+- {name: a, zone: r/z, created: -1h, ready: "True", heartbeat: 0s, lease: 0s, kubelet: true, allocatable: {cpu: 2, memory: 4Gi, pods: 10}}
+pods:
+- {name: default/web-1, owner: ReplicaSet, labels: {app: web}, requests: {cpu: 500m}}
+- {name: default/waiting}
+events:
+- {at: 1s, add-budget: {name: default/web, selector: {matchLabels: {app: web}}, max-unavailable: 1}}
+- {at: 1s, set-allocatable: {node: a, allocatable: {cpu: 3, memory: 8Gi, pods: 20}}}
+- {at: 2s, bind-pod: {pod: default/web-1, node: a}}
+- at: 8s
+  add-pod:
+    name: kube-system/dns
+    requests: {cpu: 1, memory: 70Mi}
+    priority-class: system-cluster-critical
+    unschedulable-since: now
+- {at: 10s, mark-unschedulable: {pod: default/waiting}}
+- {at: 20s, delete-budget: default/web}
+"#,
+    )
+    .or_fail("scenario");
+    let mut opts = options(0, 0);
+    opts.source = ServeSource::File(Box::new(scenario));
+    // Twice real time: the budget at 0.5 s, the bind at 1 s, the addon at
+    // 4 s, the budget gone at 10 s.
+    opts.scenario_speed = 2.0;
+    let served = start(opts).await;
+    let epoch_secs = served.shared.time.unix_nanos_at_epoch / 1_000_000_000;
+    let c = client(&served, true);
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+    let system: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "kube-system");
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(c.clone(), "default");
+    tokio::time::timeout(Duration::from_secs(30), async {
+        // The budget, with the disruption controller's status once the
+        // bound pod is Ready (1 healthy, max 1 unavailable: 1 allowed).
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let Some(b) = pdbs.get_opt("web").await.or_fail("budget") else { continue };
+            if b.status.as_ref().is_some_and(|s| s.disruptions_allowed == 1 && s.expected_pods == 1) {
+                break;
+            }
+        }
+        let alloc = nodes.get("a").await.or_fail("a").status.and_then(|s| s.allocatable).unwrap_or_default();
+        let alloc: Vec<(&str, &str)> =
+            ["cpu", "memory", "pods"].iter().map(|k| (*k, alloc.get(*k).map_or("", |q| q.0.as_str()))).collect();
+        assert_eq!(alloc, [("cpu", "3000m"), ("memory", "8589934592"), ("pods", "20")]);
+        let web = pods.get("web-1").await.or_fail("web-1");
+        assert_eq!(web.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("a"));
+        assert_eq!(web.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running"));
+        assert_eq!(pod_condition(&web, "PodScheduled").map(|c| c.0).as_deref(), Some("True"));
+        // The addon, added at 8 s of the timeline (4 s of wall time), is
+        // Unschedulable since then, with its facts.
+        let dns = loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(p) = system.get_opt("dns").await.or_fail("dns") {
+                break p;
+            }
+        };
+        let (status, reason, since) = pod_condition(&dns, "PodScheduled").ok_or("none").or_fail("PodScheduled");
+        assert_eq!((status.as_str(), reason.as_deref()), ("False", Some("Unschedulable")));
+        assert!(since - epoch_secs >= 3, "marked {}s after the start, not at the event", since - epoch_secs);
+        let spec = dns.spec.ok_or("none").or_fail("spec");
+        assert_eq!(spec.priority_class_name.as_deref(), Some("system-cluster-critical"));
+        let requests = spec.containers[0].resources.as_ref().and_then(|r| r.requests.clone()).unwrap_or_default();
+        assert_eq!(requests.get("cpu").map(|q| q.0.as_str()), Some("1000m"));
+        // The scheduler's verdict the file plays at 10 s (5 s of wall time).
+        let waiting = loop {
+            let p = pods.get("waiting").await.or_fail("waiting");
+            if pod_condition(&p, "PodScheduled").is_some() {
+                break p;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let (status, reason, since) = pod_condition(&waiting, "PodScheduled").ok_or("none").or_fail("PodScheduled");
+        assert_eq!((status.as_str(), reason.as_deref()), ("False", Some("Unschedulable")));
+        assert!(since - epoch_secs >= 4, "marked {}s after the start, not at the event", since - epoch_secs);
+        // The budget goes at 20 s of the timeline.
+        while pdbs.get_opt("web").await.or_fail("budget").is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .or_fail("timed out waiting for the file's events");
+    served.stop();
+}

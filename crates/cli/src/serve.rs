@@ -44,7 +44,22 @@ fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
         },
     };
     let api_faults = args.api_fault.iter().map(|s| s.parse::<PlannedApiFault>()).collect::<Result<Vec<_>, _>>()?;
-    let controller = if args.controller { Some(crate::sim::controller_config(args)?) } else { None };
+    let controller = match (&source, args.controller) {
+        (_, false) => None,
+        // A scenario file brings its controller's flags (`config:`), as it
+        // does for `nodewarden sim`: its rescheduler flags included.
+        (ServeSource::File(scenario), true) => {
+            if args.config.is_some() {
+                bail!("--config does not apply to a scenario file: the file's own `config:` is the controller's");
+            }
+            let mut config = scenario.config.clone();
+            if args.legacy {
+                config.enable_taint_manager = false;
+            }
+            Some(config)
+        }
+        (ServeSource::Fleet(..), true) => Some(crate::sim::controller_config(args)?),
+    };
     let speed = match args.speed {
         Some(s) if s.is_finite() && s > 0.0 => s,
         Some(s) => bail!("--speed must be a positive number, got {s}"),
@@ -99,4 +114,61 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     })?;
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn args(extra: &[&str]) -> SimArgs {
+        let mut line = vec!["nodewarden", "--serve", "127.0.0.1:0"];
+        line.extend_from_slice(extra);
+        Line::parse_from(line).sim
+    }
+
+    /// A scenario file's `config:` is the in-process controller's, its
+    /// rescheduler flags included, as `nodewarden sim` takes it; a fleet's
+    /// comes from `--config`.
+    #[test]
+    fn the_in_process_controller_takes_a_scenario_files_flags() {
+        let dir = std::env::temp_dir().join(format!("nodewarden-serve-options-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("s.yaml");
+        std::fs::write(
+            &file,
+            "config: {enable-rescheduler: true, rescheduler-unschedulable-grace: 3s}\n\
+             nodes: [{name: a, ready: \"True\"}]\n",
+        )
+        .expect("write");
+        let flags = dir.join("flags.yaml");
+        std::fs::write(&flags, "node-monitor-grace-period: 50s\n").expect("write");
+        let path = file.to_str().expect("utf-8");
+
+        let opts = options(&args(&["--scenario", path, "--controller"])).expect("options");
+        let config = opts.controller.expect("a controller");
+        assert!(config.enable_rescheduler);
+        assert_eq!(config.rescheduler_unschedulable_grace, nodewarden_model::Span::from_secs(3));
+
+        let legacy = options(&args(&["--scenario", path, "--controller", "--legacy"])).expect("options");
+        assert!(legacy.controller.is_some_and(|c| c.enable_rescheduler && !c.enable_taint_manager));
+
+        let both = options(&args(&["--scenario", path, "--controller", "--config", flags.to_str().expect("utf-8")]));
+        let err = both.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("--config does not apply to a scenario file"), "{err}");
+
+        assert!(options(&args(&["--scenario", path])).expect("options").controller.is_none());
+        let fleet = options(&args(&["--controller", "--config", flags.to_str().expect("utf-8")])).expect("options");
+        let config = fleet.controller.expect("a controller");
+        assert_eq!(config.node_monitor_grace_period, nodewarden_model::Span::from_secs(50));
+        assert!(!config.enable_rescheduler);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

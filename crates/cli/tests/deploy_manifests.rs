@@ -517,6 +517,9 @@ fn alerts_and_dashboard_use_metric_names_the_code_exports() {
         "NodewardenInterlockRefusal",
         "NodewardenNoLeader",
         "NodewardenWatchesNotSynced",
+        "NodewardenCriticalAddonPending",
+        "NodewardenCriticalAddonNoFit",
+        "NodewardenAddonEvictionsRefused",
     ] {
         assert!(alerts.contains(must), "no alert {must}: {alerts:?}");
     }
@@ -552,6 +555,13 @@ fn alerts_and_dashboard_use_metric_names_the_code_exports() {
         "nodewarden_api_requests_total",
     ] {
         assert!(used.contains(must), "the dashboard shows no {must}");
+    }
+    // Every metric of the rescheduler has a panel: a new one must not go
+    // unseen by operators.
+    let rescheduler: Vec<&String> = exported.iter().filter(|m| m.starts_with("nodewarden_rescheduler_")).collect();
+    assert!(rescheduler.len() >= 3, "the rescheduler's metrics were not found in the code: {exported:?}");
+    for m in rescheduler {
+        assert!(used.contains(m), "the dashboard shows no {m}");
     }
 }
 

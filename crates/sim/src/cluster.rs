@@ -628,6 +628,35 @@ impl Cluster {
         })
     }
 
+    /// Marks an unbound pod `PodScheduled=False`, reason `Unschedulable`,
+    /// as the scheduler does when it finds no room (the `mark-unschedulable`
+    /// event, for files without the simulated scheduler). A pod already
+    /// marked keeps its first time, as the scheduler keeps it; a bound,
+    /// terminating or missing pod is left alone (logged).
+    pub fn mark_unschedulable(&mut self, key: &str, now: Timestamp) -> Vec<Observation> {
+        match self.pods.get(key).filter(|p| !p.deleted) {
+            None => {
+                warn!(pod = key, "mark-unschedulable: no such pod now; ignored");
+                return Vec::new();
+            }
+            Some(p) if p.node.is_some() || p.terminating => {
+                warn!(pod = key, "mark-unschedulable: the pod is bound or terminating; ignored");
+                return Vec::new();
+            }
+            Some(_) => {}
+        }
+        self.update_pod(key, "mark-unschedulable", |p| {
+            let s = p.scheduling.get_or_insert_with(|| {
+                Box::new(PodScheduling {
+                    termination_grace: PodScheduling::DEFAULT_TERMINATION_GRACE,
+                    ..PodScheduling::default()
+                })
+            });
+            s.unschedulable_since.get_or_insert(now);
+            p.conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
+        })
+    }
+
     /// Sets a node's allocatable (tracked only when a scheduler or the
     /// rescheduler runs).
     pub fn set_allocatable(&mut self, node: &str, allocatable: &AllocatableSpec) -> Vec<Observation> {
@@ -1699,6 +1728,45 @@ nodes:
             assert_eq!(bound(&c, "d/p4").as_deref(), Some("b"));
             assert!(!c.pod("d/p4").unwrap().unschedulable());
             assert_eq!(c.pod("d/p4").unwrap().conditions[POD_SCHEDULED], ConditionStatus::True);
+        }
+
+        /// The `mark-unschedulable` event, in a file without the
+        /// scheduler: a pod (a controller's replacement too) is marked at
+        /// the event's time, keeps its first mark, and a bound pod is left
+        /// alone. With the rescheduler on, the controller hears of it.
+        #[test]
+        fn mark_unschedulable_is_the_schedulers_verdict_without_the_scheduler() {
+            let mut c = world(
+                "config: {enable-rescheduler: true}\n\
+                 nodes: [{name: a, ready: \"True\"}]\n\
+                 pods:\n\
+                 - {name: kube-system/dns, owner: ReplicaSet, priority-class: system-cluster-critical}\n\
+                 - {name: d/web, node: a}\n",
+            );
+            let obs = c.mark_unschedulable("kube-system/dns", t(3));
+            let dns = c.pod("kube-system/dns").unwrap();
+            assert!(dns.unschedulable());
+            assert_eq!(dns.conditions[POD_SCHEDULED], ConditionStatus::False);
+            assert!(matches!(obs.as_slice(), [Observation::PodUpserted(p)]
+                if p.scheduling.as_ref().and_then(|s| s.unschedulable_since) == Some(t(3))));
+            assert!(c.mark_unschedulable("kube-system/dns", t(7)).is_empty(), "the first mark stays");
+            assert!(c.mark_unschedulable("d/web", t(7)).is_empty(), "a bound pod");
+            assert!(!c.pod("d/web").unwrap().unschedulable());
+            assert!(c.mark_unschedulable("d/nothing", t(7)).is_empty());
+            // Its replacement, which no file can define, is marked by name.
+            c.delete_pod("kube-system/dns");
+            assert!(!c.pod("kube-system/dns-r1").unwrap().unschedulable(), "no scheduler marks it");
+            c.mark_unschedulable("kube-system/dns-r1", t(9));
+            let r1 = c.pod("kube-system/dns-r1").unwrap();
+            assert_eq!(r1.scheduling.as_ref().and_then(|s| s.unschedulable_since), Some(t(9)));
+            // Without scheduling facts the pod gets them (default grace).
+            let mut plain = world("pods: [{name: d/p}]\n");
+            plain.mark_unschedulable("d/p", t(1));
+            let s = plain.pod("d/p").unwrap().scheduling.clone().unwrap();
+            assert_eq!(
+                (s.unschedulable_since, s.termination_grace),
+                (Some(t(1)), PodScheduling::DEFAULT_TERMINATION_GRACE)
+            );
         }
 
         #[test]

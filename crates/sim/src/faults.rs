@@ -153,6 +153,7 @@ pub fn apply_event(
         EventAction::AddBudget(b) => c.put_budget(b),
         EventAction::DeleteBudget(k) => c.delete_budget(k),
         EventAction::SetAllocatable(a) => c.set_allocatable(&a.node, &a.allocatable),
+        EventAction::MarkUnschedulable(a) => c.mark_unschedulable(&a.pod, t),
     }
 }
 

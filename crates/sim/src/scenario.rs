@@ -748,6 +748,16 @@ pub struct BindPod {
     pub node: String,
 }
 
+/// `mark-unschedulable: {pod}`: the scheduler's verdict on a pod it could
+/// not place, for files that do not run the simulated scheduler.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MarkUnschedulable {
+    /// The pod (one the file defines, or a controller's replacement of
+    /// one, `<name>-r<N>`).
+    pub pod: String,
+}
+
 /// `set-labels: {node, labels}`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -802,6 +812,9 @@ pub enum EventAction {
     DeleteBudget(String),
     /// Change a node's allocatable.
     SetAllocatable(SetAllocatable),
+    /// The scheduler marks an unbound pod `PodScheduled=False`, reason
+    /// `Unschedulable`, now (a pod already marked keeps its time).
+    MarkUnschedulable(MarkUnschedulable),
 }
 
 impl EventAction {
@@ -828,6 +841,7 @@ impl EventAction {
             EventAction::AddBudget(_) => "add-budget",
             EventAction::DeleteBudget(_) => "delete-budget",
             EventAction::SetAllocatable(_) => "set-allocatable",
+            EventAction::MarkUnschedulable(_) => "mark-unschedulable",
         }
     }
 }
@@ -885,12 +899,14 @@ struct RawEvent {
     delete_budget: Option<String>,
     #[serde(default)]
     set_allocatable: Option<SetAllocatable>,
+    #[serde(default)]
+    mark_unschedulable: Option<MarkUnschedulable>,
 }
 
 const EVENT_ACTIONS: &str = "renew-lease, set-ready, set-condition, kubelet-stop, kubelet-start, \
      add-node, delete-node, add-pod, delete-pod, set-taints, set-unschedulable, set-lease, \
      remove-condition, set-tolerations, bind-pod, set-labels, restart-controller, add-budget, \
-     delete-budget, set-allocatable";
+     delete-budget, set-allocatable, mark-unschedulable";
 
 impl TryFrom<RawEvent> for EventEntry {
     type Error = String;
@@ -953,6 +969,9 @@ impl TryFrom<RawEvent> for EventEntry {
         }
         if let Some(v) = r.set_allocatable {
             actions.push(EventAction::SetAllocatable(v));
+        }
+        if let Some(v) = r.mark_unschedulable {
+            actions.push(EventAction::MarkUnschedulable(v));
         }
         match r.restart_controller {
             Some(true) => actions.push(EventAction::RestartController),

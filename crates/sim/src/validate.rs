@@ -161,6 +161,10 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             EventAction::DeletePod(p) => pod_ref(format!("{base}.delete-pod"), p)?,
             EventAction::SetTolerations(a) => pod_ref(field("pod"), &a.pod)?,
             EventAction::BindPod(a) => pod_ref(field("pod"), &a.pod)?,
+            // A controller's replacement of a defined pod may be marked:
+            // nothing else could mark it in a file without the scheduler.
+            EventAction::MarkUnschedulable(a) if pods.contains_key(crate::cluster::replacement_base(&a.pod)) => {}
+            EventAction::MarkUnschedulable(a) => pod_ref(field("pod"), &a.pod)?,
             EventAction::AddNode(_) | EventAction::AddPod(_) | EventAction::AddBudget(_) => {}
             EventAction::DeleteBudget(b) => {
                 if !budgets.contains_key(b.as_str()) {
@@ -815,7 +819,50 @@ expect:
         let e = error("pods: [{name: d/web-1}]\nexpect: [{at: 1s, pod: d/web-2-r1, unschedulable: true}]");
         assert_eq!(e.path(), Some("expect[0].pod"), "{e}");
         let e = error("pods: [{name: d/web-1}]\nevents: [{at: 1s, delete-pod: d/web-1-r1}]");
-        assert_eq!(e.path(), Some("events[0].delete-pod"), "only expectations: {e}");
+        assert_eq!(e.path(), Some("events[0].delete-pod"), "only expectations and marks: {e}");
+    }
+
+    #[test]
+    fn mark_unschedulable_names_a_defined_pod_or_its_replacement() {
+        let s = parse(
+            "pods: [{name: d/web-1}]\nevents: [{at: 1s, mark-unschedulable: {pod: d/web-1}}, \
+             {at: 2s, mark-unschedulable: {pod: d/web-1-r1}}]",
+        );
+        let marked: Vec<&str> = s
+            .events
+            .iter()
+            .filter_map(|e| match &e.action {
+                EventAction::MarkUnschedulable(m) => Some(m.pod.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(marked, ["d/web-1", "d/web-1-r1"]);
+        for (text, path, needle) in [
+            (
+                "pods: [{name: d/web-1}]\nevents: [{at: 1s, mark-unschedulable: {pod: d/web-2}}]",
+                "events[0].mark-unschedulable.pod",
+                "no pod",
+            ),
+            (
+                "pods: [{name: d/web-1}]\nevents: [{at: 1s, mark-unschedulable: {pod: d/web-1, since: 0s}}]",
+                "events[0].mark-unschedulable.since",
+                "unknown field",
+            ),
+            (
+                "pods: [{name: d/web-1}]\nevents: [{at: 1s, mark-unschedulable: d/web-1}]",
+                "events[0].mark-unschedulable",
+                "invalid type",
+            ),
+            (
+                "pods: [{name: d/web-1}]\nevents: [{at: 1s, mark-unschedulable: {pod: d/web-1}, delete-pod: d/web-1}]",
+                "events[0]",
+                "exactly one action",
+            ),
+        ] {
+            let e = error(text);
+            assert_eq!(e.path(), Some(path), "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]
