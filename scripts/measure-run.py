@@ -21,6 +21,12 @@ def status_kb(pid, key):
                 return int(line.split()[1])
     return None
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+
 def get(url, timeout=30):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.load(r)
@@ -52,6 +58,7 @@ def main():
         metrics_port = 20000 + os.getpid() % 20000
         log = open(os.path.join(tmp, "run.log"), "w")
         started = time.time()
+        serve_cpu_before = cpu_seconds(serve.pid)
         run = subprocess.Popen(
             [a.binary, "run", "--kubeconfig", kubeconfig, "--leader-elect=false",
              "--bind-address", f"127.0.0.1:{metrics_port}"],
@@ -65,11 +72,15 @@ def main():
                 synced = time.time()
             except Exception:
                 time.sleep(0.05)
+        cpu_at_sync = {"run_cpu_seconds_to_synced": cpu_seconds(run.pid),
+                       "serve_cpu_seconds_to_synced": round(cpu_seconds(serve.pid) - serve_cpu_before, 2)}
         time.sleep(a.settle)
         out = {
             "nodes": a.nodes,
             "pods": a.nodes * a.pods_per_node,
             "seconds_to_synced": round(synced - started, 2),
+            **cpu_at_sync,
+            "run_cpu_seconds_after_settle": cpu_seconds(run.pid),
             "run_rss_mib": round(status_kb(run.pid, "VmRSS") / 1024, 1),
             "run_peak_rss_mib": round(status_kb(run.pid, "VmHWM") / 1024, 1),
             "serve_rss_mib": round(status_kb(serve.pid, "VmRSS") / 1024, 1),

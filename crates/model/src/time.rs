@@ -255,10 +255,47 @@ impl Sub for Timestamp {
     }
 }
 
+/// 2000-01-01T00:00:00Z in Unix seconds: a [`Timestamp`] from then on is
+/// shown as a date. A driver that counts from its own start (replay, the
+/// simulator) stays far below it; the adapter's, counted from the Unix
+/// epoch, are above it.
+const DATES_FROM_UNIX_SECS: i64 = 946_684_800;
+
 impl fmt::Display for Timestamp {
+    /// As a [`Span`] from the epoch (`65s`, `0.1s`) for a driver's own
+    /// clock; as an RFC 3339 UTC date (`2026-11-23T19:18:27.5Z`) from
+    /// 2000 on, where the epoch is Unix's: "unschedulable since
+    /// 1795463711s" would help nobody reading an Event at 3 a.m.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        Span(self.0).fmt(f)
+        let secs = self.0.div_euclid(NANOS_PER_SEC);
+        if secs < DATES_FROM_UNIX_SECS {
+            return Span(self.0).fmt(f);
+        }
+        let frac = self.0.rem_euclid(NANOS_PER_SEC);
+        let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        let (y, m, d) = civil_from_days(days);
+        write!(f, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", day_secs / 3600, day_secs % 3600 / 60, day_secs % 60)?;
+        if frac != 0 {
+            let digits = format!("{frac:09}");
+            write!(f, ".{}", digits.trim_end_matches('0'))?;
+        }
+        f.write_str("Z")
     }
+}
+
+/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 impl Serialize for Timestamp {
@@ -311,6 +348,18 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_unix_time_shows_as_a_date_and_a_drivers_own_as_seconds() {
+        assert_eq!(Timestamp::EPOCH.to_string(), "0s");
+        assert_eq!((Timestamp::EPOCH + Span::from_millis(65_500)).to_string(), "65.5s");
+        let unix = |s: i64| Timestamp::EPOCH + Span::from_secs(s);
+        assert_eq!(unix(946_684_799).to_string(), "946684799s", "the day before 2000 stays a span");
+        assert_eq!(unix(946_684_800).to_string(), "2000-01-01T00:00:00Z");
+        assert_eq!(unix(1_795_463_711).to_string(), "2026-11-23T19:55:11Z");
+        assert_eq!(unix(951_868_800).to_string(), "2000-03-01T00:00:00Z", "after a leap day");
+        assert_eq!((unix(1_709_210_096) + Span::from_millis(250)).to_string(), "2024-02-29T12:34:56.25Z");
+    }
 
     fn p(s: &str) -> Span {
         s.parse().unwrap()
