@@ -18,10 +18,13 @@
 //!   time it reads or writes, is Unix time ([`TimeBase::unix_timestamp`]),
 //!   while the simulated cluster keeps its own clock ([`TimeBase`]).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use nodewarden_controller::{Applied, ClusterApi};
-use nodewarden_engine::{Action, ActionKind, EventType as EngineEventType, ObjectRef, Observation, WriteOutcome};
+use nodewarden_engine::{
+    Action, ActionKind, EventType as EngineEventType, ObjectKind, ObjectRef, Observation, WriteOutcome,
+};
 use nodewarden_kube::convert::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
 use nodewarden_model::{ControllerConfig, DeletionMode, Timestamp};
 use serde_json::{Value, json};
@@ -82,14 +85,59 @@ impl Reader {
     /// The whole cluster as the controller's initial list: nodes, Leases,
     /// pods (and budgets), seen at `seen_at`.
     pub fn state(&self, sh: &Shared, seen_at: Timestamp) -> Vec<Observation> {
-        let s = sh.store.lock();
-        let mut out = Vec::new();
-        for &kind in self.kinds() {
-            let snap = s.snapshot(kind);
-            out.extend(snap.iter_from("", None).filter_map(|o| self.observe(kind, o, false, seen_at)));
-        }
-        out
+        self.listed(sh, seen_at).observations
     }
+
+    /// The whole cluster as a list gives it: what [`Reader::state`] gives,
+    /// and per kind the keys the list showed (an object the adapter cannot
+    /// read is not shown, as in `nodewarden run`).
+    pub fn listed(&self, sh: &Shared, seen_at: Timestamp) -> Listed {
+        let s = sh.store.lock();
+        let mut listed = Listed::default();
+        for &kind in self.kinds() {
+            let Some(engine_kind) = engine_kind(kind) else { continue };
+            let mut present = HashSet::new();
+            let snap = s.snapshot(kind);
+            for o in snap.iter_from("", None) {
+                if let Some(obs) = self.observe(kind, o, false, seen_at) {
+                    present.insert(if kind == Kind::Lease { o.name().to_string() } else { o.key.clone() });
+                    listed.observations.push(obs);
+                }
+            }
+            listed.present.push((engine_kind, present));
+        }
+        listed
+    }
+}
+
+/// The engine's name for a kind the controller watches.
+fn engine_kind(kind: Kind) -> Option<ObjectKind> {
+    match kind {
+        Kind::Node => Some(ObjectKind::Node),
+        Kind::Lease => Some(ObjectKind::Lease),
+        Kind::Pod => Some(ObjectKind::Pod),
+        Kind::PodDisruptionBudget => Some(ObjectKind::Budget),
+        _ => None,
+    }
+}
+
+/// A list of every kind the controller watches.
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// The objects, read.
+    pub observations: Vec<Observation>,
+    /// Per kind, the keys shown (node and Lease names, `namespace/name`).
+    pub present: Vec<(ObjectKind, HashSet<String>)>,
+}
+
+/// What the controller's watches delivered since the last look.
+#[derive(Debug)]
+pub enum Delivered {
+    /// Changes, in order.
+    Changes(Vec<Observation>),
+    /// The watches lost track (an outage, or they fell behind) and listed
+    /// everything again.
+    Relisted(Listed),
 }
 
 /// The controller's watches on the kinds its [`Reader`] reads.
@@ -117,19 +165,19 @@ impl Feeds {
     /// What arrived since the last call, read as seen at `seen_at` (Unix
     /// time). During an outage nothing does (and the watches are dropped);
     /// afterwards the whole state comes again, as after a relist.
-    pub fn drain(&mut self, sh: &Shared, outage: bool, seen_at: Timestamp) -> Vec<Observation> {
+    pub fn drain(&mut self, sh: &Shared, outage: bool, seen_at: Timestamp) -> Delivered {
         if outage {
             self.relist = true;
             for (_, rx) in &mut self.rx {
                 *rx = rx.resubscribe();
             }
-            return Vec::new();
+            return Delivered::Changes(Vec::new());
         }
         let mut out = Vec::new();
         if self.relist {
             self.relist = false;
             *self = Feeds::subscribe(sh, self.reader);
-            return self.reader.state(sh, seen_at);
+            return Delivered::Relisted(self.reader.listed(sh, seen_at));
         }
         let mut lagged = false;
         for (kind, rx) in &mut self.rx {
@@ -148,9 +196,9 @@ impl Feeds {
         }
         if lagged {
             *self = Feeds::subscribe(sh, self.reader);
-            return self.reader.state(sh, seen_at);
+            return Delivered::Relisted(self.reader.listed(sh, seen_at));
         }
-        out
+        Delivered::Changes(out)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::faults::{ApiFault, ApiFaults, PlannedApiFault};
 use crate::recreate::Recreator;
 use crate::resource::Kind;
-use crate::served_api::{self, Reader, ServedApi};
+use crate::served_api::{self, Delivered, Reader, ServedApi};
 use crate::server::{ServerConfig, Shared};
 use crate::store::{Inner, NODE_READY, Store, StoreLimits, key_of};
 
@@ -905,8 +905,20 @@ impl Driver {
         let now = sh.time.unix_timestamp(now);
         let outage = sh.faults.outage();
         if let Some(feeds) = &mut self.watches {
-            for o in feeds.drain(&sh, outage, now) {
-                controller.observe(now, o);
+            match feeds.drain(&sh, outage, now) {
+                Delivered::Changes(changes) => controller.observe_all(now, changes),
+                Delivered::Relisted(listed) => {
+                    // As `nodewarden run` does after a re-list: what the
+                    // engine holds and the list no longer shows was deleted
+                    // while the watches were away.
+                    controller.observe_all(now, listed.observations);
+                    for (kind, present) in &listed.present {
+                        let gone = controller.relisted(now, *kind, present);
+                        if gone > 0 {
+                            info!(?kind, deleted = gone, "re-list found objects deleted while the watches were away");
+                        }
+                    }
+                }
             }
         }
         let mut api = ServedApi { shared: &sh, reader: self.reader };

@@ -191,6 +191,23 @@ impl Controller {
         self.engine.known_keys(kind)
     }
 
+    /// A re-list of `kind` (after a watch lost track) showed `present`:
+    /// hands over the deletion of every object of the kind the engine holds
+    /// beyond them, in key order, and returns how many. What was handed
+    /// over before is taken in first, so an object added and deleted while
+    /// the watch was away is seen both ways. Drivers keep no copy of every
+    /// key for this; the engine's is the one.
+    pub fn relisted(&mut self, now: Timestamp, kind: ObjectKind, present: &HashSet<String>) -> usize {
+        self.absorb(now);
+        let mut gone: Vec<String> = self.known_keys(kind).into_iter().filter(|k| !present.contains(k)).collect();
+        gone.sort();
+        let n = gone.len();
+        for key in gone {
+            self.observe(now, Observation::deletion(kind, key));
+        }
+        n
+    }
+
     /// One instant of the loop at `now`: tick the engine, judge each action
     /// it issued, hold back those that would break an invariant, apply the
     /// rest through `api` in order and feed back what it answers. When a

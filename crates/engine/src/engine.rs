@@ -11,7 +11,7 @@ use crate::components::Zone;
 use crate::ingest;
 use crate::metric_names;
 use crate::monitor::{NodeTimers, ZoneCounts};
-use crate::observation::Observation;
+use crate::observation::{ObjectKind, Observation};
 use crate::reschedule::{ReschedulerState, SchedFacts};
 use crate::resources::*;
 use crate::systems::{disruption, health, legacy, node_handlers, pods, rescheduler, taint_manager, tainting};
@@ -53,20 +53,6 @@ pub struct PhaseTiming {
     pub phase: &'static str,
     /// Wall time it took.
     pub took: std::time::Duration,
-}
-
-/// The kinds of object the engine keeps by key ([`Engine::known_keys`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ObjectKind {
-    /// Nodes, by name.
-    Node,
-    /// Node Leases, by node name.
-    Lease,
-    /// Pods, by `namespace/name`.
-    Pod,
-    /// PodDisruptionBudgets, by `namespace/name` (kept only while the
-    /// rescheduler runs).
-    Budget,
 }
 
 /// The node lifecycle controller's core. Single-threaded and

@@ -35,9 +35,9 @@ mod resources;
 mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
-pub use engine::{Engine, ObjectKind, PhaseTiming, ZoneReport};
+pub use engine::{Engine, PhaseTiming, ZoneReport};
 pub use explain::{AddonEviction, Explanation, PreparationTier};
-pub use observation::{BudgetSnapshot, NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+pub use observation::{BudgetSnapshot, NodeSnapshot, ObjectKind, Observation, PodSnapshot, WriteOutcome};
 // Defined in nodewarden_model (shared with the simulator and the reference
 // model); re-exported so `nodewarden_engine::{PodKey, ZoneState}` keep working.
 pub use nodewarden_model::{PodKey, ZoneState};

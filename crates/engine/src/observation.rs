@@ -82,6 +82,20 @@ pub enum WriteOutcome {
     Failed(String),
 }
 
+/// The kinds of object the engine keeps by key ([`Engine::known_keys`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    /// Nodes, by name.
+    Node,
+    /// Node Leases, by node name.
+    Lease,
+    /// Pods, by `namespace/name`.
+    Pod,
+    /// PodDisruptionBudgets, by `namespace/name` (kept only while the
+    /// rescheduler runs).
+    Budget,
+}
+
 /// One thing the engine learns about the cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Observation {
@@ -125,4 +139,17 @@ pub enum Observation {
         /// Accepted or refused.
         outcome: WriteOutcome,
     },
+}
+
+impl Observation {
+    /// The observation that the object of `kind` keyed `key` is gone: what a
+    /// driver reports for an object a re-list no longer shows.
+    pub fn deletion(kind: ObjectKind, key: String) -> Observation {
+        match kind {
+            ObjectKind::Node => Observation::NodeDeleted { name: key },
+            ObjectKind::Lease => Observation::LeaseDeleted { node: key },
+            ObjectKind::Pod => Observation::PodDeleted { key },
+            ObjectKind::Budget => Observation::BudgetDeleted { key },
+        }
+    }
 }

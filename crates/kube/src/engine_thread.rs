@@ -122,25 +122,16 @@ pub struct EngineThread {
 
 impl EngineThread {
     /// A re-list of `watched` showed `present`: every object of the kind the
-    /// engine holds and the list did not show is reported deleted. What
-    /// arrived before the list's end is taken in first, so an object added
-    /// and deleted while the watch was away is seen both ways.
+    /// engine holds and the list did not show is reported deleted
+    /// ([`Controller::relisted`]).
     pub fn relisted(&mut self, watched: Watched, present: &HashSet<String>) {
-        let now = self.clock.now();
-        self.controller.absorb(now);
-        let mut gone: Vec<String> =
-            self.controller.known_keys(watched.kind()).into_iter().filter(|k| !present.contains(k)).collect();
-        if gone.is_empty() {
-            return;
-        }
-        gone.sort();
-        tracing::info!(
-            kind = watched.as_str(),
-            deleted = gone.len(),
-            "re-list found objects deleted while the watch was away"
-        );
-        for key in gone {
-            self.controller.observe(now, watched.deleted(key));
+        let gone = self.controller.relisted(self.clock.now(), watched.kind(), present);
+        if gone > 0 {
+            tracing::info!(
+                kind = watched.as_str(),
+                deleted = gone,
+                "re-list found objects deleted while the watch was away"
+            );
         }
     }
 

@@ -90,12 +90,7 @@ impl Watched {
 
     /// The observation that an object of this kind, by its key, is gone.
     pub fn deleted(self, key: String) -> Observation {
-        match self {
-            Watched::Nodes => Observation::NodeDeleted { name: key },
-            Watched::Pods => Observation::PodDeleted { key },
-            Watched::Leases => Observation::LeaseDeleted { node: key },
-            Watched::Budgets => Observation::BudgetDeleted { key },
-        }
+        Observation::deletion(self.kind(), key)
     }
 
     /// Whether the engine stops deciding while this watch is down. Nodes
