@@ -15,13 +15,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::hash::Hash;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::HashTable;
 
 /// The checker's hashed maps: looked up for every observation (a Lease
 /// renewal per node every 10 s), never iterated in an order that matters.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, PodSnapshot, WriteSlot, ZoneReport};
 use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, CRITICAL_ADDONS_ONLY_VALUE, is_critical_addon};
@@ -156,63 +156,232 @@ impl NodeMirror {
 }
 
 /// What the checker remembers of a pod, and of the verdicts its
-/// tolerations got during the current tainted episode of its node.
+/// tolerations got during the current tainted episode of its node. Packed
+/// (48 bytes): a million pods make the checker's mirror about as large as
+/// the engine's otherwise.
 #[derive(Clone, Debug)]
 struct PodMirror {
-    /// Shared with the `pods_by_node` key and every pod on the node.
-    node: Option<Arc<str>>,
-    daemonset: bool,
-    /// Shared with every pod that has the same list ([`Interner`]).
-    tolerations: Arc<[Toleration]>,
+    /// The pod's key; empty in a free slot.
+    key: Box<str>,
     /// The countdown start: when the pod was first seen on its node during
-    /// the node's current tainted episode.
-    since: Option<Timestamp>,
-    /// Smallest `tolerationSeconds` that decided the pod during the episode.
-    min_seconds: Option<i64>,
+    /// the node's current tainted episode (meaningful with [`PodMirror::SINCE`]).
+    since: Timestamp,
+    /// Smallest `tolerationSeconds` that decided the pod during the episode
+    /// (meaningful with [`PodMirror::MIN_SECONDS`]).
+    min_seconds: i64,
+    /// Its node's id in [`InvariantChecker::node_names`], or [`NO_NODE`].
+    node: u32,
+    /// Its place in its node's list of pods.
+    at: u32,
+    /// Its toleration list's id in [`InvariantChecker::toleration_lists`].
+    tolerations: u32,
+    flags: u8,
+}
+
+/// A pod bound to no node.
+const NO_NODE: u32 = u32::MAX;
+
+impl PodMirror {
+    const DAEMONSET: u8 = 1;
     /// Some taint was untolerated at some point of the episode.
-    untolerated: bool,
+    const UNTOLERATED: u8 = 1 << 1;
     /// Has a deletion timestamp.
-    terminating: bool,
+    const TERMINATING: u8 = 1 << 2;
     /// A critical addon or a mirror pod: never evicted for an addon.
-    protected: bool,
-}
+    const PROTECTED: u8 = 1 << 3;
+    const SINCE: u8 = 1 << 4;
+    const MIN_SECONDS: u8 = 1 << 5;
 
-/// Values many pods share (node names, toleration lists), kept once: at a
-/// million pods, a copy each would make the checker's mirror several
-/// times the size of the engine's. Values no pod refers to any more are
-/// swept when the table has doubled since the last sweep.
-#[derive(Debug)]
-struct Interner<T: ?Sized> {
-    values: HashSet<Arc<T>>,
-    sweep_at: usize,
-}
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
 
-impl<T: ?Sized> Default for Interner<T> {
-    fn default() -> Self {
-        Interner { values: HashSet::default(), sweep_at: 0 }
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+
+    fn since(&self) -> Option<Timestamp> {
+        self.has(Self::SINCE).then_some(self.since)
+    }
+
+    fn min_seconds(&self) -> Option<i64> {
+        self.has(Self::MIN_SECONDS).then_some(self.min_seconds)
+    }
+
+    /// Forgets the episode's history (a new node, or the taints gone).
+    fn reset_episode(&mut self) {
+        self.flags &= !(Self::SINCE | Self::MIN_SECONDS | Self::UNTOLERATED);
     }
 }
 
-impl<T: ?Sized + Eq + Hash> Interner<T>
-where
-    for<'a> Arc<T>: From<&'a T>,
-{
-    /// Below this many values the table is never swept.
-    const MIN_SWEEP: usize = 64;
+/// Records the verdict a pod's tolerations get now, if its node is
+/// tainted; resets its history when the node is not.
+fn sample(now: Timestamp, pod: &mut PodMirror, node: Option<&NodeMirror>, tolerations: &[Toleration]) {
+    let Some(node) = node.filter(|n| n.tainted_since.is_some()) else {
+        if node.is_some() {
+            // Taints gone (I4): the countdown is over.
+            pod.reset_episode();
+        }
+        return;
+    };
+    if !pod.has(PodMirror::SINCE) {
+        pod.since = now;
+        pod.set(PodMirror::SINCE, true);
+    }
+    let taints: Vec<Taint> = node.noexecute().cloned().collect();
+    match nodewarden_model::taint::decide(&taints, tolerations) {
+        Decision::Untolerated(_) => pod.set(PodMirror::UNTOLERATED, true),
+        Decision::Expires { seconds, .. } => {
+            pod.min_seconds = pod.min_seconds().map_or(seconds, |m| m.min(seconds));
+            pod.set(PodMirror::MIN_SECONDS, true);
+        }
+        Decision::Forever | Decision::NoTaints => {}
+    }
+}
 
-    /// The shared copy of `value`.
-    fn intern(&mut self, value: &T) -> Arc<T> {
-        if let Some(shared) = self.values.get(value) {
-            return shared.clone();
+/// The pods, in a slab: a record per pod and a table of slot numbers keyed
+/// by the record's own key (4 bytes a bucket), rather than a map holding
+/// each key and record in its buckets.
+#[derive(Debug, Default)]
+struct Pods {
+    slots: Vec<PodMirror>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Pods {
+    fn find(&self, key: &str) -> Option<u32> {
+        let hash = self.hasher.hash_one(key);
+        self.index.find(hash, |&i| &*self.slots[i as usize].key == key).copied()
+    }
+
+    fn get(&self, key: &str) -> Option<&PodMirror> {
+        self.find(key).map(|i| &self.slots[i as usize])
+    }
+
+    /// A new pod, on no node yet.
+    fn insert(&mut self, key: &str, tolerations: u32) -> u32 {
+        let record = PodMirror {
+            key: key.into(),
+            since: Timestamp::default(),
+            min_seconds: 0,
+            node: NO_NODE,
+            at: 0,
+            tolerations,
+            flags: 0,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = record;
+                id
+            }
+            None => {
+                self.slots.push(record);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pods")
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index.insert_unique(hasher.hash_one(key), id, |&i| hasher.hash_one(&*slots[i as usize].key));
+        id
+    }
+
+    /// Takes `id` out of the index and frees its slot; the caller has
+    /// unbound it and released its toleration list.
+    fn remove(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        let hash = self.hasher.hash_one(&*slot.key);
+        if let Ok(entry) = self.index.find_entry(hash, |&i| i == id) {
+            entry.remove();
         }
-        if self.values.len() >= self.sweep_at.max(Self::MIN_SWEEP) {
-            // Held by the table alone: no pod refers to it.
-            self.values.retain(|v| Arc::strong_count(v) > 1);
-            self.sweep_at = self.values.len() * 2;
+        slot.key = Box::default();
+        self.free.push(id);
+    }
+}
+
+/// Values many pods share (node names, toleration lists), kept once and
+/// named by a `u32` id, with the number of pods that refer to each (freed
+/// when none does) and `E` beside each (a node's list of pods).
+#[derive(Debug)]
+struct Shared<T: ?Sized, E> {
+    entries: Vec<SharedEntry<T, E>>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+#[derive(Debug)]
+struct SharedEntry<T: ?Sized, E> {
+    value: Box<T>,
+    refs: u32,
+    extra: E,
+}
+
+impl<T: ?Sized, E> Default for Shared<T, E> {
+    fn default() -> Self {
+        Shared {
+            entries: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
         }
-        let shared = Arc::from(value);
-        self.values.insert(shared.clone());
-        shared
+    }
+}
+
+impl<T: ?Sized + Eq + Hash, E: Default> Shared<T, E>
+where
+    Box<T>: Default + for<'a> From<&'a T>,
+{
+    fn find(&self, value: &T) -> Option<u32> {
+        let hash = self.hasher.hash_one(value);
+        self.index.find(hash, |&i| *self.entries[i as usize].value == *value).copied()
+    }
+
+    /// The id of `value`, counted as referred to once more.
+    fn acquire(&mut self, value: &T) -> u32 {
+        let hash = self.hasher.hash_one(value);
+        if let Some(&id) = self.index.find(hash, |&i| *self.entries[i as usize].value == *value) {
+            self.entries[id as usize].refs += 1;
+            return id;
+        }
+        let entry = SharedEntry { value: Box::from(value), refs: 1, extra: E::default() };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.entries[id as usize] = entry;
+                id
+            }
+            None => {
+                self.entries.push(entry);
+                u32::try_from(self.entries.len() - 1).expect("fewer than 2^32 shared values")
+            }
+        };
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.index.insert_unique(hash, id, |&i| hasher.hash_one(&*entries[i as usize].value));
+        id
+    }
+
+    /// One reference to `id` fewer; freed when none is left.
+    fn release(&mut self, id: u32) {
+        let entry = &mut self.entries[id as usize];
+        entry.refs -= 1;
+        if entry.refs > 0 {
+            return;
+        }
+        let hash = self.hasher.hash_one(&*entry.value);
+        if let Ok(found) = self.index.find_entry(hash, |&i| i == id) {
+            found.remove();
+        }
+        entry.value = Box::default();
+        entry.extra = E::default();
+        self.free.push(id);
+    }
+
+    fn get(&self, id: u32) -> &T {
+        &self.entries[id as usize].value
     }
 }
 
@@ -222,13 +391,13 @@ where
 pub struct InvariantChecker {
     config: ControllerConfig,
     nodes: HashMap<String, NodeMirror>,
-    /// By pod key; the key is the same allocation as in `pods_by_node`.
-    pods: HashMap<Arc<str>, PodMirror>,
-    pods_by_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
-    /// Node names pods are bound to, shared by the pods.
-    node_names: Interner<str>,
+    /// By pod key.
+    pods: Pods,
+    /// Node names pods are bound to, shared by the pods, each with the
+    /// slots of the pods bound to it.
+    node_names: Shared<str, Vec<u32>>,
     /// Toleration lists, shared by the pods that carry the same one.
-    toleration_lists: Interner<[Toleration]>,
+    toleration_lists: Shared<[Toleration], ()>,
     /// Per zone: the last new NoExecute taint's time and the rate then.
     zone_taints: HashMap<ZoneKey, (Timestamp, f64)>,
     /// Writes issued in the current step (the driver applies writes before
@@ -265,10 +434,9 @@ impl InvariantChecker {
         InvariantChecker {
             config: config.clone(),
             nodes: HashMap::default(),
-            pods: HashMap::default(),
-            pods_by_node: HashMap::default(),
-            node_names: Interner::default(),
-            toleration_lists: Interner::default(),
+            pods: Pods::default(),
+            node_names: Shared::default(),
+            toleration_lists: Shared::default(),
             zone_taints: HashMap::default(),
             step_writes: HashMap::default(),
             all_down_before: false,
@@ -370,11 +538,10 @@ impl InvariantChecker {
             Observation::PodUpserted(p) => self.upsert_pod(now, p),
             Observation::PodDeleted { key } => {
                 self.waiting_addons.remove(key.as_str());
-                if let Some(p) = self.pods.remove(key.as_str())
-                    && let Some(node) = p.node
-                    && let Some(set) = self.pods_by_node.get_mut(&node)
-                {
-                    set.remove(key.as_str());
+                if let Some(id) = self.pods.find(key.as_str()) {
+                    self.unbind(id);
+                    self.toleration_lists.release(self.pods.slots[id as usize].tolerations);
+                    self.pods.remove(id);
                 }
             }
             // The rescheduler's rules read budgets; node lifecycle's do not.
@@ -383,57 +550,66 @@ impl InvariantChecker {
     }
 
     fn upsert_pod(&mut self, now: Timestamp, p: &PodSnapshot) {
-        let (key, old_node) = match self.pods.get_key_value(p.key.as_str()) {
-            Some((key, m)) => (key.clone(), m.node.clone()),
-            None => (Arc::from(p.key.as_str()), None),
+        let tolerations = self.toleration_lists.acquire(&p.tolerations);
+        let id = match self.pods.find(p.key.as_str()) {
+            Some(id) => {
+                let old = std::mem::replace(&mut self.pods.slots[id as usize].tolerations, tolerations);
+                self.toleration_lists.release(old);
+                id
+            }
+            None => self.pods.insert(p.key.as_str(), tolerations),
         };
-        let node = p.node.as_deref().map(|n| self.node_names.intern(n));
-        if old_node != node {
-            if let Some(old) = &old_node
-                && let Some(set) = self.pods_by_node.get_mut(old)
-            {
-                set.remove(&key);
+        let old_node = self.pods.slots[id as usize].node;
+        let same_node = match &p.node {
+            None => old_node == NO_NODE,
+            Some(n) => old_node != NO_NODE && self.node_names.get(old_node) == n.as_str(),
+        };
+        if !same_node {
+            self.unbind(id);
+            if let Some(n) = &p.node {
+                let node = self.node_names.acquire(n);
+                let list = &mut self.node_names.entries[node as usize].extra;
+                let pod = &mut self.pods.slots[id as usize];
+                pod.node = node;
+                pod.at = u32::try_from(list.len()).expect("fewer than 2^32 pods");
+                list.push(id);
             }
-            if let Some(new) = &node {
-                self.pods_by_node.entry(new.clone()).or_default().insert(key.clone());
-            }
+            self.pods.slots[id as usize].reset_episode();
         }
-        let tolerations = self.toleration_lists.intern(&p.tolerations);
-        let entry = self.pods.entry(key.clone()).or_insert_with(|| PodMirror {
-            node: None,
-            daemonset: false,
-            tolerations: tolerations.clone(),
-            since: None,
-            min_seconds: None,
-            untolerated: false,
-            terminating: false,
-            protected: false,
-        });
-        if entry.node != node {
-            entry.since = None;
-            entry.min_seconds = None;
-            entry.untolerated = false;
-        }
-        entry.node = node;
-        entry.daemonset = p.daemonset;
-        entry.tolerations = tolerations;
-        entry.terminating = p.terminating;
         let namespace = p.key.split_once('/').map_or("", |(ns, _)| ns);
         let critical = p
             .scheduling
             .as_ref()
             .is_some_and(|s| is_critical_addon(namespace, s.critical_annotation, s.priority_class.as_deref()));
-        entry.protected = critical || p.scheduling.as_ref().is_some_and(|s| s.mirror);
+        let entry = &mut self.pods.slots[id as usize];
+        entry.set(PodMirror::DAEMONSET, p.daemonset);
+        entry.set(PodMirror::TERMINATING, p.terminating);
+        entry.set(PodMirror::PROTECTED, critical || p.scheduling.as_ref().is_some_and(|s| s.mirror));
         let waiting = critical
             && p.node.is_none()
             && !p.terminating
             && p.scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some());
         if waiting {
-            self.waiting_addons.insert(key.to_string());
+            self.waiting_addons.insert(p.key.to_string());
         } else {
-            self.waiting_addons.remove(&*key);
+            self.waiting_addons.remove(p.key.as_str());
         }
-        self.sample_pod(now, &key);
+        self.sample_pod(now, id);
+    }
+
+    /// Takes pod `id` off its node's list, if it is on one.
+    fn unbind(&mut self, id: u32) {
+        let node = std::mem::replace(&mut self.pods.slots[id as usize].node, NO_NODE);
+        if node == NO_NODE {
+            return;
+        }
+        let at = self.pods.slots[id as usize].at;
+        let list = &mut self.node_names.entries[node as usize].extra;
+        list.swap_remove(at as usize);
+        if let Some(&moved) = list.get(at as usize) {
+            self.pods.slots[moved as usize].at = at;
+        }
+        self.node_names.release(node);
     }
 
     /// A node's taints may have changed: start or end its tainted episode
@@ -446,35 +622,20 @@ impl InvariantChecker {
             (false, Some(_)) => node.tainted_since = None,
             _ => {}
         }
-        let pods: Vec<Arc<str>> = self.pods_by_node.get(name).map(|s| s.iter().cloned().collect()).unwrap_or_default();
-        for key in pods {
-            self.sample_pod(now, &key);
+        let node = self.nodes.get(name);
+        let Some(id) = self.node_names.find(name) else { return };
+        for &pod in &self.node_names.entries[id as usize].extra {
+            let pod = &mut self.pods.slots[pod as usize];
+            sample(now, pod, node, self.toleration_lists.get(pod.tolerations));
         }
     }
 
     /// Records the verdict a pod's tolerations get now, if its node is
     /// tainted; resets its history when the node is not.
-    fn sample_pod(&mut self, now: Timestamp, key: &str) {
-        let Some(pod) = self.pods.get_mut(key) else { return };
-        let node = pod.node.as_deref().and_then(|n| self.nodes.get(n));
-        let Some(node) = node.filter(|n| n.tainted_since.is_some()) else {
-            if node.is_some() {
-                // Taints gone (I4): the countdown is over.
-                pod.since = None;
-                pod.min_seconds = None;
-                pod.untolerated = false;
-            }
-            return;
-        };
-        pod.since.get_or_insert(now);
-        let taints: Vec<Taint> = node.noexecute().cloned().collect();
-        match nodewarden_model::taint::decide(&taints, &pod.tolerations) {
-            Decision::Untolerated(_) => pod.untolerated = true,
-            Decision::Expires { seconds, .. } => {
-                pod.min_seconds = Some(pod.min_seconds.map_or(seconds, |m| m.min(seconds)));
-            }
-            Decision::Forever | Decision::NoTaints => {}
-        }
+    fn sample_pod(&mut self, now: Timestamp, id: u32) {
+        let pod = &mut self.pods.slots[id as usize];
+        let node = (pod.node != NO_NODE).then(|| self.node_names.get(pod.node)).and_then(|n| self.nodes.get(n));
+        sample(now, pod, node, self.toleration_lists.get(pod.tolerations));
     }
 
     /// Checks one action before it is applied, counts what it breaks and
@@ -552,11 +713,11 @@ impl InvariantChecker {
             });
         }
         let Some(pod) = self.pods.get(key) else { return };
-        let what = if pod.protected {
+        let what = if pod.has(PodMirror::PROTECTED) {
             Some("a critical addon or mirror pod")
-        } else if pod.daemonset {
+        } else if pod.has(PodMirror::DAEMONSET) {
             Some("a DaemonSet pod")
-        } else if pod.terminating {
+        } else if pod.has(PodMirror::TERMINATING) {
             Some("a terminating pod")
         } else {
             None
@@ -702,10 +863,11 @@ impl InvariantChecker {
         let violate = |out: &mut Vec<Violation>, invariant, detail| out.push(Violation { invariant, at: now, detail });
         let Some(pod) = self.pods.get(key) else { return };
         if !self.config.enable_taint_manager {
-            if pod.daemonset {
+            if pod.has(PodMirror::DAEMONSET) {
                 violate(out, Invariant::NoDaemonSetPodDeletedInLegacyMode, format!("DaemonSet pod {key} deleted"));
             }
-            let node = pod.node.as_deref().and_then(|n| self.nodes.get(n));
+            let node_name = (pod.node != NO_NODE).then(|| self.node_names.get(pod.node));
+            let node = node_name.and_then(|n| self.nodes.get(n));
             let allowed_from = node.and_then(|n| match n.ready {
                 Some(ConditionStatus::True) | None => None,
                 Some(ConditionStatus::False) => Some(n.last_transition + self.config.pod_eviction_timeout),
@@ -717,24 +879,23 @@ impl InvariantChecker {
                     out,
                     Invariant::NoEvictionBeforeDeadline,
                     format!(
-                        "pod {key} deleted in legacy mode but its node {:?} was not unready for pod-eviction-timeout (allowed after {allowed_from:?})",
-                        pod.node
+                        "pod {key} deleted in legacy mode but its node {node_name:?} was not unready for pod-eviction-timeout (allowed after {allowed_from:?})",
                     ),
                 ),
             }
             return;
         }
-        if pod.untolerated {
+        if pod.has(PodMirror::UNTOLERATED) {
             return;
         }
-        match (pod.since, pod.min_seconds) {
+        match (pod.since(), pod.min_seconds()) {
             (Some(since), Some(s)) if now >= since + Span::from_secs(s.max(0)) => {}
             (since, seconds) => violate(
                 out,
                 Invariant::NoEvictionBeforeDeadline,
                 format!(
                     "pod {key} deleted before its tolerations allow (tainted since {since:?}, smallest tolerationSeconds {seconds:?}, tolerations {:?})",
-                    pod.tolerations
+                    self.toleration_lists.get(pod.tolerations)
                 ),
             ),
         }
