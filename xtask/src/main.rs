@@ -21,7 +21,7 @@ tasks:
           (presets: 10k nodes / 300k pods, 100k / 1M, 130k / 1.04M; flags after
           a preset override it)
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
-          [--time 60s] [--target NAME] [--cmin]
+          [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
   image   builds the static release binary the Dockerfile builds, then the
           image with docker when an engine answers [--tag NAME:TAG]
   transcripts

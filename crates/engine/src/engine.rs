@@ -2,8 +2,11 @@
 //! are handed in by value and actions handed back by value; how they travel
 //! (channels, threads, an async runtime) is the driver's business.
 
+use bevy_ecs::component::ComponentId;
+use bevy_ecs::entity_disabling::DefaultQueryFilters;
 use bevy_ecs::prelude::*;
-use bevy_ecs::schedule::{IntoScheduleConfigs, Schedule};
+use bevy_ecs::resource::IsResource;
+use bevy_ecs::schedule::{IntoScheduleConfigs, Schedule, Schedules};
 use nodewarden_model::{ConfigError, ControllerConfig, Timestamp, ZoneKey, ZoneState};
 
 use crate::action::Action;
@@ -78,6 +81,9 @@ pub struct Engine {
     /// Ingest of runs of Lease observations.
     leases: ingest::LeaseIngest,
     last_tick: Option<Timestamp>,
+    /// Each resource of a new engine and the entity that holds it: what
+    /// [`Engine::reset`] puts back.
+    resources: Vec<(ComponentId, Entity)>,
 }
 
 impl Engine {
@@ -97,30 +103,71 @@ impl Engine {
     /// engine is mostly building its schedules; this keeps them when the
     /// eviction mode (which decides what they hold) is the same, and builds
     /// a new engine otherwise. What the engine then does is what a new one
-    /// would do: its World restarts entity allocation from scratch, so
-    /// entities come out as they would in a fresh World.
+    /// would do: its World holds the same entities as a new engine's, in
+    /// the same places, and allocates the next ones as a new World would.
     pub fn reset(&mut self, config: ControllerConfig, start: Timestamp) -> Result<(), ConfigError> {
         config.validate()?;
         if !self.resets_cheaply_to(&config) {
             *self = Engine::new(config, start)?;
             return Ok(());
         }
-        // Resources are entities too. Each stops being one first (which
-        // lets the World forget where it was), then every entity goes and
-        // entity allocation starts over; the resources are installed again
-        // in the order `new` installs them.
-        let resources: Vec<Entity> = self.world.resource_entities().iter().map(|(_, e)| e).collect();
-        for e in resources {
-            self.world.entity_mut(e).remove::<bevy_ecs::resource::IsResource>();
+        if !self.clear_world(config.clone(), start) {
+            // Laid out otherwise than expected: no shortcut.
+            *self = Engine::new(config, start)?;
+            return Ok(());
         }
-        self.world.flush();
-        self.world.clear_entities();
-        install(&mut self.world, config, start);
         self.stopwatch = None;
         self.timings.clear();
         self.pending.clear();
         self.last_tick = None;
         Ok(())
+    }
+
+    /// Empties the World and puts a new engine's resources back in it, in
+    /// the entities that held them; false when the World did not come out
+    /// as a new engine's (it is then unusable: the caller builds a new
+    /// engine).
+    ///
+    /// Resources are entities too, and a new engine's are the first its
+    /// World spawned: bevy's own, ours as `install` inserts them, and the
+    /// one its schedules' first initialization adds (see
+    /// [`Engine::around`]). Clearing the World's entities restarts entity
+    /// allocation but leaves the World's record of which entity holds each
+    /// resource; spawning as many empty entities as there were resources
+    /// brings exactly those entities back, and inserting each resource
+    /// again puts it where that record says. Taking each resource out
+    /// first instead (an archetype move, a hook and a command apiece) cost
+    /// as much as all the rest of a reset.
+    pub(crate) fn clear_world(&mut self, config: ControllerConfig, start: Timestamp) -> bool {
+        self.world.flush();
+        // Resources added since the engine was built (none are expected)
+        // are taken out properly, so the World forgets them.
+        let added: Vec<Entity> = self
+            .world
+            .resource_entities()
+            .iter()
+            .filter(|held| !self.resources.contains(held))
+            .map(|(_, e)| e)
+            .collect();
+        for e in added {
+            self.world.entity_mut(e).remove::<IsResource>();
+        }
+        self.world.flush();
+        self.world.clear_entities();
+        for _ in 0..self.resources.len() {
+            self.world.spawn_empty();
+        }
+        if !self.resources.iter().all(|&(_, e)| self.world.get_entity(e).is_ok()) {
+            return false;
+        }
+        self.world.init_resource::<DefaultQueryFilters>();
+        install(&mut self.world, config, start);
+        self.world.init_resource::<Schedules>();
+        let mut now: Vec<(ComponentId, Entity)> = self.world.resource_entities().iter().collect();
+        now.sort_unstable();
+        now == self.resources
+            && self.resources.iter().all(|&(id, e)| self.world.get_entity(e).is_ok_and(|r| r.contains_id(id)))
+            && self.world.entities().count_spawned() as usize == self.resources.len()
     }
 
     /// Whether [`Engine::reset`] to `config` keeps the schedules (the
@@ -147,7 +194,7 @@ impl Engine {
         } else {
             legacy::eviction_decisions.into_configs()
         };
-        let phases = vec![
+        let mut phases = vec![
             phase("pod_assignment", always, single(pods::pod_assignment.into_configs())),
             phase(
                 "health_monitor",
@@ -190,12 +237,23 @@ impl Engine {
         // Pod deletions are issued by the taint manager, or by legacy
         // eviction when it runs instead; the mode is fixed for the engine's
         // life, so only the owner's answer is installed.
-        let refusals = if world.resource::<Settings>().0.enable_taint_manager {
+        let mut refusals = if world.resource::<Settings>().0.enable_taint_manager {
             single(taint_manager::retry_refused_deletions.into_configs())
         } else {
             single(legacy::refused_deletions.into_configs())
         };
         let leases = ingest::LeaseIngest::new(&mut world);
+        // Each schedule would be initialized on its first run, which adds
+        // bevy's `Schedules` resource in the middle of whatever entities
+        // the first tick spawned. Done now, it leaves a new engine's World
+        // holding its resources and nothing else, which is what `reset`
+        // restores. Nothing the engine decides depends on it: entities keep
+        // the order they are spawned in either way.
+        for schedule in phases.iter_mut().map(|p| &mut p.schedule).chain(std::iter::once(&mut refusals)) {
+            schedule.initialize(&mut world).expect("the engine's schedules build");
+        }
+        let mut resources: Vec<(ComponentId, Entity)> = world.resource_entities().iter().collect();
+        resources.sort_unstable();
         Ok(Engine {
             leases,
             world,
@@ -205,6 +263,7 @@ impl Engine {
             timings: Vec::new(),
             pending: Vec::new(),
             last_tick: None,
+            resources,
         })
     }
 
@@ -582,5 +641,121 @@ mod rescheduler_tests {
         assert!(facts.pods["default/web"].placement.is_none(), "placement is kept only for pending addons");
         assert!(facts.pods["kube-system/dns"].placement.is_some());
         assert!(engine.world().resource::<ReschedulerState>().started);
+    }
+}
+
+#[cfg(test)]
+mod reset_tests {
+    //! A reset engine is a new one: same entities in the same places, same
+    //! decisions.
+
+    use std::collections::BTreeMap;
+
+    use nodewarden_model::{
+        ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, Timestamp, Toleration, keys,
+    };
+
+    use super::Engine;
+    use crate::observation::{NodeSnapshot, Observation, PodSnapshot};
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::EPOCH + Span::from_secs(secs)
+    }
+
+    /// Five nodes in two zones, one of them NotReady, each with two pods
+    /// that tolerate `not-ready` for 0 and 30 s.
+    fn cluster(now: Timestamp) -> Vec<Observation> {
+        let mut out = Vec::new();
+        for (i, zone) in ["a", "a", "b", "b", "a"].into_iter().enumerate() {
+            let name = format!("n{i}");
+            out.push(Observation::NodeUpserted(NodeSnapshot {
+                name: name.clone(),
+                created: now - Span::from_secs(600),
+                labels: BTreeMap::from([(keys::LABEL_TOPOLOGY_ZONE.to_string(), zone.to_string())]),
+                conditions: vec![NodeCondition {
+                    kind: ConditionType::Ready,
+                    status: if i == 4 { ConditionStatus::False } else { ConditionStatus::True },
+                    reason: String::new(),
+                    message: String::new(),
+                    last_heartbeat: now,
+                    last_transition: now,
+                }],
+                taints: vec![],
+                unschedulable: false,
+                allocatable: None,
+            }));
+            for p in 0..2 {
+                out.push(Observation::PodUpserted(PodSnapshot {
+                    key: format!("ns/{name}-{p}"),
+                    uid: format!("u-{name}-{p}"),
+                    node: Some(name.clone()),
+                    daemonset: false,
+                    ready: Some(true),
+                    terminating: false,
+                    tolerations: vec![Toleration {
+                        key: keys::TAINT_NOT_READY.into(),
+                        operator: nodewarden_model::TolerationOperator::Exists,
+                        seconds: Some(30 * p),
+                        ..Toleration::default()
+                    }],
+                    scheduling: None,
+                }));
+            }
+        }
+        out
+    }
+
+    /// Every entity with the types of its components (component ids
+    /// differ between Worlds that registered components in another order).
+    fn layout(engine: &Engine) -> Vec<(bevy_ecs::entity::Entity, Vec<std::any::TypeId>)> {
+        let world = engine.world();
+        let mut out: Vec<_> = world
+            .iter_entities()
+            .map(|e| {
+                let mut types: Vec<std::any::TypeId> = e
+                    .archetype()
+                    .components()
+                    .iter()
+                    .map(|&id| world.components().get_info(id).and_then(|i| i.type_id()).expect("a Rust type"))
+                    .collect();
+                types.sort();
+                (e.id(), types)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Runs two minutes of the cluster from `start`; every tick's actions.
+    fn run(engine: &mut Engine, start: Timestamp) -> Vec<String> {
+        for o in cluster(start) {
+            engine.observe(o);
+        }
+        (0..=24).map(|i| format!("{:?}", engine.tick(start + Span::from_secs(5 * i)))).collect()
+    }
+
+    #[test]
+    fn a_reset_engine_is_laid_out_and_decides_as_a_new_one() {
+        for config in [
+            ControllerConfig::default(),
+            ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() },
+            ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() },
+        ] {
+            let mut used = Engine::new(config.clone(), at(0)).unwrap();
+            let _ = run(&mut used, at(0));
+            // What `reset` does when the mode stays, and without falling
+            // back on building a new engine.
+            assert!(used.resets_cheaply_to(&config));
+            assert!(used.clear_world(config.clone(), at(1000)), "the World came out as a new engine's");
+            used.reset(config.clone(), at(1000)).unwrap();
+            let fresh = Engine::new(config.clone(), at(1000)).unwrap();
+            assert_eq!(layout(&used), layout(&fresh), "after a reset, before any input");
+
+            let mut fresh = fresh;
+            let (a, b) = (run(&mut used, at(1000)), run(&mut fresh, at(1000)));
+            assert!(a.iter().any(|t| t != "[]"), "the run does something");
+            assert_eq!(a, b);
+            assert_eq!(layout(&used), layout(&fresh), "after the same input");
+        }
     }
 }
