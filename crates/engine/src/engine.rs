@@ -16,6 +16,11 @@ use crate::reschedule::{ReschedulerState, SchedFacts};
 use crate::resources::*;
 use crate::systems::{disruption, health, legacy, node_handlers, pods, rescheduler, taint_manager, tainting};
 
+/// The most pending observations whose buffer a tick keeps for the next
+/// (a few thousand arrive per tick at 100k nodes; a relist brings the
+/// whole cluster, and that buffer is let go).
+const KEPT_PENDING: usize = 16_384;
+
 /// A zone as the engine sees it, for replay expectations and status output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ZoneReport {
@@ -243,7 +248,8 @@ impl Engine {
         self.world.resource_mut::<Now>().0 = now;
         self.timings.clear();
         let started = self.stopwatch.map(|now| now());
-        let mut pending = std::mem::take(&mut self.pending).into_iter().peekable();
+        let mut buffer = std::mem::take(&mut self.pending);
+        let mut pending = buffer.drain(..).peekable();
         while let Some(obs) = pending.next() {
             if ingest::LeaseIngest::takes(&obs) {
                 // Leases never report a refused deletion.
@@ -264,6 +270,12 @@ impl Engine {
             if !self.world.resource::<RefusedDeletions>().0.is_empty() {
                 self.refusals.run(&mut self.world);
             }
+        }
+        drop(pending);
+        // The buffer is kept for the next tick's observations, unless a
+        // whole cluster's list left it large.
+        if buffer.capacity() <= KEPT_PENDING {
+            self.pending = buffer;
         }
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
             self.timings.push(PhaseTiming { phase: "ingest", took: clock().duration_since(started) });
