@@ -406,11 +406,10 @@ impl Simulation {
 
     /// [`Simulation::send`], draining a buffer the caller keeps.
     fn send_from(&mut self, t: Timestamp, observations: &mut Vec<Observation>) {
-        let Some(c) = &mut self.controller else { return };
-        if self.control_plane_down {
+        let Some(c) = self.controller.as_mut().filter(|_| !self.control_plane_down) else {
             observations.clear();
             return;
-        }
+        };
         self.stats.observations += observations.len() as u64;
         c.observe_all(t, observations.drain(..));
     }
