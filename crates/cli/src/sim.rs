@@ -317,7 +317,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
     let wall = started.elapsed().as_secs_f64();
     progress.show(&sim, started.elapsed(), true);
     progress.done();
-    let outcome = sim.finish();
+    let outcome = sim.finish_before_exit();
     let (peak, _, cpu) = report::process_usage();
     let run = RunInfo {
         wall_seconds: wall,

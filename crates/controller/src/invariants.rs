@@ -22,12 +22,14 @@ use hashbrown::HashTable;
 /// The checker's hashed maps: looked up for every observation (a Lease
 /// renewal per node every 10 s), never iterated in an order that matters.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+use std::collections::hash_map::Entry;
 
 use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, PodSnapshot, WriteSlot, ZoneReport};
 use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, CRITICAL_ADDONS_ONLY_VALUE, is_critical_addon};
 use nodewarden_model::taint::Decision;
 use nodewarden_model::{
-    ConditionStatus, ConditionType, ControllerConfig, Span, Taint, TaintEffect, Timestamp, Toleration, ZoneKey, keys,
+    CompactName, ConditionStatus, ConditionType, ControllerConfig, Span, Taint, TaintEffect, Timestamp, Toleration,
+    ZoneKey, keys,
 };
 
 /// One rule the controller must never break.
@@ -390,7 +392,8 @@ where
 #[derive(Debug)]
 pub struct InvariantChecker {
     config: ControllerConfig,
-    nodes: HashMap<String, NodeMirror>,
+    /// By name, kept inline ([`CompactName`]): looked up at every renewal.
+    nodes: HashMap<CompactName, NodeMirror>,
     /// By pod key.
     pods: Pods,
     /// Node names pods are bound to, shared by the pods, each with the
@@ -471,25 +474,32 @@ impl InvariantChecker {
                 // passes (upstream's pass sees no deletion), and counts a
                 // node it has no record of and that never posted status
                 // from its creation. The checker allows the earlier.
-                if let Some(m) = self.nodes.get_mut(&n.name)
-                    && m.created != n.created
-                {
-                    let basis = if ready.is_some() { now } else { n.created.min(now) };
-                    m.last_beat = m.last_beat.min(basis);
-                    m.last_transition = m.last_transition.min(basis);
-                    m.created = n.created;
-                }
-                let known = self.nodes.contains_key(&n.name);
-                let entry = self.nodes.entry(n.name.clone()).or_insert_with(|| NodeMirror {
-                    // A node that never posted status counts from its
-                    // creation, as the controller's startup grace does.
-                    last_beat: if ready.is_some() { now } else { n.created.min(now) },
-                    last_transition: if ready.is_some() { now } else { n.created.min(now) },
-                    ready_heartbeat: ready.map(|c| c.last_heartbeat),
-                    ready_transition: ready.map(|c| c.last_transition),
-                    created: n.created,
-                    ..NodeMirror::default()
-                });
+                // One lookup: a status post every few minutes per node.
+                let (entry, known) = match self.nodes.entry(CompactName::from(n.name.as_str())) {
+                    Entry::Occupied(o) => {
+                        let m = o.into_mut();
+                        if m.created != n.created {
+                            let basis = if ready.is_some() { now } else { n.created.min(now) };
+                            m.last_beat = m.last_beat.min(basis);
+                            m.last_transition = m.last_transition.min(basis);
+                            m.created = n.created;
+                        }
+                        (m, true)
+                    }
+                    Entry::Vacant(v) => {
+                        let m = v.insert(NodeMirror {
+                            // A node that never posted status counts from its
+                            // creation, as the controller's startup grace does.
+                            last_beat: if ready.is_some() { now } else { n.created.min(now) },
+                            last_transition: if ready.is_some() { now } else { n.created.min(now) },
+                            ready_heartbeat: ready.map(|c| c.last_heartbeat),
+                            ready_transition: ready.map(|c| c.last_transition),
+                            created: n.created,
+                            ..NodeMirror::default()
+                        });
+                        (m, false)
+                    }
+                };
                 if let Some(c) = ready {
                     if entry.ready_heartbeat != Some(c.last_heartbeat) {
                         entry.last_beat = now;
@@ -501,10 +511,12 @@ impl InvariantChecker {
                 entry.ready = ready.map(|c| c.status);
                 entry.ready_heartbeat = ready.map(|c| c.last_heartbeat);
                 entry.ready_transition = ready.map(|c| c.last_transition);
-                entry.zone = ZoneKey::from_labels(&n.labels);
+                if !entry.zone.is_of(&n.labels) {
+                    entry.zone = ZoneKey::from_labels(&n.labels);
+                }
                 if n.taints.iter().any(is_reservation) {
                     self.reserved.insert(n.name.clone());
-                } else {
+                } else if !self.reserved.is_empty() {
                     self.reserved.remove(&n.name);
                 }
                 // Pods are sampled again only when the taints change (a
@@ -519,11 +531,11 @@ impl InvariantChecker {
             Observation::NodeDeleted { name } => {
                 // Pending deletions survive a node's deletion (upstream I5):
                 // its pods keep their histories.
-                self.nodes.remove(name);
+                self.nodes.remove(name.as_str());
                 self.reserved.remove(name);
             }
             Observation::LeaseUpserted { node, renew } => {
-                if let Some(n) = self.nodes.get_mut(node) {
+                if let Some(n) = self.nodes.get_mut(node.as_str()) {
                     if renew.is_some() && (n.lease.is_none() || *renew > n.lease) {
                         n.last_beat = now;
                     }
@@ -531,7 +543,7 @@ impl InvariantChecker {
                 }
             }
             Observation::LeaseDeleted { node } => {
-                if let Some(n) = self.nodes.get_mut(node) {
+                if let Some(n) = self.nodes.get_mut(node.as_str()) {
                     n.lease = None;
                 }
             }
@@ -769,7 +781,7 @@ impl InvariantChecker {
                 }
                 // Only a node getting its first controller taint goes
                 // through the zone's rate limiter (a swap does not).
-                let Some(mirror) = self.nodes.get(node) else { return };
+                let Some(mirror) = self.nodes.get(node.as_str()) else { return };
                 if !add.iter().any(is_controller_noexecute) || mirror.taints.iter().any(is_controller_noexecute) {
                     return;
                 }

@@ -19,6 +19,11 @@ use crate::reschedule::{ReschedulerState, SchedFacts};
 use crate::resources::*;
 use crate::systems::{disruption, health, legacy, node_handlers, pods, rescheduler, taint_manager, tainting};
 
+/// The most pending observations whose buffer a tick keeps for the next
+/// (a few thousand arrive per tick at 100k nodes; a relist brings the
+/// whole cluster, and that buffer is let go).
+const KEPT_PENDING: usize = 16_384;
+
 /// A zone as the engine sees it, for replay expectations and status output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ZoneReport {
@@ -387,7 +392,8 @@ impl Engine {
 
     /// Ingests the pending observations, in order, at the world's time.
     fn take_in_pending(&mut self) {
-        let mut pending = std::mem::take(&mut self.pending).into_iter().peekable();
+        let mut buffer = std::mem::take(&mut self.pending);
+        let mut pending = buffer.drain(..).peekable();
         while let Some(obs) = pending.next() {
             if ingest::LeaseIngest::takes(&obs) {
                 // Leases never report a refused deletion.
@@ -408,6 +414,12 @@ impl Engine {
             if !self.world.resource::<RefusedDeletions>().0.is_empty() {
                 self.refusals.run(&mut self.world);
             }
+        }
+        drop(pending);
+        // The buffer is kept for the next tick's observations, unless a
+        // whole cluster's list left it large.
+        if buffer.capacity() <= KEPT_PENDING {
+            self.pending = buffer;
         }
     }
 
@@ -508,13 +520,13 @@ impl Engine {
     /// million pods such a copy would be a tenth of the process.
     pub fn known_keys(&mut self, kind: ObjectKind) -> Vec<String> {
         match kind {
-            ObjectKind::Node => self.world.resource::<NodeIndex>().0.keys().cloned().collect(),
+            ObjectKind::Node => self.world.resource::<NodeIndex>().0.keys().map(|n| n.as_str().to_owned()).collect(),
             ObjectKind::Lease => {
                 let mut out: Vec<String> = self.world.resource::<OrphanLeases>().0.keys().cloned().collect();
                 let mut leases = self.world.query::<&crate::components::LeaseView>();
                 for (name, &e) in &self.world.resource::<NodeIndex>().0 {
                     if leases.get(&self.world, e).is_ok_and(|l| l.present) {
-                        out.push(name.clone());
+                        out.push(name.as_str().to_owned());
                     }
                 }
                 out

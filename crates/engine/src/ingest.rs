@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{TaintEffect, ZoneKey, keys};
+use nodewarden_model::{CompactName, TaintEffect, ZoneKey, keys};
 use tracing::{debug, warn};
 
 use crate::action::{ActionId, ActionKind, EventType, ObjectRef};
@@ -81,7 +81,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
     let in_zone = zone_for(world, key);
     let excluded = snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION);
     let ready = ReadyView::of(&snap.conditions);
-    let existing = world.resource::<NodeIndex>().0.get(&snap.name).copied();
+    let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
     let entity = match existing {
         Some(e) => {
             let old_share = share(world, e);
@@ -169,7 +169,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             let e = node.id();
             let added = world.resource_mut::<NodeTimers>().add(e);
             debug_assert_eq!(added, slot);
-            world.resource_mut::<NodeIndex>().0.insert(snap.name, e);
+            world.resource_mut::<NodeIndex>().0.insert(CompactName::from(snap.name), e);
             let mut inbox = world.resource_mut::<TaintManagerInbox>();
             inbox.nodes.push(e);
             if untainted {
@@ -454,7 +454,7 @@ impl LeaseIngest {
                 Observation::LeaseDeleted { node } => (node, None),
                 _ => break,
             };
-            let Some(&e) = index.0.get(&node) else {
+            let Some(&e) = index.0.get(node.as_str()) else {
                 match renew {
                     Some(r) => orphans.0.insert(node, r),
                     None => orphans.0.remove(&node),
@@ -557,7 +557,7 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
         ActionKind::UpdateNodeConditions { node, .. }
         | ActionKind::PatchNodeTaints { node, .. }
         | ActionKind::PatchNodeLabels { node, .. } => {
-            if let Some(&e) = world.resource::<NodeIndex>().0.get(&node) {
+            if let Some(&e) = world.resource::<NodeIndex>().0.get(node.as_str()) {
                 world.resource_mut::<ChangedNodes>().0.push(e);
             }
         }

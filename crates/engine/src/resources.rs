@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
 use hashbrown::HashTable;
-use nodewarden_model::{ConditionStatus, ControllerConfig, PodKey, Span, Timestamp, Toleration, ZoneKey};
+use nodewarden_model::{CompactName, ConditionStatus, ControllerConfig, PodKey, Span, Timestamp, Toleration, ZoneKey};
 
 use crate::action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef};
 
@@ -69,9 +69,11 @@ impl LoopTimers {
     }
 }
 
-/// Node entities by name.
+/// Node entities by name. The names are kept inline ([`CompactName`]): a
+/// Lease renewal's lookup then reads one entry, not the entry and the
+/// name behind its pointer.
 #[derive(Resource, Debug, Default)]
-pub struct NodeIndex(pub HashMap<String, Entity>);
+pub struct NodeIndex(pub HashMap<CompactName, Entity>);
 
 /// Pod entities by key and by the node they are bound to (the node may not
 /// exist yet).

@@ -9,6 +9,7 @@
 pub mod condition;
 pub mod config;
 pub mod keys;
+pub mod name;
 pub mod pod;
 pub mod resources;
 pub mod scheduling;
@@ -18,6 +19,7 @@ pub mod zone;
 
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};
 pub use config::{ConfigError, ConfigParseError, ControllerConfig, DeletionMode};
+pub use name::CompactName;
 pub use pod::PodKey;
 pub use resources::{QuantityError, Resources};
 pub use scheduling::{LabelSelector, NodeAffinity, Placement, PodScheduling};

@@ -34,6 +34,15 @@ impl ZoneKey {
         }
     }
 
+    /// True when [`ZoneKey::from_labels`] of `labels` is this key (without
+    /// building one).
+    pub fn is_of(&self, labels: &BTreeMap<String, String>) -> bool {
+        let pick =
+            |beta: &str, topology: &str| labels.get(beta).or_else(|| labels.get(topology)).map_or("", String::as_str);
+        self.region == pick(keys::LABEL_FAILURE_DOMAIN_REGION, keys::LABEL_TOPOLOGY_REGION)
+            && self.zone == pick(keys::LABEL_FAILURE_DOMAIN_ZONE, keys::LABEL_TOPOLOGY_ZONE)
+    }
+
     /// Parses the `region/zone` spelling (`""` is the empty key). The split is
     /// at the first `/`: region names carry no slash.
     pub fn parse(s: &str) -> ZoneKey {
@@ -114,6 +123,21 @@ mod tests {
         assert!(k.is_empty());
         assert_eq!(k.to_string(), "");
         assert_eq!(ZoneKey::parse(""), k);
+    }
+
+    #[test]
+    fn is_of_agrees_with_from_labels() {
+        let sets = [
+            labels(&[(keys::LABEL_TOPOLOGY_REGION, "r1"), (keys::LABEL_TOPOLOGY_ZONE, "z1")]),
+            labels(&[(keys::LABEL_TOPOLOGY_ZONE, "z1"), (keys::LABEL_FAILURE_DOMAIN_ZONE, "")]),
+            labels(&[(keys::LABEL_FAILURE_DOMAIN_REGION, "r2"), (keys::LABEL_TOPOLOGY_REGION, "r1")]),
+            BTreeMap::new(),
+        ];
+        for a in &sets {
+            for b in &sets {
+                assert_eq!(ZoneKey::from_labels(a).is_of(b), ZoneKey::from_labels(a) == ZoneKey::from_labels(b));
+            }
+        }
     }
 
     #[test]

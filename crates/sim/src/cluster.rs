@@ -21,13 +21,13 @@ use nodewarden_engine::{
     WriteOutcome,
 };
 use nodewarden_model::{
-    ConditionStatus, ConditionType, DeletionMode, NodeCondition, Placement, PodScheduling, Resources, Span, Taint,
-    Timestamp, Toleration, ZoneKey, keys,
+    CompactName, ConditionStatus, ConditionType, DeletionMode, NodeCondition, Placement, PodScheduling, Resources,
+    Span, Taint, Timestamp, Toleration, ZoneKey, keys,
 };
 use tracing::warn;
 
 use crate::admission::AdmissionDefaults;
-use crate::kubelet::{KubeletTiming, Kubelets};
+use crate::kubelet::{KubeletTiming, Kubelets, NodeHandle};
 use crate::scenario::{
     AllocatableSpec, BudgetSpec, DEFAULT_ALLOCATABLE, IntOrPercent, NodeSpec, PodSchedulingSpec, PodSpec, Scenario,
 };
@@ -138,13 +138,13 @@ pub struct Cluster {
     admission: AdmissionDefaults,
     nodes: BTreeMap<String, NodeSnapshot>,
     ever_nodes: BTreeSet<String>,
-    /// Hashed: renewed thousands of times per simulated second at scale;
-    /// [`Cluster::state`] sorts them.
-    leases: HashMap<String, Timestamp, Hasher>,
-    /// Each node's Ready status, hashed beside `nodes`: every kubelet reads
-    /// it at every renewal ([`Cluster::ready_status`]), and a search of the
-    /// ordered map by name was the simulator's largest cost at scale.
-    ready: HashMap<String, Option<ConditionStatus>, Hasher>,
+    /// What the kubelets and the timeline read and write at every renewal,
+    /// one row per name that ever had a node or a Lease (rows are never
+    /// removed): a kubelet keeps its node's row ([`NodeHandle`]), so a
+    /// renewal is no search by name. [`Cluster::state`] sorts the Leases.
+    rows: Vec<NodeRow>,
+    /// Each name's row.
+    row_of: HashMap<CompactName, u32, Hasher>,
     pods: BTreeMap<String, SimPod>,
     deleted_uids: BTreeSet<String>,
     writes: BTreeMap<ObjectRef, u64>,
@@ -197,6 +197,50 @@ type Hasher = foldhash::fast::RandomState;
 /// A node's Ready status; `None` when it has no Ready condition.
 fn ready_of(node: &NodeSnapshot) -> Option<ConditionStatus> {
     node.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status)
+}
+
+/// A `not-ready` or `unreachable` NoExecute taint (what the timeline
+/// counts as tainted).
+pub(crate) fn is_controller_noexecute(t: &Taint) -> bool {
+    t.effect == nodewarden_model::TaintEffect::NoExecute
+        && (t.key == keys::TAINT_NOT_READY || t.key == keys::TAINT_UNREACHABLE)
+}
+
+/// One name's row in [`Cluster`]'s node table.
+#[derive(Clone, Debug)]
+struct NodeRow {
+    /// The name.
+    name: CompactName,
+    /// The node's Ready status (`Some(None)`: no Ready condition); `None`
+    /// while no node of this name exists.
+    ready: Option<Option<ConditionStatus>>,
+    /// The Lease's renew time; `None` while there is no Lease.
+    lease: Option<Timestamp>,
+    /// The node carries a `not-ready` or `unreachable` NoExecute taint.
+    noexecute: bool,
+}
+
+/// A node as the timeline samples it ([`Cluster::node_summaries`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeSummary<'a> {
+    /// Its row in the cluster's node table (stable for the name).
+    pub(crate) row: usize,
+    /// Its name.
+    pub(crate) name: &'a str,
+    /// Its Ready status; `None` without a Ready condition.
+    pub(crate) ready: Option<ConditionStatus>,
+    /// It carries a `not-ready` or `unreachable` NoExecute taint.
+    pub(crate) noexecute: bool,
+}
+
+/// Brings a node's row in line with the node (after any change to it).
+fn sync_row(rows: &mut [NodeRow], row_of: &HashMap<CompactName, u32, Hasher>, node: &NodeSnapshot) {
+    if let Some(&r) = row_of.get(node.name.as_str())
+        && let Some(row) = rows.get_mut(r as usize)
+    {
+        row.ready = Some(ready_of(node));
+        row.noexecute = node.taints.iter().any(is_controller_noexecute);
+    }
 }
 
 /// The reason the kubelet (or the file) gives a Ready status.
@@ -362,12 +406,73 @@ impl Cluster {
     /// The node's stored Ready status: `None` when the node does not exist,
     /// `Some(None)` when it has no Ready condition.
     pub fn ready_status(&self, name: &str) -> Option<Option<ConditionStatus>> {
-        self.ready.get(name).copied()
+        self.find_row(name).and_then(|r| r.ready)
     }
 
     /// The node's Lease renew time; `None` when it has no Lease.
     pub fn lease(&self, name: &str) -> Option<Timestamp> {
-        self.leases.get(name).copied()
+        self.find_row(name).and_then(|r| r.lease)
+    }
+
+    fn find_row(&self, name: &str) -> Option<&NodeRow> {
+        self.row_of.get(name).and_then(|&r| self.rows.get(r as usize))
+    }
+
+    /// The name's row, made on first use.
+    fn row(&mut self, name: &str) -> u32 {
+        if let Some(&r) = self.row_of.get(name) {
+            return r;
+        }
+        let r = u32::try_from(self.rows.len()).unwrap_or(u32::MAX);
+        let name = CompactName::from(name);
+        self.rows.push(NodeRow { name: name.clone(), ready: None, lease: None, noexecute: false });
+        self.row_of.insert(name, r);
+        r
+    }
+
+    /// A kubelet's handle on the node's row (made now if the name has
+    /// none yet).
+    pub fn node_handle(&mut self, name: &str) -> NodeHandle {
+        let r = self.row(name);
+        NodeHandle::at_row(self.rows[r as usize].name.clone(), r)
+    }
+
+    /// The row a handle names, if it is that node's row here.
+    fn row_at(&self, handle: &NodeHandle) -> Option<usize> {
+        let r = handle.row()? as usize;
+        self.rows.get(r).filter(|row| row.name == *handle.compact_name()).map(|_| r)
+    }
+
+    /// [`Cluster::ready_status`] through a kubelet's handle.
+    pub fn ready_status_at(&self, handle: &NodeHandle) -> Option<Option<ConditionStatus>> {
+        match self.row_at(handle) {
+            Some(r) => self.rows[r].ready,
+            None => self.ready_status(handle.name()),
+        }
+    }
+
+    /// [`Cluster::set_lease`] through a kubelet's handle, appending the
+    /// observation (if the renew time moved) to `out`.
+    pub fn set_lease_at(&mut self, handle: &NodeHandle, renew: Timestamp, out: &mut Vec<Observation>) {
+        let Some(r) = self.row_at(handle) else {
+            out.extend(self.set_lease(handle.name(), renew));
+            return;
+        };
+        let row = &mut self.rows[r];
+        if row.lease == Some(renew) {
+            return;
+        }
+        row.lease = Some(renew);
+        // The name from the handle, which the kubelet just read.
+        out.push(Observation::LeaseUpserted { node: String::from(handle.name()), renew: Some(renew) });
+    }
+
+    /// Every node that exists now, as the timeline samples it, in no
+    /// particular order.
+    pub(crate) fn node_summaries(&self) -> impl Iterator<Item = NodeSummary<'_>> {
+        self.rows.iter().enumerate().filter_map(|(row, r)| {
+            r.ready.map(|ready| NodeSummary { row, name: r.name.as_str(), ready, noexecute: r.noexecute })
+        })
     }
 
     /// The pod's current or last state (deleted pods stay, marked).
@@ -408,12 +513,13 @@ impl Cluster {
     /// nodes, then Leases, then pods (deleted pods are not listed).
     pub fn state(&self) -> Vec<Observation> {
         let mut out: Vec<Observation> = self.nodes.values().cloned().map(Observation::NodeUpserted).collect();
-        let mut leases: Vec<(&String, &Timestamp)> = self.leases.iter().collect();
+        let mut leases: Vec<(&str, Timestamp)> =
+            self.rows.iter().filter_map(|r| r.lease.map(|renew| (r.name.as_str(), renew))).collect();
         leases.sort_unstable();
         out.extend(
             leases
                 .into_iter()
-                .map(|(node, renew)| Observation::LeaseUpserted { node: node.clone(), renew: Some(*renew) }),
+                .map(|(node, renew)| Observation::LeaseUpserted { node: node.to_string(), renew: Some(renew) }),
         );
         out.extend(self.pods.values().filter(|p| !p.deleted).map(|p| Observation::PodUpserted(p.snapshot())));
         out.extend(self.budgets.iter().map(|(k, b)| Observation::BudgetUpserted(budget_snapshot(k, b))));
@@ -439,28 +545,42 @@ impl Cluster {
 
     /// Stores a node as given.
     pub fn put_node(&mut self, node: NodeSnapshot) -> Vec<Observation> {
-        self.ever_nodes.insert(node.name.clone());
         if self.nodes.get(&node.name) == Some(&node) {
+            self.ever_nodes.insert(node.name.clone());
             return Vec::new();
         }
-        self.ready.insert(node.name.clone(), ready_of(&node));
-        self.epoch += 1;
-        self.nodes.insert(node.name.clone(), node.clone());
+        self.put_node_unobserved(node.clone());
         vec![Observation::NodeUpserted(node)]
+    }
+
+    /// [`Cluster::put_node`] for building a cluster before anything watches
+    /// it: no observation is made.
+    pub fn put_node_unobserved(&mut self, node: NodeSnapshot) {
+        self.ever_nodes.insert(node.name.clone());
+        self.row(&node.name);
+        sync_row(&mut self.rows, &self.row_of, &node);
+        self.epoch += 1;
+        self.nodes.insert(node.name.clone(), node);
     }
 
     /// Deletes a node and its Lease; its pods stay bound.
     pub fn delete_node(&mut self, name: &str) -> Vec<Observation> {
         let mut out = Vec::new();
+        let row = self.row_of.get(name).map(|&r| r as usize);
         if self.nodes.remove(name).is_some() {
-            self.ready.remove(name);
+            if let Some(r) = row {
+                self.rows[r].ready = None;
+                self.rows[r].noexecute = false;
+            }
             self.epoch += 1;
             self.allocatable.remove(name);
             out.push(Observation::NodeDeleted { name: name.to_string() });
         } else {
             warn!(node = name, "delete-node: no such node now");
         }
-        if self.leases.remove(name).is_some() {
+        if let Some(r) = row
+            && self.rows[r].lease.take().is_some()
+        {
             out.push(Observation::LeaseDeleted { node: name.to_string() });
         }
         out
@@ -468,12 +588,9 @@ impl Cluster {
 
     /// Sets (creating if needed) the node's Lease renew time.
     pub fn set_lease(&mut self, node: &str, renew: Timestamp) -> Vec<Observation> {
-        match self.leases.get_mut(node) {
-            Some(r) if *r == renew => return Vec::new(),
-            Some(r) => *r = renew,
-            None => {
-                self.leases.insert(node.to_string(), renew);
-            }
+        let r = self.row(node) as usize;
+        if self.rows[r].lease.replace(renew) == Some(renew) {
+            return Vec::new();
         }
         vec![Observation::LeaseUpserted { node: node.to_string(), renew: Some(renew) }]
     }
@@ -481,9 +598,28 @@ impl Cluster {
     /// Posts a Ready status: heartbeat = now, transition = now only if the
     /// status changed (rule 3).
     pub fn set_ready(&mut self, node: &str, status: ConditionStatus, now: Timestamp) -> Vec<Observation> {
-        self.update_node(node, "set-ready", |n| {
-            post_condition(n, ConditionType::Ready, status, ready_reason(status), now);
-        })
+        // What `update_node` does, without its copy of the whole node: every
+        // kubelet posts its status every few minutes.
+        let Some(n) = self.nodes.get_mut(node) else {
+            warn!(node, "set-ready: no such node now; ignored");
+            return Vec::new();
+        };
+        let reason = ready_reason(status);
+        let before = n
+            .conditions
+            .iter()
+            .find(|c| c.kind == ConditionType::Ready)
+            .map(|c| (c.status, c.last_heartbeat, c.reason == reason && c.message.is_empty()));
+        if before == Some((status, now, true)) {
+            return Vec::new();
+        }
+        post_condition(n, ConditionType::Ready, status, reason, now);
+        sync_row(&mut self.rows, &self.row_of, n);
+        // The scheduler reads Ready's status (`scheduling_view_changed`).
+        if before.map(|(s, _, _)| s) != Some(status) {
+            self.epoch += 1;
+        }
+        vec![Observation::NodeUpserted(n.clone())]
     }
 
     /// Posts another condition, the same way; Ready is not touched.
@@ -537,6 +673,21 @@ impl Cluster {
     /// [`Cluster::add_pod`] at `now` (what `unschedulable-since: now`
     /// stands for).
     pub fn add_pod_at(&mut self, spec: &PodSpec, now: Timestamp) -> Vec<Observation> {
+        let pod = self.new_pod(spec, now);
+        self.insert_pod(pod)
+    }
+
+    /// [`Cluster::add_pod`] for building a cluster before anything watches
+    /// it: no observation is made (a generated fleet's million pods are
+    /// listed once, when the controller starts).
+    pub fn add_pod_unobserved(&mut self, spec: &PodSpec) {
+        let pod = self.new_pod(spec, Timestamp::EPOCH);
+        self.epoch += 1;
+        self.pods.insert(pod.key.clone(), pod);
+    }
+
+    /// The pod a spec describes, admitted, with the next uid.
+    fn new_pod(&mut self, spec: &PodSpec, now: Timestamp) -> SimPod {
         if self.pods.get(&spec.name).is_some_and(|p| !p.deleted) {
             warn!(pod = %spec.name, "add-pod: the pod exists; replacing it");
         }
@@ -565,7 +716,7 @@ impl Cluster {
         if scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some()) {
             conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
         }
-        let pod = SimPod {
+        SimPod {
             key: spec.name.clone(),
             uid: format!("uid-{}", self.next_uid),
             node: spec.node.clone(),
@@ -578,8 +729,7 @@ impl Cluster {
             refuse_deletions: spec.refuse_deletions,
             scheduling,
             report_scheduling: self.report,
-        };
-        self.insert_pod(pod)
+        }
     }
 
     fn insert_pod(&mut self, pod: SimPod) -> Vec<Observation> {
@@ -1001,9 +1151,7 @@ impl Cluster {
         if *node == before {
             return Vec::new();
         }
-        if let Some(ready) = self.ready.get_mut(name) {
-            *ready = ready_of(node);
-        }
+        sync_row(&mut self.rows, &self.row_of, node);
         if scheduling_view_changed(&before, node) {
             self.epoch += 1;
         }
@@ -1163,9 +1311,7 @@ impl Cluster {
             };
         };
         f(node);
-        if let Some(ready) = self.ready.get_mut(name) {
-            *ready = ready_of(node);
-        }
+        sync_row(&mut self.rows, &self.row_of, node);
         self.epoch += 1;
         Applied {
             observations: vec![

@@ -138,7 +138,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        cluster.put_node(NodeSnapshot {
+        cluster.put_node_unobserved(NodeSnapshot {
             allocatable: None,
             name: name.clone(),
             created,
@@ -170,7 +170,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
                 };
                 (format!("apps/w{i:06}-{j:02}"), false, tolerations)
             };
-            cluster.add_pod(&PodSpec {
+            cluster.add_pod_unobserved(&PodSpec {
                 name: key,
                 node: Some(name.clone()),
                 daemonset,

@@ -13,20 +13,64 @@
 //! ([`Kubelets::set_partitioned`]): a kubelet that keeps running but cannot
 //! reach the API server.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 use nodewarden_engine::Observation;
-use nodewarden_model::{ConditionStatus, Span, Timestamp};
+use nodewarden_model::{CompactName, ConditionStatus, Span, Timestamp};
 
 use crate::cluster::Cluster;
+use crate::due::{DueQueue, Entry};
 use crate::rng::mix;
 use crate::scenario::KubeletSpec;
+
+/// A node as its kubelet addresses it: the name (inline, so the kubelet
+/// reads it where it reads its cadence), and the row a [`KubeletApi`] that
+/// keeps its nodes in a table handed out for it ([`KubeletApi::handle`]),
+/// so that a renewal reaches the node without a search by name. The API
+/// honours a row only while the row holds that same name.
+#[derive(Clone, Debug)]
+pub struct NodeHandle {
+    name: CompactName,
+    row: Option<u32>,
+}
+
+impl NodeHandle {
+    /// A handle by name only.
+    pub fn new(name: &str) -> NodeHandle {
+        NodeHandle { name: CompactName::from(name), row: None }
+    }
+
+    /// The handle of the node `name` at `row` of an API's table.
+    pub(crate) fn at_row(name: CompactName, row: u32) -> NodeHandle {
+        NodeHandle { name, row: Some(row) }
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The node's name, as kept.
+    pub(crate) fn compact_name(&self) -> &CompactName {
+        &self.name
+    }
+
+    /// The row, if an API handed one out.
+    pub(crate) fn row(&self) -> Option<u32> {
+        self.row
+    }
+}
 
 /// What a simulated kubelet reads and writes: the in-memory [`Cluster`]
 /// of replay and `nodewarden sim`, or the object store of the served
 /// cluster (`nodewarden sim --serve`), so both run the same kubelets with
 /// the same timing, jitter and partitions.
+///
+/// The `*_of` methods are what the kubelets call; by default they go by
+/// name to the three required ones. An API that keeps its nodes in a table
+/// (the [`Cluster`]) hands out rows with [`KubeletApi::handle`] and
+/// answers them directly: at 100k nodes that is 20,000 calls a simulated
+/// second.
 pub trait KubeletApi {
     /// The node's stored Ready status: `None` when the node does not exist
     /// (its kubelet has nothing to do), `Some(None)` when it has no Ready
@@ -38,6 +82,26 @@ pub trait KubeletApi {
     /// Posts Ready=True with heartbeat `now` (the transition time moves only
     /// when the status changes); returns what the watches deliver.
     fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation>;
+
+    /// A handle with a row for the node's kubelet to keep, when this API
+    /// keeps its nodes in a table; `None` (the default) otherwise.
+    fn handle(&mut self, _node: &str) -> Option<NodeHandle> {
+        None
+    }
+    /// [`KubeletApi::ready_status`] through a handle.
+    fn ready_status_of(&self, node: &NodeHandle) -> Option<Option<ConditionStatus>> {
+        self.ready_status(node.name())
+    }
+    /// [`KubeletApi::renew_lease`] through a handle, appending what the
+    /// watches deliver to `out`.
+    fn renew_lease_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
+        out.extend(self.renew_lease(node.name(), now));
+    }
+    /// [`KubeletApi::post_ready`] through a handle, appending what the
+    /// watches deliver to `out`.
+    fn post_ready_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
+        out.extend(self.post_ready(node.name(), now));
+    }
 }
 
 impl KubeletApi for Cluster {
@@ -51,6 +115,22 @@ impl KubeletApi for Cluster {
 
     fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
         self.set_ready(node, ConditionStatus::True, now)
+    }
+
+    fn handle(&mut self, node: &str) -> Option<NodeHandle> {
+        Some(self.node_handle(node))
+    }
+
+    fn ready_status_of(&self, node: &NodeHandle) -> Option<Option<ConditionStatus>> {
+        self.ready_status_at(node)
+    }
+
+    fn renew_lease_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
+        self.set_lease_at(node, now, out);
+    }
+
+    fn post_ready_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
+        out.extend(self.set_ready(node.name(), ConditionStatus::True, now));
     }
 }
 
@@ -92,7 +172,7 @@ struct Cadence {
     renewals: u64,
     /// Cut off from the API server: keeps its cadence, but nothing lands.
     partitioned: bool,
-    /// Bumped at every (re)schedule, so stale heap entries are recognised.
+    /// Bumped at every (re)schedule, so stale queue entries are recognised.
     generation: u32,
 }
 
@@ -102,11 +182,19 @@ impl Cadence {
     }
 }
 
+/// One node's kubelet: its node, and its cadence while it runs.
+#[derive(Clone, Debug)]
+struct Kubelet {
+    node: NodeHandle,
+    cadence: Option<Cadence>,
+}
+
 /// Every running simulated kubelet, by node name.
 ///
-/// Due times are kept in a heap, so finding what is due costs what is due,
-/// not the number of kubelets: a 100k-node simulation renews about 10,000
-/// Leases per simulated second.
+/// Due times are kept in a timing wheel of 100 ms buckets
+/// ([`crate::due`]), so finding what is due costs what is due, not the
+/// number of kubelets: a 100k-node simulation renews about 10,000 Leases
+/// per simulated second.
 #[derive(Clone, Debug, Default)]
 pub struct Kubelets {
     timing: KubeletTiming,
@@ -115,10 +203,12 @@ pub struct Kubelets {
     jitter: f64,
     seed: u64,
     slots: HashMap<String, u32>,
-    names: Vec<String>,
-    cadences: Vec<Option<Cadence>>,
-    /// `(due, slot, generation)`; the top entry is always current.
-    heap: BinaryHeap<Reverse<(Timestamp, u32, u32)>>,
+    kubelets: Vec<Kubelet>,
+    /// `(due, slot, generation)`; the first entry is always current.
+    queue: DueQueue,
+    /// The entries of one [`Kubelets::run_until`] round (kept for its
+    /// buffer).
+    due: Vec<Entry>,
 }
 
 /// The next instant of a cadence strictly after `now`. A non-positive
@@ -153,31 +243,37 @@ impl Kubelets {
         if let Some(&s) = self.slots.get(node) {
             return s;
         }
-        let s = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        let s = u32::try_from(self.kubelets.len()).unwrap_or(u32::MAX);
         self.slots.insert(node.to_string(), s);
-        self.names.push(node.to_string());
-        self.cadences.push(None);
+        self.kubelets.push(Kubelet { node: NodeHandle::new(node), cadence: None });
         s
     }
 
+    fn cadence(&self, slot: u32) -> Option<Cadence> {
+        self.kubelets.get(slot as usize).and_then(|k| k.cadence)
+    }
+
     fn put(&mut self, slot: u32, mut cadence: Cadence) {
-        let Some(entry) = self.cadences.get_mut(slot as usize) else { return };
-        cadence.generation = entry.map_or(0, |c| c.generation.wrapping_add(1));
-        self.heap.push(Reverse((cadence.due(), slot, cadence.generation)));
-        *entry = Some(cadence);
+        let Some(k) = self.kubelets.get_mut(slot as usize) else { return };
+        cadence.generation = k.cadence.map_or(0, |c| c.generation.wrapping_add(1));
+        self.queue.push((cadence.due(), slot, cadence.generation));
+        k.cadence = Some(cadence);
         self.clean_top();
     }
 
-    /// Drops stale entries from the top of the heap, so [`Kubelets::next_due`]
-    /// is exact.
+    /// True when the queue entry is the kubelet's current due time.
+    fn current(&self, (due, slot, generation): Entry) -> bool {
+        self.cadence(slot).is_some_and(|c| c.generation == generation && c.due() == due)
+    }
+
+    /// Drops stale entries from the front of the queue, so
+    /// [`Kubelets::next_due`] is exact.
     fn clean_top(&mut self) {
-        while let Some(&Reverse((due, slot, generation))) = self.heap.peek() {
-            match self.cadences.get(slot as usize).copied().flatten() {
-                Some(c) if c.generation == generation && c.due() == due => return,
-                _ => {
-                    self.heap.pop();
-                }
+        while let Some(e) = self.queue.peek() {
+            if self.current(e) {
+                return;
             }
+            self.queue.pop();
         }
     }
 
@@ -209,7 +305,8 @@ impl Kubelets {
     pub fn start<C: KubeletApi + ?Sized>(&mut self, node: &str, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
         self.schedule(node, now);
         let slot = self.slot(node);
-        let out = self.run_slot(slot, now, cluster);
+        let mut out = Vec::new();
+        self.run_slot(slot, now, cluster, &mut out);
         self.clean_top();
         out
     }
@@ -217,9 +314,9 @@ impl Kubelets {
     /// Stops the node's kubelet (a crash).
     pub fn stop(&mut self, node: &str) {
         if let Some(&slot) = self.slots.get(node)
-            && let Some(entry) = self.cadences.get_mut(slot as usize)
+            && let Some(k) = self.kubelets.get_mut(slot as usize)
         {
-            *entry = None;
+            k.cadence = None;
             self.clean_top();
         }
     }
@@ -230,7 +327,7 @@ impl Kubelets {
     /// renewal and status computation land as usual.
     pub fn set_partitioned(&mut self, node: &str, partitioned: bool) {
         if let Some(&slot) = self.slots.get(node)
-            && let Some(Some(c)) = self.cadences.get_mut(slot as usize)
+            && let Some(Kubelet { cadence: Some(c), .. }) = self.kubelets.get_mut(slot as usize)
         {
             c.partitioned = partitioned;
         }
@@ -238,52 +335,40 @@ impl Kubelets {
 
     /// True while the node's kubelet runs.
     pub fn is_running(&self, node: &str) -> bool {
-        self.slots.get(node).is_some_and(|&s| self.cadences.get(s as usize).is_some_and(Option::is_some))
+        self.slots.get(node).is_some_and(|&s| self.cadence(s).is_some())
     }
 
     /// True while the node's kubelet runs cut off from the API server.
     pub fn is_partitioned(&self, node: &str) -> bool {
-        self.slots
-            .get(node)
-            .and_then(|&s| self.cadences.get(s as usize).copied().flatten())
-            .is_some_and(|c| c.partitioned)
+        self.slots.get(node).and_then(|&s| self.cadence(s)).is_some_and(|c| c.partitioned)
     }
 
     /// The earliest instant some kubelet has something to do.
     pub fn next_due(&self) -> Option<Timestamp> {
-        self.heap.peek().map(|Reverse((due, _, _))| *due)
+        self.queue.first_due()
     }
 
-    /// Pops every current heap entry due at or before `now`.
-    fn pop_due(&mut self, now: Timestamp) -> Vec<(Timestamp, u32)> {
-        let mut due = Vec::new();
-        while let Some(&Reverse((at, slot, generation))) = self.heap.peek() {
-            if at > now {
-                break;
-            }
-            self.heap.pop();
-            if self
-                .cadences
-                .get(slot as usize)
-                .copied()
-                .flatten()
-                .is_some_and(|c| c.generation == generation && c.due() == at)
-            {
-                due.push((at, slot));
-            }
-        }
-        due
+    /// Takes every current queue entry due at or before `now` into
+    /// `self.due`, earliest first.
+    fn pop_due(&mut self, now: Timestamp) {
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        self.queue.pop_until(now, &mut due);
+        due.retain(|&e| self.current(e));
+        self.due = due;
     }
 
     /// Does what every kubelet has due at or before `now`, in node-name
     /// order, and returns what the cluster's watches deliver.
     pub fn run_due<C: KubeletApi + ?Sized>(&mut self, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
-        let mut due = self.pop_due(now);
-        due.sort_by(|a, b| self.names[a.1 as usize].cmp(&self.names[b.1 as usize]));
+        self.pop_due(now);
+        let mut due = std::mem::take(&mut self.due);
+        due.sort_by(|a, b| self.kubelets[a.1 as usize].node.name.cmp(&self.kubelets[b.1 as usize].node.name));
         let mut out = Vec::new();
-        for (_, slot) in due {
-            out.extend(self.run_slot(slot, now, cluster));
+        for &(_, slot, _) in &due {
+            self.run_slot(slot, now, cluster, &mut out);
         }
+        self.due = due;
         self.clean_top();
         out
     }
@@ -294,23 +379,42 @@ impl Kubelets {
     /// renew times and heartbeats keep the kubelets' own times.
     pub fn run_until<C: KubeletApi + ?Sized>(&mut self, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
         let mut out = Vec::new();
-        loop {
-            let due = self.pop_due(now);
-            if due.is_empty() {
-                break;
-            }
-            for (at, slot) in due {
-                out.extend(self.run_slot(slot, at, cluster));
-            }
-        }
-        self.clean_top();
+        self.run_until_into(now, cluster, &mut out);
         out
     }
 
-    fn run_slot<C: KubeletApi + ?Sized>(&mut self, slot: u32, now: Timestamp, cluster: &mut C) -> Vec<Observation> {
+    /// [`Kubelets::run_until`], appending to `out` (a driver's buffer, kept
+    /// from step to step).
+    pub fn run_until_into<C: KubeletApi + ?Sized>(
+        &mut self,
+        now: Timestamp,
+        cluster: &mut C,
+        out: &mut Vec<Observation>,
+    ) {
+        loop {
+            self.pop_due(now);
+            if self.due.is_empty() {
+                break;
+            }
+            let due = std::mem::take(&mut self.due);
+            for &(at, slot, _) in &due {
+                self.run_slot(slot, at, cluster, out);
+            }
+            self.due = due;
+        }
+        self.clean_top();
+    }
+
+    fn run_slot<C: KubeletApi + ?Sized>(
+        &mut self,
+        slot: u32,
+        now: Timestamp,
+        cluster: &mut C,
+        out: &mut Vec<Observation>,
+    ) {
         let timing = self.timing;
         let (jitter, seed) = (self.jitter, self.seed);
-        let Some(Some(c)) = self.cadences.get_mut(slot as usize) else { return Vec::new() };
+        let Some(Kubelet { node, cadence: Some(c) }) = self.kubelets.get_mut(slot as usize) else { return };
         let lease_due = c.next_lease <= now;
         let update_due = c.next_update <= now;
         let report_due = c.next_report <= now;
@@ -329,26 +433,27 @@ impl Kubelets {
         c.next_update = advance(c.next_update, now, timing.update_every);
         c.next_report = advance(c.next_report, now, timing.report_every);
         let partitioned = c.partitioned;
-        let cadence = *c;
-        self.heap.push(Reverse((cadence.due(), slot, cadence.generation)));
+        self.queue.push((c.due(), slot, c.generation));
         // A partitioned kubelet's writes do not reach the API server; a
         // kubelet whose node is gone has nothing to renew or post.
-        let node = &self.names[slot as usize];
         if partitioned {
-            return Vec::new();
+            return;
         }
-        let Some(ready) = cluster.ready_status(node) else {
-            return Vec::new();
+        if node.row.is_none()
+            && let Some(handle) = cluster.handle(node.name())
+        {
+            *node = handle;
+        }
+        let Some(ready) = cluster.ready_status_of(node) else {
+            return;
         };
         let ready_is_true = ready == Some(ConditionStatus::True);
-        let mut out = Vec::new();
         if lease_due {
-            out.extend(cluster.renew_lease(node, now));
+            cluster.renew_lease_of(node, now, out);
         }
         if report_due || (update_due && !ready_is_true) {
-            out.extend(cluster.post_ready(node, now));
+            cluster.post_ready_of(node, now, out);
         }
-        out
     }
 }
 

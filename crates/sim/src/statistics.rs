@@ -11,11 +11,10 @@ use std::collections::HashMap;
 use nodewarden_controller::Invariant;
 use nodewarden_engine::explain::Verdict;
 use nodewarden_engine::{Action, ActionKind, ZoneReport, ZoneState};
-use nodewarden_model::keys::{TAINT_NOT_READY, TAINT_UNREACHABLE};
-use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, TaintEffect, Timestamp, ZoneKey};
+use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp, ZoneKey};
 
 use crate::admission::AdmissionDefaults;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, is_controller_noexecute as is_noexecute};
 use crate::faults::Fault;
 use crate::fleet::Layout;
 use crate::kubelet::KubeletTiming;
@@ -186,10 +185,6 @@ impl Outcome {
     }
 }
 
-fn is_noexecute(t: &nodewarden_model::Taint) -> bool {
-    t.effect == TaintEffect::NoExecute && (t.key == TAINT_NOT_READY || t.key == TAINT_UNREACHABLE)
-}
-
 /// The figures gathered so far, and the indexes that place a node in its
 /// zone.
 #[derive(Debug, Default)]
@@ -197,6 +192,9 @@ pub(crate) struct Statistics {
     pub(crate) zone_keys: Vec<String>,
     zone_index: HashMap<String, usize>,
     pub(crate) node_index: HashMap<String, usize, foldhash::fast::RandomState>,
+    /// `node_index` by the cluster's row of the name (`NodeSummary::row`),
+    /// filled as the timeline meets them.
+    by_row: Vec<Option<u32>>,
     pub(crate) nodes: Vec<NodeTrack>,
     pub(crate) tally: Vec<ZoneTally>,
     pub(crate) latencies: Latencies,
@@ -363,15 +361,27 @@ impl Statistics {
 
     pub(crate) fn sample(&mut self, t: Timestamp, cluster: &Cluster) {
         let mut zones = vec![ZoneSample::default(); self.zone_keys.len()];
-        for n in cluster.nodes() {
-            let Some(&i) = self.node_index.get(&n.name) else { continue };
+        // From the cluster's node table, not its nodes: a sample every few
+        // seconds over every node was a search by name for each.
+        for n in cluster.node_summaries() {
+            let i = match self.by_row.get(n.row).copied().flatten() {
+                Some(i) => i as usize,
+                None => {
+                    let Some(&i) = self.node_index.get(n.name) else { continue };
+                    if self.by_row.len() <= n.row {
+                        self.by_row.resize(n.row + 1, None);
+                    }
+                    self.by_row[n.row] = u32::try_from(i).ok();
+                    i
+                }
+            };
             let Some(s) = zones.get_mut(self.nodes[i].zone) else { continue };
-            match n.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status) {
+            match n.ready {
                 Some(ConditionStatus::True) => s.ready += 1,
                 Some(ConditionStatus::False) => s.not_ready += 1,
                 _ => s.unknown += 1,
             }
-            if n.taints.iter().any(is_noexecute) {
+            if n.noexecute {
                 s.tainted += 1;
             }
         }

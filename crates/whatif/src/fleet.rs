@@ -131,7 +131,7 @@ pub fn prepare(snap: &Snapshot, faults: &Faults, seed: u64) -> Result<Prepared, 
         if !pods_seen.insert(p.pod.key.as_str()) {
             continue;
         }
-        cluster.add_pod(&PodSpec {
+        cluster.add_pod_unobserved(&PodSpec {
             name: p.pod.key.clone(),
             node: p.pod.node.clone(),
             daemonset: p.pod.daemonset,

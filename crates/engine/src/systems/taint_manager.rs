@@ -232,7 +232,7 @@ pub fn taint_manager(
         }
         let Some(basis) = pending.basis().cloned() else { continue };
         let node_name = p.node.as_deref().unwrap_or_default().to_string();
-        let known = node_index.0.get(&node_name).and_then(|&n| facts.get(n).ok());
+        let known = node_index.0.get(node_name.as_str()).and_then(|&n| facts.get(n).ok());
         let tainting = known
             .and_then(|(_, _, _, record)| record.0.clone())
             .filter(|r| basis.taints.iter().any(|t| t.same_as(&r.taint) && t.time_added == r.taint.time_added));
