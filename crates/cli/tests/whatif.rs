@@ -13,9 +13,16 @@ fn dir() -> PathBuf {
     d
 }
 
+/// Writes `name` whole, atomically: the tests run in parallel and several
+/// write the same snapshot, so one must never read another's half-written
+/// file (a plain write truncates it first).
 fn write(name: &str, text: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let p = dir().join(name);
-    std::fs::write(&p, text).expect("write");
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir().join(format!(".{name}.{}.{n}", std::process::id()));
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, &p).expect("rename into place");
     p
 }
 
