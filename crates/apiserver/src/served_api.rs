@@ -100,7 +100,9 @@ impl Reader {
             let snap = s.snapshot(kind);
             for o in snap.iter_from("", None) {
                 if let Some(obs) = self.observe(kind, o, false, seen_at) {
-                    present.insert(if kind == Kind::Lease { o.name().to_string() } else { o.key.clone() });
+                    if let Some((_, key)) = obs.key() {
+                        present.insert(key.to_owned());
+                    }
                     listed.observations.push(obs);
                 }
             }

@@ -47,6 +47,17 @@ async fn serve_file(text: &str) -> Served {
     start(opts).await
 }
 
+/// Every pod's `namespace/name`.
+async fn pod_keys(pods: &Api<Pod>) -> Vec<String> {
+    pods.list(&ListParams::default())
+        .await
+        .or_fail("pods")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.namespace.zip(p.metadata.name).map(|(ns, n)| format!("{ns}/{n}")))
+        .collect()
+}
+
 fn reserved(n: &Node) -> bool {
     n.spec
         .as_ref()
@@ -162,14 +173,7 @@ async fn the_critical_addon_scenario_is_served_and_the_rescheduler_makes_room() 
     let alloc = nodes.get("node-000001").await.or_fail("node").status.and_then(|s| s.allocatable).unwrap_or_default();
     assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("4000m"));
     assert_eq!(pdbs.list(&ListParams::default()).await.or_fail("budgets").items.len(), 8);
-    let before: Vec<String> = all_pods
-        .list(&ListParams::default())
-        .await
-        .or_fail("pods")
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.namespace.zip(p.metadata.name).map(|(ns, n)| format!("{ns}/{n}")))
-        .collect();
+    let before = pod_keys(&all_pods).await;
 
     // The first node is lost for scheduling, and coredns-a with it.
     let cordon = serde_json::json!({"spec": {"unschedulable": true}});
@@ -192,14 +196,7 @@ async fn the_critical_addon_scenario_is_served_and_the_rescheduler_makes_room() 
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_ne!(bound_to, "node-000000", "the cordoned node");
-    let after: Vec<String> = all_pods
-        .list(&ListParams::default())
-        .await
-        .or_fail("pods")
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.namespace.zip(p.metadata.name).map(|(ns, n)| format!("{ns}/{n}")))
-        .collect();
+    let after = pod_keys(&all_pods).await;
     let evicted: Vec<&String> = before.iter().filter(|k| k.starts_with("team-") && !after.contains(k)).collect();
     assert!(!evicted.is_empty(), "room was made by evicting ordinary pods");
     let events: Api<Event> = Api::all(c.clone());

@@ -277,16 +277,7 @@ impl Pods {
             tolerations,
             flags: 0,
         };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.slots[id as usize] = record;
-                id
-            }
-            None => {
-                self.slots.push(record);
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pods")
-            }
-        };
+        let id = place(&mut self.slots, &mut self.free, record);
         let (slots, hasher) = (&self.slots, &self.hasher);
         self.index.insert_unique(hasher.hash_one(key), id, |&i| hasher.hash_one(&*slots[i as usize].key));
         id
@@ -302,6 +293,21 @@ impl Pods {
         }
         slot.key = Box::default();
         self.free.push(id);
+    }
+}
+
+/// Puts `item` in a free slot of `slots` (one `free` names), or a new one
+/// at the end, and returns its id.
+fn place<T>(slots: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(id) => {
+            slots[id as usize] = item;
+            id
+        }
+        None => {
+            slots.push(item);
+            u32::try_from(slots.len() - 1).expect("fewer than 2^32 slots")
+        }
     }
 }
 
@@ -345,22 +351,13 @@ where
 
     /// The id of `value`, counted as referred to once more.
     fn acquire(&mut self, value: &T) -> u32 {
-        let hash = self.hasher.hash_one(value);
-        if let Some(&id) = self.index.find(hash, |&i| *self.entries[i as usize].value == *value) {
+        if let Some(id) = self.find(value) {
             self.entries[id as usize].refs += 1;
             return id;
         }
         let entry = SharedEntry { value: Box::from(value), refs: 1, extra: E::default() };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.entries[id as usize] = entry;
-                id
-            }
-            None => {
-                self.entries.push(entry);
-                u32::try_from(self.entries.len() - 1).expect("fewer than 2^32 shared values")
-            }
-        };
+        let id = place(&mut self.entries, &mut self.free, entry);
+        let hash = self.hasher.hash_one(value);
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.index.insert_unique(hash, id, |&i| hasher.hash_one(&*entries[i as usize].value));
         id

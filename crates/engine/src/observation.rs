@@ -142,6 +142,23 @@ pub enum Observation {
 }
 
 impl Observation {
+    /// The kind and key of the object this observation is about (`None`
+    /// for a write's outcome): what a re-list collects of what it showed.
+    pub fn key(&self) -> Option<(ObjectKind, &str)> {
+        match self {
+            Observation::NodeUpserted(n) => Some((ObjectKind::Node, &n.name)),
+            Observation::NodeDeleted { name } => Some((ObjectKind::Node, name)),
+            Observation::PodUpserted(p) => Some((ObjectKind::Pod, &p.key)),
+            Observation::PodDeleted { key } => Some((ObjectKind::Pod, key)),
+            Observation::LeaseUpserted { node, .. } | Observation::LeaseDeleted { node } => {
+                Some((ObjectKind::Lease, node))
+            }
+            Observation::BudgetUpserted(b) => Some((ObjectKind::Budget, &b.key)),
+            Observation::BudgetDeleted { key } => Some((ObjectKind::Budget, key)),
+            Observation::WriteFinished { .. } => None,
+        }
+    }
+
     /// The observation that the object of `kind` keyed `key` is gone: what a
     /// driver reports for an object a re-list no longer shows.
     pub fn deletion(kind: ObjectKind, key: String) -> Observation {

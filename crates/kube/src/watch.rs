@@ -150,11 +150,6 @@ impl WatchedKind for Lease {
     }
 }
 
-/// The key and reading of an object, when it has both.
-fn keyed<K: WatchedKind>(obj: Trimmed<K>) -> Option<(String, Observation)> {
-    Some((K::key(&obj.metadata)?, obj.reading?))
-}
-
 /// Which watches to start, and how much they read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Watches {
@@ -206,9 +201,9 @@ impl Keys {
                 self.listed = true;
             }
             Event::InitApply(obj) => {
-                if let Some((key, o)) = keyed(obj) {
-                    if let Some(seen) = &mut self.relisting {
-                        seen.insert(key);
+                if let Some(o) = obj.reading {
+                    if let (Some(seen), Some((_, key))) = (&mut self.relisting, o.key()) {
+                        seen.insert(key.to_owned());
                     }
                     out.push(Input::Observe(o));
                 }
@@ -224,7 +219,7 @@ impl Keys {
                 }
             }
             Event::Apply(obj) => {
-                if let Some((_, o)) = keyed(obj) {
+                if let Some(o) = obj.reading {
                     out.push(Input::Observe(o));
                 }
             }
