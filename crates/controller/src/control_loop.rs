@@ -70,6 +70,40 @@ pub struct StepSummary {
     pub refused: usize,
 }
 
+/// The checker's half of [`Controller::observe`] ([`Controller::feeds`]).
+pub struct CheckerFeed<'a>(&'a mut InvariantChecker);
+
+impl CheckerFeed<'_> {
+    /// Mirrors `observation`, seen at `now`, as [`Controller::observe`]
+    /// does before handing it to the engine.
+    pub fn observe(&mut self, now: Timestamp, observation: &Observation) {
+        self.0.observe(now, observation);
+    }
+}
+
+/// The engine's half of [`Controller::observe`] ([`Controller::feeds`]).
+pub struct EngineFeed<'a>(&'a mut Engine);
+
+impl EngineFeed<'_> {
+    /// Hands `observation` to the engine, after the checker saw it.
+    pub fn observe(&mut self, observation: Observation) {
+        self.0.observe(observation);
+    }
+
+    /// Hands over every observation in `batch`, in order, leaving it
+    /// empty ([`Engine::observe_batch`]).
+    pub fn observe_batch(&mut self, batch: &mut Vec<Observation>) {
+        self.0.observe_batch(batch);
+    }
+
+    /// Takes in what was handed over so far, deciding nothing
+    /// ([`Controller::absorb`]): the ingest's work done while the other
+    /// half is busy, so the next tick has little left to take in.
+    pub fn absorb(&mut self, now: Timestamp) {
+        self.0.absorb(now);
+    }
+}
+
 /// The engine, the invariant checker that guards it, and the loop between
 /// them and a [`ClusterApi`].
 pub struct Controller {
@@ -175,6 +209,18 @@ impl Controller {
         for o in observations {
             self.observe(now, o);
         }
+    }
+
+    /// [`Controller::observe`] in two halves that can run on two threads
+    /// at once: the checker's mirror and the engine's ingest read the same
+    /// observations and share nothing else. A driver that produces
+    /// observations on one thread (the simulator's kubelets) can have the
+    /// checker judge them there while the engine takes in the previous
+    /// batch on the other. Every observation must reach both halves, in the
+    /// same order; the borrow ends before the next [`Controller::step`],
+    /// so both are up to date when the actions are judged.
+    pub fn feeds(&mut self) -> (CheckerFeed<'_>, EngineFeed<'_>) {
+        (CheckerFeed(&mut self.checker), EngineFeed(&mut self.engine))
     }
 
     /// Lets the engine take in what it was handed at `now` without deciding
@@ -384,6 +430,30 @@ mod tests {
         // The swap the engine really makes goes through.
         let (sent, held) = inject(&mut c, t(2), vec![taint_patch("n1", vec![not_ready()], vec![unreachable()])]);
         assert_eq!((sent.len(), held.len()), (1, 0));
+    }
+
+    #[test]
+    fn the_two_halves_of_observe_fed_from_two_threads_are_observe() {
+        let mut c = controller(ControllerConfig::default());
+        let mut batch = vec![node("n1", ConditionStatus::Unknown, vec![unreachable()])];
+        let (mut checker, mut engine) = c.feeds();
+        std::thread::scope(|s| {
+            let seen = &batch;
+            s.spawn(move || {
+                for o in seen {
+                    checker.observe(t(0), o);
+                }
+            });
+        });
+        engine.observe_batch(&mut batch);
+        engine.absorb(t(0));
+        assert!(batch.is_empty());
+        // The engine took the node in, and the checker knows its taints:
+        // the write that would give it both NoExecute taints is held back.
+        assert_eq!(c.known_keys(ObjectKind::Node), ["n1"]);
+        let (sent, held) = inject(&mut c, t(1), vec![taint_patch("n1", vec![not_ready()], vec![])]);
+        assert!(sent.is_empty());
+        assert_eq!(held, [Invariant::NeverBothNoExecuteTaints]);
     }
 
     #[test]

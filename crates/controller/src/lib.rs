@@ -22,5 +22,7 @@ mod fixtures;
 pub mod invariants;
 
 pub use api::{Applied, ClusterApi};
-pub use control_loop::{Controller, Handled, INTERLOCK_METRIC, MAX_REFUSAL_ROUNDS, StepEvent, StepSummary};
+pub use control_loop::{
+    CheckerFeed, Controller, EngineFeed, Handled, INTERLOCK_METRIC, MAX_REFUSAL_ROUNDS, StepEvent, StepSummary,
+};
 pub use invariants::{Invariant, InvariantChecker, Violation};

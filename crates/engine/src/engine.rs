@@ -24,6 +24,11 @@ use crate::systems::{disruption, health, legacy, node_handlers, pods, reschedule
 /// whole cluster, and that buffer is let go).
 const KEPT_PENDING: usize = 16_384;
 
+/// The name of a tick's first phase, the ingest of pending observations
+/// ([`PhaseTiming::phase`]): a driver that has the engine take some in
+/// beforehand ([`Engine::absorb`]) adds that time to it.
+pub const INGEST_PHASE: &str = "ingest";
+
 /// A zone as the engine sees it, for replay expectations and status output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ZoneReport {
@@ -278,6 +283,19 @@ impl Engine {
         self.pending.push(observation);
     }
 
+    /// Hands over every observation in `batch`, in order, leaving it empty:
+    /// [`Engine::observe`] for a driver that gathers observations in
+    /// batches. When nothing is pending, the batch's buffer becomes the
+    /// engine's and `batch` gets the engine's empty one, so no observation
+    /// is moved.
+    pub fn observe_batch(&mut self, batch: &mut Vec<Observation>) {
+        if self.pending.is_empty() {
+            std::mem::swap(&mut self.pending, batch);
+        } else {
+            self.pending.append(batch);
+        }
+    }
+
     /// Observations handed in and not yet taken in by a tick: lets a driver
     /// (and the facade tests) tell whether a tick has input waiting.
     pub fn pending_observations(&self) -> usize {
@@ -302,7 +320,7 @@ impl Engine {
         let started = self.stopwatch.map(|now| now());
         self.take_in_pending();
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
-            self.timings.push(PhaseTiming { phase: "ingest", took: clock().duration_since(started) });
+            self.timings.push(PhaseTiming { phase: INGEST_PHASE, took: clock().duration_since(started) });
         }
         let period = self.world.resource::<Settings>().0.node_monitor_period;
         {
@@ -442,7 +460,7 @@ impl Engine {
     /// The phase names, in the order a tick runs them, so a report can list
     /// every phase, including those that did not run in a given tick.
     pub fn phase_names(&self) -> Vec<&'static str> {
-        std::iter::once("ingest").chain(self.phases.iter().map(|p| p.name)).collect()
+        std::iter::once(INGEST_PHASE).chain(self.phases.iter().map(|p| p.name)).collect()
     }
 
     /// Entities in the World: nodes, pods and zones. For load reports (the

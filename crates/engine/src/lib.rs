@@ -35,7 +35,7 @@ mod resources;
 mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
-pub use engine::{Engine, PhaseTiming, ZoneReport};
+pub use engine::{Engine, INGEST_PHASE, PhaseTiming, ZoneReport};
 pub use explain::{AddonEviction, Explanation, PreparationTier};
 pub use observation::{BudgetSnapshot, NodeSnapshot, ObjectKind, Observation, PodSnapshot, WriteOutcome};
 // Defined in nodewarden_model (shared with the simulator and the reference

@@ -391,6 +391,21 @@ impl Kubelets {
         cluster: &mut C,
         out: &mut Vec<Observation>,
     ) {
+        self.run_until_chunked(now, cluster, out, usize::MAX, &mut |_| {});
+    }
+
+    /// [`Kubelets::run_until_into`], calling `full` with `out` whenever it
+    /// holds at least `chunk` observations (`full` takes them away), so a
+    /// consumer on another thread can start on them while the kubelets go
+    /// on. What is left when the kubelets are done stays in `out`.
+    pub fn run_until_chunked<C: KubeletApi + ?Sized>(
+        &mut self,
+        now: Timestamp,
+        cluster: &mut C,
+        out: &mut Vec<Observation>,
+        chunk: usize,
+        full: &mut dyn FnMut(&mut Vec<Observation>),
+    ) {
         loop {
             self.pop_due(now);
             if self.due.is_empty() {
@@ -399,10 +414,23 @@ impl Kubelets {
             let due = std::mem::take(&mut self.due);
             for &(at, slot, _) in &due {
                 self.run_slot(slot, at, cluster, out);
+                if out.len() >= chunk {
+                    full(out);
+                }
             }
             self.due = due;
         }
         self.clean_top();
+    }
+
+    /// How many kubelets there are (running or not).
+    pub fn len(&self) -> usize {
+        self.kubelets.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.kubelets.is_empty()
     }
 
     fn run_slot<C: KubeletApi + ?Sized>(

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
-use nodewarden_engine::{Action, ActionKind, Observation, WriteOutcome, ZoneReport};
+use nodewarden_engine::{Action, ActionKind, INGEST_PHASE, Observation, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use crate::addons::{self, AddonTracker};
@@ -124,7 +124,24 @@ pub struct Simulation {
     /// What the kubelets and housekeeping deliver in a step (kept for its
     /// buffer: a thousand observations a step at 100k nodes).
     delivered: Vec<Observation>,
+    /// Kubelet count from which steps are pipelined ([`PIPELINE_FROM`];
+    /// tests lower it to compare both ways).
+    pipeline_from: usize,
+    /// Wall time the engine spent taking in observations beside the
+    /// kubelets this step, when measured; counted in the step's first
+    /// tick.
+    absorbed: std::time::Duration,
 }
+
+/// From this many kubelets on, a step runs them on a second thread beside
+/// the controller's ingest ([`Simulation::kubelets_beside_controller`]):
+/// below it a step's renewals are too few to pay for starting the thread.
+const PIPELINE_FROM: usize = 2_000;
+
+/// How many observations the kubelets' thread gathers before handing them
+/// over: small enough that the engine starts early in the step, large
+/// enough that the hand-over costs nothing next to the work.
+const CHUNK: usize = 128;
 
 /// The smallest grid instant at or after `t`.
 fn ceil_step(t: Timestamp) -> Timestamp {
@@ -304,6 +321,8 @@ impl Simulation {
             pod_log: None,
             addons: AddonTracker::default(),
             delivered: Vec::new(),
+            pipeline_from: PIPELINE_FROM,
+            absorbed: std::time::Duration::ZERO,
         };
         sim.addons = AddonTracker::new(&sim.cluster);
         sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
@@ -495,7 +514,15 @@ impl Simulation {
             self.next_fault += 1;
         }
         let mut obs = std::mem::take(&mut self.delivered);
-        self.kubelets.run_until_into(t, &mut self.cluster, &mut obs);
+        // A re-list goes out before what the kubelets did this step, so
+        // the kubelets only run beside the controller when there is none.
+        let pipelined = self.kubelets.len() >= self.pipeline_from
+            && self.controller.is_some()
+            && !self.control_plane_down
+            && !self.relist;
+        if !(pipelined && self.kubelets_beside_controller(t)) {
+            self.kubelets.run_until_into(t, &mut self.cluster, &mut obs);
+        }
         obs.extend(self.cluster.housekeeping(t));
         if self.relist && !self.control_plane_down {
             self.relist = false;
@@ -517,6 +544,67 @@ impl Simulation {
             }
         }
         Ok(true)
+    }
+
+    /// Runs the kubelets due by `t` on a second thread while this one
+    /// hands what they deliver to the controller as it comes: the kubelets'
+    /// thread also has the safety interlock's checker mirror each batch
+    /// ([`Controller::feeds`]), then passes it on for the engine to take
+    /// in ([`EngineFeed::absorb`](nodewarden_controller::EngineFeed::absorb)).
+    /// The controller sees the same observations in the same order as
+    /// when the kubelets run first, so the run's outcome is the same; only
+    /// the work overlaps. When the run is measured, the engine's ingest
+    /// time here is counted in the step's first tick, as if the tick had
+    /// taken it in.
+    /// False when the thread could not be started (nothing was run then).
+    fn kubelets_beside_controller(&mut self, t: Timestamp) -> bool {
+        let Some(controller) = self.controller.as_mut() else { return false };
+        let (mut checker, mut engine) = controller.feeds();
+        let (kubelets, cluster) = (&mut self.kubelets, &mut self.cluster);
+        let (full_tx, full_rx) = std::sync::mpsc::channel::<Vec<Observation>>();
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<Observation>>();
+        let mut handed = 0u64;
+        let mut absorbing = std::time::Duration::ZERO;
+        let clock = self.measure;
+        let ran = std::thread::scope(|s| {
+            let kubelets_thread = std::thread::Builder::new().name("sim-kubelets".into());
+            let spawned = kubelets_thread.spawn_scoped(s, move || {
+                let mut hand_over = |batch: &mut Vec<Observation>| {
+                    for o in batch.iter() {
+                        checker.observe(t, o);
+                    }
+                    let next = spare_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+                    // The receiver outlives this thread (the scope joins
+                    // it first), so the send cannot fail.
+                    let _ = full_tx.send(std::mem::replace(batch, next));
+                };
+                let mut batch = Vec::with_capacity(CHUNK);
+                kubelets.run_until_chunked(t, cluster, &mut batch, CHUNK, &mut hand_over);
+                if !batch.is_empty() {
+                    hand_over(&mut batch);
+                }
+            });
+            if let Err(e) = spawned {
+                // The closure (and the kubelets' borrow) is gone with the
+                // error; the caller runs them on this thread instead.
+                tracing::warn!("could not start the kubelets' thread, running them in turn: {e}");
+                return false;
+            }
+            for mut batch in full_rx {
+                let started = clock.then(Instant::now);
+                handed += batch.len() as u64;
+                engine.observe_batch(&mut batch);
+                engine.absorb(t);
+                if let Some(s) = started {
+                    absorbing += s.elapsed();
+                }
+                let _ = spare_tx.send(batch);
+            }
+            true
+        });
+        self.stats.observations += handed;
+        self.absorbed = absorbing;
+        ran
     }
 
     fn tick(&mut self, t: Timestamp) {
@@ -556,9 +644,14 @@ impl Simulation {
             }
         });
         self.stats.observations += fed_back;
-        for TickFigures { took, phases, zones, actions } in ticks {
+        let mut absorbed = u64::try_from(std::mem::take(&mut self.absorbed).as_nanos()).unwrap_or(u64::MAX);
+        for TickFigures { took, mut phases, zones, actions } in ticks {
             if let Some(took) = took {
-                self.stats.costs.tick.push(took);
+                // The ingest done beside the kubelets belongs to this tick.
+                if let Some((_, nanos)) = phases.iter_mut().find(|(p, _)| *p == INGEST_PHASE) {
+                    *nanos += absorbed;
+                }
+                self.stats.costs.tick.push(took + std::mem::take(&mut absorbed));
                 for (phase, nanos) in phases {
                     if let Some((_, v)) = self.stats.costs.phases.iter_mut().find(|(n, _)| *n == phase) {
                         v.push(nanos);
@@ -882,6 +975,49 @@ mod tests {
         assert_eq!(a.zones, b.zones);
         assert_eq!(a.latencies, b.latencies);
         assert_eq!((a.observations, a.actions), (b.observations, b.actions));
+    }
+
+    /// Running the kubelets beside the controller changes nothing the
+    /// controller sees, so nothing it does: every builtin gives the same
+    /// outcome with every step pipelined and with none.
+    #[test]
+    fn pipelined_steps_give_the_same_outcome() {
+        for builtin in Builtin::ALL {
+            let run = |pipeline_from: usize| {
+                let fleet = FleetSpec { nodes: 60, zones: 3, pods_per_node: 10, seed: 3 };
+                let opts = SimOptions {
+                    source: Source::Builtin(builtin, fleet),
+                    config: ControllerConfig::default(),
+                    duration: Some(Span::from_secs(12 * 60)),
+                    seed: 3,
+                    measure: true,
+                };
+                let mut sim = match Simulation::new(opts) {
+                    Ok(s) => s,
+                    Err(e) => panic!("{builtin}: {e}"),
+                };
+                sim.pipeline_from = pipeline_from;
+                match sim.run() {
+                    Ok(o) => o,
+                    Err(e) => panic!("{builtin}: {e}"),
+                }
+            };
+            let (a, b) = (run(usize::MAX), run(0));
+            assert_eq!(a.zones, b.zones, "{builtin}");
+            assert_eq!(a.latencies, b.latencies, "{builtin}");
+            assert_eq!(a.timeline, b.timeline, "{builtin}");
+            assert_eq!(a.safety, b.safety, "{builtin}");
+            assert_eq!(a.violations, b.violations, "{builtin}");
+            assert_eq!(a.addons, b.addons, "{builtin}");
+            assert_eq!(
+                (a.steps, a.observations, a.actions, a.writes_failed),
+                (b.steps, b.observations, b.actions, b.writes_failed),
+                "{builtin}"
+            );
+            // The ingest done beside the kubelets is counted in the ticks.
+            assert_eq!(a.costs.tick.len(), b.costs.tick.len(), "{builtin}");
+            assert!(a.observations > 0 && a.actions > 0, "{builtin}: {} {}", a.observations, a.actions);
+        }
     }
 
     #[test]
