@@ -79,6 +79,12 @@ impl CheckerFeed<'_> {
     pub fn observe(&mut self, now: Timestamp, observation: &Observation) {
         self.0.observe(now, observation);
     }
+
+    /// [`CheckerFeed::observe`] for each of `batch`, in order
+    /// ([`InvariantChecker::observe_batch`]).
+    pub fn observe_batch(&mut self, now: Timestamp, batch: &[Observation]) {
+        self.0.observe_batch(now, batch);
+    }
 }
 
 /// The engine's half of [`Controller::observe`] ([`Controller::feeds`]).

@@ -459,6 +459,27 @@ impl InvariantChecker {
         Invariant::ALL.iter().map(|&i| (i, !self.violations.contains_key(&i))).collect()
     }
 
+    /// Takes in observations the engine is sent, in order:
+    /// [`InvariantChecker::observe`] for each, faster for a batch of many.
+    pub fn observe_batch(&mut self, now: Timestamp, batch: &[Observation]) {
+        // Lease renewals are most of a large cluster's observations, and
+        // each looks its node up in a map too large for the cache: read
+        // every renewal's node first (lookups that do not wait on each
+        // other, so their misses overlap), then take them in, in order.
+        let mut touched = 0u64;
+        for obs in batch {
+            if let Observation::LeaseUpserted { node, .. } = obs
+                && let Some(n) = self.nodes.get(node.as_str())
+            {
+                touched ^= u64::from(n.lease.is_some());
+            }
+        }
+        std::hint::black_box(touched);
+        for obs in batch {
+            self.observe(now, obs);
+        }
+    }
+
     /// Takes in an observation the engine is sent.
     pub fn observe(&mut self, now: Timestamp, obs: &Observation) {
         self.now = self.now.max(now);

@@ -570,9 +570,7 @@ impl Simulation {
             let kubelets_thread = std::thread::Builder::new().name("sim-kubelets".into());
             let spawned = kubelets_thread.spawn_scoped(s, move || {
                 let mut hand_over = |batch: &mut Vec<Observation>| {
-                    for o in batch.iter() {
-                        checker.observe(t, o);
-                    }
+                    checker.observe_batch(t, batch);
                     let next = spare_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
                     // The receiver outlives this thread (the scope joins
                     // it first), so the send cannot fail.
