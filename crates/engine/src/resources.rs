@@ -178,9 +178,12 @@ impl PodIndex {
 
     /// Moves `pod` from one node's list to another's. When `to` has no list
     /// yet, its list is made with room for `coming()` more pods besides
-    /// this one: the pods a (re)list brings come node by node, so ingest
-    /// can count a node's pods ahead and spare its list the reallocations
-    /// of growing one pod at a time (a million of them at a first list).
+    /// this one (rounded up to a power of two): the pods a (re)list brings
+    /// come node by node, so ingest can count a node's pods ahead and spare
+    /// its list the reallocations of growing one pod at a time (a million
+    /// of them at a first list). The rounding keeps a list that grows
+    /// later (a node's pods in two runs) no larger than one grown pod by
+    /// pod.
     pub fn rebind(&mut self, pod: Entity, from: Option<&str>, to: Option<&Arc<str>>, coming: impl FnOnce() -> usize) {
         if from == to.map(|n| &**n) {
             return;
@@ -197,7 +200,7 @@ impl PodIndex {
             match self.by_node.get_mut(&**new) {
                 Some(list) => list.push(pod),
                 None => {
-                    let mut list = Vec::with_capacity(1 + coming());
+                    let mut list = Vec::with_capacity((1 + coming()).next_power_of_two());
                     list.push(pod);
                     self.by_node.insert(new.clone(), list);
                 }
