@@ -409,20 +409,29 @@ impl Engine {
     }
 
     /// Ingests the pending observations, in order, at the world's time.
+    ///
+    /// Runs of Lease observations and of pod upserts are read in place in
+    /// the buffer (each observation is a large value: moving a million of
+    /// them out one by one showed in a whole-cluster ingest); the others
+    /// are taken out of it one at a time.
     fn take_in_pending(&mut self) {
         let mut buffer = std::mem::take(&mut self.pending);
-        let mut pending = buffer.drain(..).peekable();
-        while let Some(obs) = pending.next() {
-            if ingest::LeaseIngest::takes(&obs) {
+        let mut at = 0;
+        while at < buffer.len() {
+            let rest = &mut buffer[at..];
+            if ingest::LeaseIngest::takes(&rest[0]) {
                 // Leases never report a refused deletion.
-                self.leases.apply(&mut self.world, obs, &mut pending);
+                at += self.leases.apply(&mut self.world, rest);
                 continue;
             }
-            if let Observation::PodUpserted(pod) = obs {
+            if ingest::PodRun::takes(&rest[0]) {
                 // Nor do pod upserts.
-                ingest::PodRun::apply(&mut self.world, pod, &mut pending);
+                at += ingest::PodRun::apply(&mut self.world, rest);
                 continue;
             }
+            // What is left in its place is cleared with the buffer.
+            let obs = std::mem::replace(&mut rest[0], Observation::NodeDeleted { name: String::new() });
+            at += 1;
             ingest::apply(&mut self.world, obs);
             // Ingest only records a refused deletion; its owner decides
             // what follows, before the next observation is taken in, so the
@@ -433,7 +442,7 @@ impl Engine {
                 self.refusals.run(&mut self.world);
             }
         }
-        drop(pending);
+        buffer.clear();
         // The buffer is kept for the next tick's observations, unless a
         // whole cluster's list left it large.
         if buffer.capacity() <= KEPT_PENDING {

@@ -33,12 +33,14 @@ pub fn apply(world: &mut World, obs: Observation) {
     match obs {
         Observation::NodeUpserted(n) => upsert_node(world, n),
         Observation::NodeDeleted { name } => delete_node(world, &name),
-        Observation::PodUpserted(p) => PodRun::apply(world, p, &mut std::iter::empty().peekable()),
+        Observation::PodUpserted(p) => {
+            PodRun::apply(world, &mut [Observation::PodUpserted(p)]);
+        }
         Observation::PodDeleted { key } => delete_pod(world, &key),
         // The engine hands runs of Leases to its `LeaseIngest`; one alone
         // goes the same way.
         Observation::LeaseUpserted { .. } | Observation::LeaseDeleted { .. } => {
-            LeaseIngest::new(world).apply(world, obs, &mut std::iter::empty().peekable());
+            LeaseIngest::new(world).apply(world, &mut [obs]);
         }
         Observation::WriteFinished { id, outcome } => finish_write(world, id, outcome),
         // Read only by the critical-addon rescheduler (kept above).
@@ -76,9 +78,29 @@ pub fn zone_for(world: &mut World, key: ZoneKey) -> InZone {
     InZone { zone, slot }
 }
 
+/// The zone of a node with `labels` ([`zone_for`] its key). A cluster has
+/// a handful of zones, so they are compared in place, and a key is built
+/// (two strings) only for a zone not seen yet or among many.
+fn zone_of_labels(world: &mut World, labels: &std::collections::BTreeMap<String, String>) -> InZone {
+    /// Up to this many zones are compared one by one.
+    const SCANNED: usize = 8;
+    let (region, zone) = ZoneKey::parts_of(labels);
+    let index = world.resource::<ZoneIndex>();
+    if index.by_slot.len() <= SCANNED {
+        for &e in &index.by_slot {
+            if let Some(z) = world.get::<Zone>(e)
+                && z.key.region == region
+                && z.key.zone == zone
+            {
+                return InZone { zone: e, slot: z.slot };
+            }
+        }
+    }
+    zone_for(world, ZoneKey::new(region, zone))
+}
+
 fn upsert_node(world: &mut World, snap: NodeSnapshot) {
-    let key = ZoneKey::from_labels(&snap.labels);
-    let in_zone = zone_for(world, key);
+    let in_zone = zone_of_labels(world, &snap.labels);
     let excluded = snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION);
     let ready = ReadyView::of(&snap.conditions);
     let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
@@ -146,8 +168,9 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             // `NodeTimers::add` gives it right after.
             let slot = world.resource::<NodeTimers>().next_slot();
             world.resource_mut::<ZoneCounts>().count(in_zone.slot, excluded, ready.status, true);
+            let compact = CompactName::from(snap.name.as_str());
             let mut node = world.spawn((
-                NodeName(snap.name.clone()),
+                NodeName(snap.name),
                 NodeMeta {
                     created: snap.created,
                     labels: ReconciledLabels::of(&snap.labels),
@@ -169,7 +192,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             let e = node.id();
             let added = world.resource_mut::<NodeTimers>().add(e);
             debug_assert_eq!(added, slot);
-            world.resource_mut::<NodeIndex>().0.insert(CompactName::from(snap.name), e);
+            world.resource_mut::<NodeIndex>().0.insert(compact, e);
             let mut inbox = world.resource_mut::<TaintManagerInbox>();
             inbox.nodes.push(e);
             if untainted {
@@ -233,6 +256,12 @@ fn delete_node(world: &mut World, name: &str) {
 /// instead of a lookup (and, for the index, a remove and re-insert) of each
 /// for every pod. Each pod is still taken in on its own, in order, exactly
 /// as it would be alone.
+///
+/// The run is read in place in the engine's buffer of pending
+/// observations: a snapshot is large, and moving each one out of the
+/// buffer (and through an iterator's peek) cost more than reading it. What
+/// the engine keeps of a snapshot (its key and uid, its toleration list
+/// when new) is taken out of it, and the rest freed at once.
 pub struct PodRun {
     index: PodIndex,
     sets: TolerationSets,
@@ -242,6 +271,9 @@ pub struct PodRun {
     /// node in a list, so most find their node's name here without a lookup.
     last_node: Option<Arc<str>>,
 }
+
+/// How far [`PodRun`] counts a node's pods ahead to size its pod list.
+const COUNT_AHEAD: usize = 1024;
 
 impl PodRun {
     /// Takes what pod ingest touches out of `world` (put back by
@@ -261,35 +293,36 @@ impl PodRun {
         matches!(obs, Observation::PodUpserted(_))
     }
 
-    /// Applies `first` and the pod upserts that follow it in `rest`,
-    /// stopping before the first other observation, then puts back what
-    /// it took out of `world`.
-    pub fn apply(
-        world: &mut World,
-        first: PodSnapshot,
-        rest: &mut std::iter::Peekable<impl Iterator<Item = Observation>>,
-    ) {
-        let mut run = PodRun::start(world);
-        if run.index.by_key.is_empty() {
+    /// Applies the pod upserts at the start of `run`, stopping before the
+    /// first other observation, and returns how many it applied. What it
+    /// keeps of each is taken out of the snapshot, which is left emptied in
+    /// `run`.
+    pub fn apply(world: &mut World, run: &mut [Observation]) -> usize {
+        let mut pods = PodRun::start(world);
+        if pods.index.by_key.is_empty() {
             // A first list (startup, or a restart): size the index for it
-            // at once rather than re-hashing it a score of times as it grows.
-            let (more, _) = rest.size_hint();
-            run.index.by_key.reserve(more + 1, |e| world.get::<Pod>(e).map(|p| &*p.key));
+            // at once rather than re-hashing it a score of times as it
+            // grows; the same for the lists by node, one for each node
+            // known (the pods' nodes, as a rule).
+            pods.index.by_key.reserve(run.len(), |e| world.get::<Pod>(e).map(|p| &*p.key));
+            if pods.index.by_node.is_empty() {
+                pods.index.by_node.reserve(world.resource::<NodeIndex>().0.len());
+            }
         }
         // The rescheduler's own facts, kept only while it runs.
         let resched = world.resource::<SchedFacts>().enabled;
-        let mut next = Some(first);
-        while let Some(snap) = next.take() {
+        let mut taken = 0;
+        while taken < run.len() {
+            let (this, after) = run.split_at_mut(taken + 1);
+            let Observation::PodUpserted(snap) = &mut this[taken] else { break };
             if resched {
-                world.resource_mut::<SchedFacts>().observe_pod(&snap);
+                world.resource_mut::<SchedFacts>().observe_pod(snap);
             }
-            run.upsert(world, snap);
-            next = match rest.next_if(PodRun::takes) {
-                Some(Observation::PodUpserted(p)) => Some(p),
-                _ => None,
-            };
+            pods.upsert(world, snap, after);
+            taken += 1;
         }
-        run.finish(world);
+        pods.finish(world);
+        taken
     }
 
     /// Puts back what [`PodRun::start`] took out.
@@ -300,7 +333,9 @@ impl PodRun {
         world.resource_mut::<AssignedPods>().0 = self.assigned;
     }
 
-    fn upsert(&mut self, world: &mut World, snap: PodSnapshot) {
+    /// Takes in `snap`; `after` is what follows it in the run (read only
+    /// to size a new pod list by node).
+    fn upsert(&mut self, world: &mut World, snap: &mut PodSnapshot, after: &[Observation]) {
         let place = self.index.by_key.find_or_place(&snap.key, |e| world.get::<Pod>(e).map(|p| &*p.key));
         match place {
             Ok(e) => {
@@ -310,7 +345,7 @@ impl PodRun {
                 // afresh, like any new pod (found by the fuzzer).
                 let new_pod = *old.uid != *snap.uid;
                 let node_changed = old.node.as_deref() != snap.node.as_deref() || new_pod;
-                let tolerations_changed = *old.tolerations != *snap.tolerations;
+                let old_tolerations = old.tolerations.clone();
                 let old_node = old.node.clone();
                 let old_progress = old.progress.clone();
                 if new_pod {
@@ -319,11 +354,17 @@ impl PodRun {
                 }
                 let bound = node_changed && snap.node.is_some();
                 let mut pod = self.pod_from(snap);
+                // Lists are interned, so the old list and the new one are
+                // most often the same copy or two different lists; compared
+                // whole only when neither tells.
+                let tolerations_changed = !Arc::ptr_eq(&old_tolerations, &pod.tolerations)
+                    && !same_tolerations(&old_tolerations, &pod.tolerations);
                 if !new_pod {
                     // The same pod: what we did to it still stands.
                     pod.progress = old_progress;
                 }
-                self.index.rebind(e, old_node.as_deref(), pod.node.as_ref());
+                self.index.rebind(e, old_node.as_deref(), pod.node.as_ref(), || pods_ahead_on(&snap.node, after));
+                discard(snap);
                 world.entity_mut(e).insert(pod);
                 if node_changed || tolerations_changed {
                     self.inbox.push(e);
@@ -334,11 +375,12 @@ impl PodRun {
             }
             Err(place) => {
                 // One probe found the pod absent and its place in the index.
-                let node = snap.node.as_deref().map(|n| shared_node_name(&mut self.last_node, &self.index.by_node, n));
-                let pod = pod_component(&mut self.sets, snap, node.clone());
+                let pod = pod_component(&mut self.last_node, &self.index.by_node, &mut self.sets, snap);
+                let node = pod.node.clone();
                 let e = world.spawn((pod, PendingDeletion::default())).id();
                 place.file(e);
-                self.index.rebind(e, None, node.as_ref());
+                self.index.rebind(e, None, node.as_ref(), || pods_ahead_on(&snap.node, after));
+                discard(snap);
                 self.inbox.push(e);
                 if node.is_some() {
                     self.assigned.push(e);
@@ -348,11 +390,51 @@ impl PodRun {
     }
 
     /// The pod component of a snapshot, its strings and tolerations shared
-    /// with the indexes and the other pods that have the same.
-    fn pod_from(&mut self, snap: PodSnapshot) -> Pod {
-        let node = snap.node.as_deref().map(|n| shared_node_name(&mut self.last_node, &self.index.by_node, n));
-        pod_component(&mut self.sets, snap, node)
+    /// with the indexes and the other pods that have the same. Takes the
+    /// key, the uid and the tolerations out of `snap`.
+    fn pod_from(&mut self, snap: &mut PodSnapshot) -> Pod {
+        pod_component(&mut self.last_node, &self.index.by_node, &mut self.sets, snap)
     }
+}
+
+/// [`PodRun::pod_from`], on the parts of the run it reads (so that the pod
+/// index's keys can be borrowed meanwhile).
+fn pod_component(
+    last_node: &mut Option<Arc<str>>,
+    by_node: &crate::resources::HashMap<Arc<str>, Vec<Entity>>,
+    sets: &mut TolerationSets,
+    snap: &mut PodSnapshot,
+) -> Pod {
+    let node = snap.node.as_deref().map(|n| shared_node_name(last_node, by_node, n));
+    Pod {
+        key: std::mem::take(&mut snap.key).into_boxed_str(),
+        uid: std::mem::take(&mut snap.uid).into_boxed_str(),
+        node,
+        daemonset: snap.daemonset,
+        ready: snap.ready,
+        terminating: snap.terminating,
+        tolerations: sets.intern(std::mem::take(&mut snap.tolerations)),
+        progress: PodProgress::default(),
+    }
+}
+
+/// How many of the observations at the start of `after` are upserts of
+/// pods bound to `node` (up to [`COUNT_AHEAD`]): the pods about to join a
+/// node's new list.
+fn pods_ahead_on(node: &Option<String>, after: &[Observation]) -> usize {
+    let Some(node) = node else { return 0 };
+    after
+        .iter()
+        .take(COUNT_AHEAD)
+        .take_while(|obs| matches!(obs, Observation::PodUpserted(p) if p.node.as_ref() == Some(node)))
+        .count()
+}
+
+/// Frees what is left of a snapshot taken in, while it is still in the
+/// cache (the buffer it sits in is cleared after the whole ingest).
+fn discard(snap: &mut PodSnapshot) {
+    snap.node = None;
+    snap.scheduling = None;
 }
 
 /// The shared copy of a node name pods are bound to: the pod index's own
@@ -374,21 +456,6 @@ fn shared_node_name(
     }
 }
 
-/// The pod component of a snapshot bound to `node` (its shared name).
-fn pod_component(sets: &mut TolerationSets, snap: PodSnapshot, node: Option<Arc<str>>) -> Pod {
-    let tolerations = sets.intern(snap.tolerations);
-    Pod {
-        key: snap.key.into_boxed_str(),
-        uid: snap.uid.into_boxed_str(),
-        node,
-        daemonset: snap.daemonset,
-        ready: snap.ready,
-        terminating: snap.terminating,
-        tolerations,
-        progress: PodProgress::default(),
-    }
-}
-
 /// The pod entity named `key`.
 fn pod_named(world: &World, key: &str) -> Option<Entity> {
     world.resource::<PodIndex>().by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
@@ -400,7 +467,7 @@ fn delete_pod(world: &mut World, key: &str) {
     });
     let Some(e) = removed else { return };
     let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
-    world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None);
+    world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None, || 0);
     if world.get::<PendingDeletion>(e).is_some_and(|p| p.get().is_some()) {
         // The pod left by itself: its scheduled deletion is cancelled (I5).
         world.resource_mut::<Outbox>().event(
@@ -435,11 +502,7 @@ type LeaseParams = (
 /// which the processor has in flight together), then the renewals are
 /// applied in order, as before. Lookups never see a change made by a
 /// renewal of the same group: applying a renewal changes no index.
-pub struct LeaseIngest {
-    state: bevy_ecs::system::SystemState<LeaseParams>,
-    /// The group being taken in (kept for its buffer).
-    group: Vec<(String, Option<Option<nodewarden_model::Timestamp>>, Option<Entity>)>,
-}
+pub struct LeaseIngest(bevy_ecs::system::SystemState<LeaseParams>);
 
 /// How many renewals are looked up ahead of being applied
 /// ([`LeaseIngest`]).
@@ -448,7 +511,7 @@ const LEASE_GROUP: usize = 32;
 impl LeaseIngest {
     /// The ingest state for `world`.
     pub fn new(world: &mut World) -> LeaseIngest {
-        LeaseIngest { state: bevy_ecs::system::SystemState::new(world), group: Vec::with_capacity(LEASE_GROUP) }
+        LeaseIngest(bevy_ecs::system::SystemState::new(world))
     }
 
     /// Whether `obs` is a Lease observation.
@@ -456,41 +519,24 @@ impl LeaseIngest {
         matches!(obs, Observation::LeaseUpserted { .. } | Observation::LeaseDeleted { .. })
     }
 
-    /// Applies `first` (a Lease observation) and the Lease observations
-    /// that follow it in `rest`, stopping before the first other one.
-    pub fn apply(
-        &mut self,
-        world: &mut World,
-        first: Observation,
-        rest: &mut std::iter::Peekable<impl Iterator<Item = Observation>>,
-    ) {
-        let Ok((index, mut orphans, mut timers, mut nodes)) = self.state.get_mut(world) else { return };
-        let group = &mut self.group;
-        let mut next = Some(first);
-        while next.is_some() {
-            group.clear();
-            while let Some(obs) = next.take() {
-                match obs {
-                    Observation::LeaseUpserted { node, renew } => group.push((node, Some(renew), None)),
-                    Observation::LeaseDeleted { node } => group.push((node, None, None)),
-                    // Callers hand over Lease observations only (`takes`).
-                    _ => {}
-                }
-                if group.len() == LEASE_GROUP {
-                    break;
-                }
-                next = rest.next_if(LeaseIngest::takes);
-            }
-            if group.len() == LEASE_GROUP {
-                next = rest.next_if(LeaseIngest::takes);
-            }
+    /// Applies the Lease observations at the start of `run`, stopping
+    /// before the first other one, and returns how many it applied (read in
+    /// place, as [`PodRun::apply`] reads pods; each one's node name is taken
+    /// out of it or freed).
+    pub fn apply(&mut self, world: &mut World, run: &mut [Observation]) -> usize {
+        let Ok((index, mut orphans, mut timers, mut nodes)) = self.0.get_mut(world) else { return 1 };
+        let taken = run.iter().take_while(|o| LeaseIngest::takes(o)).count();
+        for group in run[..taken].chunks_mut(LEASE_GROUP) {
             // Look every node up, then read what applying will touch.
-            for (node, _, e) in group.iter_mut() {
-                *e = index.0.get(node.as_str()).copied();
+            let mut found = [None; LEASE_GROUP];
+            for (obs, e) in group.iter().zip(found.iter_mut()) {
+                if let Observation::LeaseUpserted { node, .. } | Observation::LeaseDeleted { node } = obs {
+                    *e = index.0.get(node.as_str()).copied();
+                }
             }
             let mut touched = 0u64;
-            for (_, _, e) in group.iter() {
-                if let Some(Ok((lease, health, ready, flags))) = e.map(|e| nodes.get(e)) {
+            for e in found.iter().take(group.len()).flatten() {
+                if let Ok((lease, health, ready, flags)) = nodes.get(*e) {
                     touched ^= u64::from(lease.present)
                         ^ u64::from(health.slot())
                         ^ u64::from(ready.status.is_some())
@@ -499,14 +545,23 @@ impl LeaseIngest {
                 }
             }
             std::hint::black_box(touched);
-            for (node, renew, e) in group.drain(..) {
+            for (obs, e) in group.iter_mut().zip(found) {
+                let (node, renew) = match obs {
+                    Observation::LeaseUpserted { node, renew } => (node, Some(*renew)),
+                    Observation::LeaseDeleted { node } => (node, None),
+                    // Only Lease observations are in the run (`takes`).
+                    _ => continue,
+                };
                 let Some(e) = e else {
+                    let node = std::mem::take(node);
                     match renew {
                         Some(r) => orphans.0.insert(node, r),
                         None => orphans.0.remove(&node),
                     };
                     continue;
                 };
+                // The name is freed here, as before, not with the buffer.
+                drop(std::mem::take(node));
                 let view = renew.map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
                 if let Ok((mut lease, mut health, ready, flags)) = nodes.get_mut(e)
                     && *lease != view
@@ -518,6 +573,7 @@ impl LeaseIngest {
                 }
             }
         }
+        taken
     }
 }
 

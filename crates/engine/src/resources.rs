@@ -13,9 +13,6 @@ pub type Hasher = foldhash::fast::RandomState;
 
 /// A `HashMap` with the engine's [`Hasher`].
 pub type HashMap<K, V> = std::collections::HashMap<K, V, Hasher>;
-
-/// A `HashSet` with the engine's [`Hasher`].
-pub type HashSet<T> = std::collections::HashSet<T, Hasher>;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
@@ -179,8 +176,15 @@ impl PodIndex {
         self.by_node.get(node).map_or(&[], Vec::as_slice)
     }
 
-    /// Moves `pod` from one node's list to another's.
-    pub fn rebind(&mut self, pod: Entity, from: Option<&str>, to: Option<&Arc<str>>) {
+    /// Moves `pod` from one node's list to another's. When `to` has no list
+    /// yet, its list is made with room for `coming()` more pods besides
+    /// this one (rounded up to a power of two): the pods a (re)list brings
+    /// come node by node, so ingest can count a node's pods ahead and spare
+    /// its list the reallocations of growing one pod at a time (a million
+    /// of them at a first list). The rounding keeps a list that grows
+    /// later (a node's pods in two runs) no larger than one grown pod by
+    /// pod.
+    pub fn rebind(&mut self, pod: Entity, from: Option<&str>, to: Option<&Arc<str>>, coming: impl FnOnce() -> usize) {
         if from == to.map(|n| &**n) {
             return;
         }
@@ -196,7 +200,9 @@ impl PodIndex {
             match self.by_node.get_mut(&**new) {
                 Some(list) => list.push(pod),
                 None => {
-                    self.by_node.insert(new.clone(), vec![pod]);
+                    let mut list = Vec::with_capacity((1 + coming()).next_power_of_two());
+                    list.push(pod);
+                    self.by_node.insert(new.clone(), list);
                 }
             }
         }
@@ -208,14 +214,46 @@ impl PodIndex {
 /// reference to its list instead of its own copy. Lists no pod holds any
 /// more are dropped when the table has doubled since the last sweep, so
 /// the table stays within twice the lists in use.
+///
+/// Interning is on the path of every pod upsert (a million at a
+/// whole-cluster list), so it looks first among the few lists interned
+/// last, which is where a list's equal almost always is (pods come in runs
+/// of a node's DaemonSet pods and a workload's replicas, and most carry the
+/// same two or three lists); comparing with those is cheaper than hashing
+/// a list's strings. The table is only probed on a miss, with the list
+/// hashed once for the probe and the insert. Lists are compared exactly
+/// ([`same_tolerations`]), the cheap fields before the strings, so two
+/// different lists are never shared.
 #[derive(Resource, Debug, Default)]
 pub struct TolerationSets {
-    sets: HashSet<Arc<[Toleration]>>,
+    sets: HashTable<Arc<[Toleration]>>,
+    hasher: Hasher,
     sweep_at: usize,
-    /// The list interned last: pods come in runs with the same list (a
-    /// node's DaemonSet pods, a workload's replicas), and comparing with it
-    /// is cheaper than hashing.
-    last: Option<Arc<[Toleration]>>,
+    /// The lists interned last, the most recent first (at most
+    /// [`TolerationSets::RECENT`]); each is also in `sets`.
+    recent: Vec<Arc<[Toleration]>>,
+}
+
+/// Whether two toleration lists are equal (as `==` on them is), comparing
+/// the integer fields and the strings' lengths of every entry before any
+/// string's bytes: two lists interning tells apart usually differ there
+/// (a DaemonSet's tolerations against the admission defaults: the same
+/// keys, other `tolerationSeconds`), and equal ones have to be read whole
+/// anyway.
+pub fn same_tolerations(a: &[Toleration], b: &[Toleration]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            // Every field named, so a new field cannot be forgotten here.
+            let Toleration { key, operator, value, effect, seconds } = x;
+            *operator == y.operator
+                && *effect == y.effect
+                && *seconds == y.seconds
+                && key.len() == y.key.len()
+                && value.len() == y.value.len()
+        })
+        // Lengths are equal by now: an empty string (the usual value) is
+        // equal without a call to compare bytes.
+        && a.iter().zip(b).all(|(x, y)| (x.key.is_empty() || x.key == y.key) && (x.value.is_empty() || x.value == y.value))
 }
 
 impl TolerationSets {
@@ -223,30 +261,39 @@ impl TolerationSets {
     /// than it frees.
     const MIN_SWEEP: usize = 64;
 
+    /// How many of the lists interned last are compared with before the
+    /// table is probed.
+    const RECENT: usize = 4;
+
     /// The shared copy of `tolerations`.
     pub fn intern(&mut self, tolerations: Vec<Toleration>) -> Arc<[Toleration]> {
-        if let Some(last) = &self.last
-            && **last == *tolerations
-        {
-            return last.clone();
+        if let Some(at) = self.recent.iter().position(|set| same_tolerations(set, &tolerations)) {
+            // Most recent first: the next pod most likely has this list too.
+            if at > 0 {
+                self.recent[..=at].rotate_right(1);
+            }
+            return self.recent[0].clone();
         }
         let set = self.intern_new(tolerations);
-        self.last = Some(set.clone());
+        self.recent.truncate(Self::RECENT - 1);
+        self.recent.insert(0, set.clone());
         set
     }
 
     fn intern_new(&mut self, tolerations: Vec<Toleration>) -> Arc<[Toleration]> {
-        if let Some(set) = self.sets.get(tolerations.as_slice()) {
+        let hash = self.hasher.hash_one(tolerations.as_slice());
+        if let Some(set) = self.sets.find(hash, |set| same_tolerations(set, &tolerations)) {
             return set.clone();
         }
         if self.sets.len() >= self.sweep_at.max(Self::MIN_SWEEP) {
             // Only the table holds these: no pod carries the list now.
-            self.last = None;
+            self.recent.clear();
             self.sets.retain(|set| Arc::strong_count(set) > 1);
             self.sweep_at = self.sets.len() * 2;
         }
         let set: Arc<[Toleration]> = tolerations.into();
-        self.sets.insert(set.clone());
+        let hasher = &self.hasher;
+        self.sets.insert_unique(hash, set.clone(), |set| hasher.hash_one(&**set));
         set
     }
 
@@ -665,6 +712,55 @@ mod tests {
         }
         assert!(sets.len() < 2 * (held.len() + 1) + TolerationSets::MIN_SWEEP, "{} lists kept", sets.len());
         assert!(Arc::ptr_eq(&a, &sets.intern(vec![tol("a"), tol("b")])), "a held list survives sweeps");
+    }
+
+    #[test]
+    fn toleration_lists_are_the_same_exactly_when_equal() {
+        use nodewarden_model::TolerationOperator;
+        // Lists of one or two entries, each entry varied in one field at a
+        // time (keys and values of equal and unequal lengths): the cheap
+        // comparison must agree with `==` on every pair.
+        let base = Toleration {
+            key: "node.kubernetes.io/not-ready".into(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: Some(TaintEffect::NoExecute),
+            seconds: Some(300),
+        };
+        let variants = vec![
+            base.clone(),
+            Toleration { key: "node.kubernetes.io/unreachable".into(), ..base.clone() },
+            Toleration { key: "node.kubernetes.io/not-readx".into(), ..base.clone() },
+            Toleration { key: String::new(), ..base.clone() },
+            Toleration { operator: TolerationOperator::Equal, ..base.clone() },
+            Toleration { value: "a".into(), ..base.clone() },
+            Toleration { value: "b".into(), ..base.clone() },
+            Toleration { effect: None, ..base.clone() },
+            Toleration { effect: Some(TaintEffect::NoSchedule), ..base.clone() },
+            Toleration { seconds: None, ..base.clone() },
+            Toleration { seconds: Some(0), ..base.clone() },
+        ];
+        let mut lists: Vec<Vec<Toleration>> = vec![vec![]];
+        for a in &variants {
+            lists.push(vec![a.clone()]);
+            for b in &variants {
+                lists.push(vec![a.clone(), b.clone()]);
+            }
+        }
+        for a in &lists {
+            for b in &lists {
+                assert_eq!(same_tolerations(a, b), a == b, "{a:?} against {b:?}");
+            }
+        }
+        // Interning them all (recent lists, table, sweeps) shares a copy
+        // exactly between equal lists.
+        let mut sets = TolerationSets::default();
+        let first: Vec<Arc<[Toleration]>> = lists.iter().map(|l| sets.intern(l.clone())).collect();
+        for (l, got) in lists.iter().zip(&first) {
+            assert_eq!(**got, **l);
+            let again = sets.intern(l.clone());
+            assert!(Arc::ptr_eq(&again, got), "an equal list gets the copy interned first");
+        }
     }
 
     #[test]

@@ -26,21 +26,27 @@ impl ZoneKey {
     /// `failure-domain.beta` labels win over the topology labels when present
     /// (even when empty), as upstream's `GetZoneKey` does.
     pub fn from_labels(labels: &BTreeMap<String, String>) -> ZoneKey {
+        let (region, zone) = ZoneKey::parts_of(labels);
+        ZoneKey::new(region, zone)
+    }
+
+    /// The region and zone [`ZoneKey::from_labels`] would take from
+    /// `labels`, borrowed: a caller that only looks a known zone up (a
+    /// node's every upsert) then builds no key.
+    pub fn parts_of(labels: &BTreeMap<String, String>) -> (&str, &str) {
         let pick =
-            |beta: &str, topology: &str| labels.get(beta).or_else(|| labels.get(topology)).cloned().unwrap_or_default();
-        ZoneKey {
-            region: pick(keys::LABEL_FAILURE_DOMAIN_REGION, keys::LABEL_TOPOLOGY_REGION),
-            zone: pick(keys::LABEL_FAILURE_DOMAIN_ZONE, keys::LABEL_TOPOLOGY_ZONE),
-        }
+            |beta: &str, topology: &str| labels.get(beta).or_else(|| labels.get(topology)).map_or("", String::as_str);
+        (
+            pick(keys::LABEL_FAILURE_DOMAIN_REGION, keys::LABEL_TOPOLOGY_REGION),
+            pick(keys::LABEL_FAILURE_DOMAIN_ZONE, keys::LABEL_TOPOLOGY_ZONE),
+        )
     }
 
     /// True when [`ZoneKey::from_labels`] of `labels` is this key (without
     /// building one).
     pub fn is_of(&self, labels: &BTreeMap<String, String>) -> bool {
-        let pick =
-            |beta: &str, topology: &str| labels.get(beta).or_else(|| labels.get(topology)).map_or("", String::as_str);
-        self.region == pick(keys::LABEL_FAILURE_DOMAIN_REGION, keys::LABEL_TOPOLOGY_REGION)
-            && self.zone == pick(keys::LABEL_FAILURE_DOMAIN_ZONE, keys::LABEL_TOPOLOGY_ZONE)
+        let (region, zone) = ZoneKey::parts_of(labels);
+        self.region == region && self.zone == zone
     }
 
     /// Parses the `region/zone` spelling (`""` is the empty key). The split is

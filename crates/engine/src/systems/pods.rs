@@ -60,14 +60,16 @@ pub fn pod_assignment(
     let mut last: Option<(std::sync::Arc<str>, Option<Entity>)> = None;
     for pod_entity in list.drain(..) {
         let Ok(pod) = pods.get(pod_entity) else { continue };
-        let Some(node_name) = pod.node.clone() else { continue };
+        // Borrowed: most pods stop at the node check below, and a first
+        // list brings a million of them (a clone is two atomic operations).
+        let Some(node_name) = &pod.node else { continue };
         let node = match &last {
-            Some((name, node)) if std::sync::Arc::ptr_eq(name, &node_name) => *node,
+            Some((name, node)) if std::sync::Arc::ptr_eq(name, node_name) => *node,
             _ => {
                 // Not yet seen by a monitor pass, or no Ready condition:
                 // ignored, as upstream does; the node's own handling covers
                 // it later. Ready: nothing to do.
-                let node = node_index.0.get(&*node_name).copied().filter(|&node| {
+                let node = node_index.0.get(&**node_name).copied().filter(|&node| {
                     nodes.get(node).is_ok_and(|(ready, health, ..)| {
                         health.record(&timers).is_some() && ready.status.is_some_and(|s| s != ConditionStatus::True)
                     })
@@ -77,6 +79,7 @@ pub fn pod_assignment(
             }
         };
         let Some(node) = node else { continue };
+        let node_name = node_name.clone();
         let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
         let (Some(rec), Some(status)) = (health.record(&timers), ready.status) else { continue };
         mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
