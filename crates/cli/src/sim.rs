@@ -172,7 +172,6 @@ fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
         },
         (None, None) => None,
     };
-    let config = controller_config(args)?;
     let scenario = args.scenario.as_deref().unwrap_or("zone-outage");
     let source = match scenario.parse::<Builtin>() {
         Ok(b) => Source::Builtin(
@@ -184,6 +183,9 @@ fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
             if !path.is_file() {
                 bail!(unknown);
             }
+            if args.config.is_some() {
+                bail!("--config does not apply to a scenario file: the file's own `config:` is the controller's");
+            }
             let mut scenario = load_scenario(path).with_context(|| format!("invalid scenario {}", path.display()))?;
             if args.legacy {
                 scenario.config.enable_taint_manager = false;
@@ -191,6 +193,7 @@ fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
             Source::File(Box::new(scenario))
         }
     };
+    let config = controller_config(args)?;
     Ok(SimOptions { source, config, duration, seed: args.seed, measure: true })
 }
 

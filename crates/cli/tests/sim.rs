@@ -57,4 +57,11 @@ fn bad_flags_exit_2_with_a_clear_message() {
     assert!(err.contains("unknown scenario") && err.contains("control-plane-outage"), "{err}");
     let o = nodewarden(&["sim", "--nodes", "2", "--zones", "3"]);
     assert_eq!(o.status.code(), Some(2));
+    // A scenario file brings its own controller flags: --config would be
+    // ignored, so it is refused (the file named need not exist).
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/zone-outage.yaml");
+    let o = nodewarden(&["sim", "--scenario", file, "--config", "flags.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--config does not apply to a scenario file"), "{err}");
 }
