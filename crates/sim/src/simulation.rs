@@ -556,6 +556,7 @@ impl Simulation {
     /// the work overlaps. When the run is measured, the engine's ingest
     /// time here is counted in the step's first tick, as if the tick had
     /// taken it in.
+    ///
     /// False when the thread could not be started (nothing was run then).
     fn kubelets_beside_controller(&mut self, t: Timestamp) -> bool {
         let Some(controller) = self.controller.as_mut() else { return false };
@@ -572,8 +573,9 @@ impl Simulation {
                 let mut hand_over = |batch: &mut Vec<Observation>| {
                     checker.observe_batch(t, batch);
                     let next = spare_rx.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
-                    // The receiver outlives this thread (the scope joins
-                    // it first), so the send cannot fail.
+                    // The receiving loop below ends only once this
+                    // thread hangs up, unless it panicked: a failed send
+                    // can only follow that panic, which the scope raises.
                     let _ = full_tx.send(std::mem::replace(batch, next));
                 };
                 let mut batch = Vec::with_capacity(CHUNK);
