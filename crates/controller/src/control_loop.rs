@@ -74,13 +74,8 @@ pub struct StepSummary {
 pub struct CheckerFeed<'a>(&'a mut InvariantChecker);
 
 impl CheckerFeed<'_> {
-    /// Mirrors `observation`, seen at `now`, as [`Controller::observe`]
-    /// does before handing it to the engine.
-    pub fn observe(&mut self, now: Timestamp, observation: &Observation) {
-        self.0.observe(now, observation);
-    }
-
-    /// [`CheckerFeed::observe`] for each of `batch`, in order
+    /// Mirrors each of `batch`, seen at `now`, in order, as
+    /// [`Controller::observe`] does before handing it to the engine
     /// ([`InvariantChecker::observe_batch`]).
     pub fn observe_batch(&mut self, now: Timestamp, batch: &[Observation]) {
         self.0.observe_batch(now, batch);
@@ -91,11 +86,6 @@ impl CheckerFeed<'_> {
 pub struct EngineFeed<'a>(&'a mut Engine);
 
 impl EngineFeed<'_> {
-    /// Hands `observation` to the engine, after the checker saw it.
-    pub fn observe(&mut self, observation: Observation) {
-        self.0.observe(observation);
-    }
-
     /// Hands over every observation in `batch`, in order, leaving it
     /// empty ([`Engine::observe_batch`]).
     pub fn observe_batch(&mut self, batch: &mut Vec<Observation>) {
@@ -445,11 +435,7 @@ mod tests {
         let (mut checker, mut engine) = c.feeds();
         std::thread::scope(|s| {
             let seen = &batch;
-            s.spawn(move || {
-                for o in seen {
-                    checker.observe(t(0), o);
-                }
-            });
+            s.spawn(move || checker.observe_batch(t(0), seen));
         });
         engine.observe_batch(&mut batch);
         engine.absorb(t(0));

@@ -443,12 +443,6 @@ impl Cluster {
         self.rows.get(r).filter(|row| row.name == *handle.compact_name()).map(|_| r)
     }
 
-    /// Reads the row behind a kubelet's handle
-    /// ([`KubeletApi::touch`](crate::kubelet::KubeletApi::touch)).
-    pub fn touch_row(&self, handle: &NodeHandle) -> u64 {
-        self.row_at(handle).map_or(0, |r| u64::from(self.rows[r].ready.is_some()))
-    }
-
     /// [`Cluster::ready_status`] through a kubelet's handle.
     pub fn ready_status_at(&self, handle: &NodeHandle) -> Option<Option<ConditionStatus>> {
         match self.row_at(handle) {
