@@ -126,10 +126,17 @@ fn condition(v: &Value, time: &TimeBase) -> NodeCondition {
     }
 }
 
+/// `metadata.resourceVersion` as the number the store writes (0 when it
+/// is not one).
+fn resource_version(meta: &Value) -> u64 {
+    meta.get("resourceVersion").and_then(Value::as_str).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 /// What the engine reads of a Node.
 pub fn node_snapshot(v: &Value, time: &TimeBase) -> NodeSnapshot {
     let meta = &v["metadata"];
     NodeSnapshot {
+        version: resource_version(meta),
         allocatable: None,
         name: s(meta, "name").to_string(),
         created: meta
@@ -176,6 +183,9 @@ pub fn pod_ready(v: &Value) -> Option<bool> {
 pub fn pod_snapshot(v: &Value) -> PodSnapshot {
     let meta = &v["metadata"];
     PodSnapshot {
+        version: resource_version(meta),
+        node_lost: v.pointer("/status/reason").and_then(Value::as_str)
+            == Some(nodewarden_model::keys::POD_REASON_NODE_LOST),
         scheduling: None,
         key: format!("{}/{}", s(meta, "namespace"), s(meta, "name")),
         uid: s(meta, "uid").to_string(),
@@ -522,6 +532,7 @@ mod tests {
         let time = TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 };
         let t = |s: i64| Timestamp::from_nanos(s * 1_000_000_000);
         let node = NodeSnapshot {
+            version: 0,
             allocatable: None,
             name: "n1".into(),
             created: t(-100),
@@ -542,6 +553,8 @@ mod tests {
         assert_eq!(back.labels.remove("kubernetes.io/hostname").as_deref(), Some("n1"));
         assert_eq!(back, node);
         let pod = PodSnapshot {
+            version: 0,
+            node_lost: false,
             scheduling: None,
             key: "ns/p".into(),
             uid: "pu".into(),

@@ -507,6 +507,8 @@ mod tests {
             ..PodScheduling::default()
         };
         let pod = PodSnapshot {
+            version: 0,
+            node_lost: false,
             key: "kube-system/dns".into(),
             uid: "u1".into(),
             node: None,
@@ -523,6 +525,7 @@ mod tests {
             false,
         );
         let node = nodewarden_engine::NodeSnapshot {
+            version: 0,
             name: "a".into(),
             created: Timestamp::EPOCH,
             labels: Default::default(),

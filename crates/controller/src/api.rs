@@ -23,11 +23,11 @@ pub struct Applied {
 }
 
 impl Applied {
-    /// A write that was refused and came back with the object's current
-    /// state: the engine has something new to act on in the same instant.
-    pub fn refused_with_state(&self) -> bool {
-        matches!(self.outcome, Some(WriteOutcome::Failed(_)))
-            && self.observations.iter().any(|o| !matches!(o, Observation::WriteFinished { .. }))
+    /// The answer came with the object's state (accepted: the object as
+    /// the write left it; refused: as it is): the engine has something to
+    /// act on in the same instant, as it would once a watch delivered it.
+    pub fn brought_state(&self) -> bool {
+        self.observations.iter().any(|o| !matches!(o, Observation::WriteFinished { .. }))
     }
 }
 

@@ -10,14 +10,17 @@ use nodewarden_model::{ConfigError, ControllerConfig, Timestamp};
 use crate::api::{Applied, ClusterApi};
 use crate::invariants::{Invariant, InvariantChecker, Violation};
 
-/// How many times the engine ticks within one instant to learn of writes
-/// that were refused with fresh state. A real API server answers in
-/// milliseconds, so the engine hears of a refusal (a conflict, a deleted
-/// object, a budget that forbids an eviction) before time moves on; the
-/// bound keeps an API that refuses every retry from holding the loop.
-/// Periodic loops do not run twice in one instant, only the event-driven
-/// handlers do.
-pub const MAX_REFUSAL_ROUNDS: usize = 8;
+/// How many times the engine ticks within one instant to act on what the
+/// answers to its writes showed, when the back end answers at once (the
+/// in-memory cluster without API latency): the object as a write left it
+/// (a NoExecute taint the taint manager now observes) or, after a
+/// refusal, as it is (a conflict, a deleted object, a budget that forbids
+/// an eviction). Each answer is news the engine acts on as it would once a
+/// watch delivered it; the bound keeps an API that refuses every retry
+/// from holding the loop. Periodic loops do not run twice in one instant,
+/// only the event-driven handlers do. A back end that answers later hands
+/// its answers in before a later step instead.
+pub const MAX_ANSWER_ROUNDS: usize = 8;
 
 /// Counter of actions the safety interlock held back, labelled
 /// `invariant` with the rule's snake_case name. Always 0 in a correct
@@ -42,7 +45,7 @@ pub struct Handled<'a> {
 
 /// What a driver may want to see of a step, as it happens.
 pub enum StepEvent<'a> {
-    /// The engine ticked (once, or again in a refusal round) and issued
+    /// The engine ticked (once, or again in an answer round) and issued
     /// `actions`; `took` is the tick's wall time when a clock was lent
     /// with [`Controller::measure_with`].
     Ticked {
@@ -60,7 +63,7 @@ pub enum StepEvent<'a> {
 /// Tallies of one [`Controller::step`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepSummary {
-    /// Engine ticks, refusal rounds included.
+    /// Engine ticks, answer rounds included.
     pub ticks: usize,
     /// Actions the engine issued.
     pub actions: usize,
@@ -253,8 +256,8 @@ impl Controller {
     /// One instant of the loop at `now`: tick the engine, judge each action
     /// it issued, hold back those that would break an invariant, apply the
     /// rest through `api` in order and feed back what it answers. When a
-    /// write was refused with fresh state, tick again at `now` (at most
-    /// [`MAX_REFUSAL_ROUNDS`] ticks in all). `events` sees every tick and
+    /// write was answered with the object's state, tick again at `now` (at most
+    /// [`MAX_ANSWER_ROUNDS`] ticks in all). `events` sees every tick and
     /// every action as it happens.
     pub fn step(
         &mut self,
@@ -263,7 +266,7 @@ impl Controller {
         events: &mut dyn FnMut(StepEvent<'_>),
     ) -> StepSummary {
         let mut summary = StepSummary::default();
-        for _ in 0..MAX_REFUSAL_ROUNDS {
+        for _ in 0..MAX_ANSWER_ROUNDS {
             let started = self.stopwatch.map(|clock| clock());
             let actions = self.engine.tick(now);
             let took = self.stopwatch.zip(started).map(|(clock, s)| clock().duration_since(s));
@@ -308,7 +311,7 @@ impl Controller {
             if matches!(applied.outcome, Some(WriteOutcome::Failed(_))) {
                 summary.refused += 1;
             }
-            again |= applied.refused_with_state();
+            again |= applied.brought_state();
             events(StepEvent::Handled(Handled { action, violations: &[], applied: Some(&applied) }));
             self.observe_all(now, applied.observations);
         }
@@ -356,6 +359,8 @@ mod tests {
     //! injected where the engine's own actions go, and must not reach the
     //! API while a right one does.
 
+    use std::collections::BTreeMap;
+
     use nodewarden_engine::ActionKind;
     use nodewarden_model::ConditionStatus;
 
@@ -365,21 +370,46 @@ mod tests {
         unreachable,
     };
 
-    /// Applies everything it is given, as a fast API server would.
+    /// Applies everything it is given, as a fast API server would; the
+    /// nodes it was given (`nodes`) are kept and their new state answered,
+    /// so the taint manager observes the taints written to them.
     #[derive(Default)]
     struct Recorder {
         applied: Vec<ActionKind>,
+        nodes: BTreeMap<String, nodewarden_engine::NodeSnapshot>,
+    }
+
+    impl Recorder {
+        /// Keeps `node` (a `NodeUpserted`) to answer writes to it with.
+        fn keep(&mut self, node: &Observation) {
+            if let Observation::NodeUpserted(n) = node {
+                self.nodes.insert(n.name.clone(), n.clone());
+            }
+        }
     }
 
     impl ClusterApi for Recorder {
         fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
             self.applied.push(action.kind.clone());
             let done = WriteOutcome::Done;
-            Applied {
-                observations: vec![Observation::WriteFinished { id: action.id, outcome: done.clone() }],
-                outcome: action.kind.slot().map(|_| done),
-                violation: None,
-            }
+            let mut observations = vec![Observation::WriteFinished { id: action.id, outcome: done.clone() }];
+            let kept = match &action.kind {
+                ActionKind::PatchNodeTaints { node, add, remove, .. } => self.nodes.get_mut(node).map(|n| {
+                    n.taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+                    n.taints.extend(add.iter().cloned());
+                    n
+                }),
+                ActionKind::UpdateNodeConditions { node, conditions } => self.nodes.get_mut(node).map(|n| {
+                    for c in conditions {
+                        n.conditions.retain(|x| x.kind != c.kind);
+                        n.conditions.push(c.clone());
+                    }
+                    n
+                }),
+                _ => None,
+            };
+            observations.extend(kept.map(|n| Observation::NodeUpserted(n.clone())));
+            Applied { observations, outcome: action.kind.slot().map(|_| done), violation: None }
         }
     }
 
@@ -592,7 +622,7 @@ mod tests {
         }
         assert_eq!(summary.held_back, 0);
         assert!(summary.refused > 0);
-        assert!(summary.ticks > 1 && summary.ticks <= MAX_REFUSAL_ROUNDS, "{summary:?}");
+        assert!(summary.ticks > 1 && summary.ticks <= MAX_ANSWER_ROUNDS, "{summary:?}");
     }
 
     /// What one configuration does, scenario-free, on a small zone: `n1`
@@ -602,15 +632,19 @@ mod tests {
     /// tolerates it for 10 s). Returns every action sent in five minutes.
     fn five_minutes(config: ControllerConfig) -> Vec<ActionKind> {
         let mut c = controller(config);
+        let mut api = Recorder::default();
         for n in ["n1", "n2", "n3", "n4"] {
-            c.observe(t(0), node(n, ConditionStatus::True, vec![]));
+            let n = node(n, ConditionStatus::True, vec![]);
+            api.keep(&n);
+            c.observe(t(0), n);
         }
         let mut foreign = unreachable();
         foreign.time_added = Some(t(-1));
-        c.observe(t(0), node("pre", ConditionStatus::Unknown, vec![foreign]));
+        let pre = node("pre", ConditionStatus::Unknown, vec![foreign]);
+        api.keep(&pre);
+        c.observe(t(0), pre);
         c.observe(t(0), pod("ns/a", "n1", Some(10), false));
         c.observe(t(0), pod("ns/b", "pre", Some(10), false));
-        let mut api = Recorder::default();
         for at in (0..300).step_by(5) {
             for n in ["n2", "n3", "n4"] {
                 c.observe(t(at), Observation::LeaseUpserted { node: n.into(), renew: Some(t(at)) });
@@ -643,7 +677,9 @@ mod tests {
     fn each_controller_switch_does_what_it_says() {
         let on = five_minutes(ControllerConfig::default());
         assert_eq!(wrote_to(&on, "n1"), (true, true), "{on:?}");
-        assert_eq!(deleted(&on), ["ns/b"], "{on:?}");
+        // ns/b 10 s after its node was first seen tainted, ns/a 10 s after n1's
+        // taint was observed.
+        assert_eq!(deleted(&on), ["ns/b", "ns/a"], "{on:?}");
 
         // -taint-eviction-controller: the same tainting, no deletion.
         let no_eviction = five_minutes(ControllerConfig { taint_eviction: false, ..ControllerConfig::default() });

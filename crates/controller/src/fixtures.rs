@@ -22,6 +22,7 @@ pub(crate) fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Ob
     let mut labels = BTreeMap::new();
     labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string());
     Observation::NodeUpserted(NodeSnapshot {
+        version: 0,
         allocatable: None,
         name: name.into(),
         created: t(-3600),
@@ -43,6 +44,8 @@ pub(crate) fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Ob
 /// forever), owned by a DaemonSet or not.
 pub(crate) fn pod(key: &str, node: &str, seconds: Option<i64>, daemonset: bool) -> Observation {
     Observation::PodUpserted(PodSnapshot {
+        version: 0,
+        node_lost: false,
         scheduling: None,
         key: key.into(),
         uid: "u".into(),
@@ -107,6 +110,8 @@ pub(crate) fn taint_patch(node: &str, add: Vec<Taint>, remove: Vec<Taint>) -> Ac
 /// marked Unschedulable at 0 s.
 pub(crate) fn scheduled_pod(key: &str, node: Option<&str>, critical: bool, mirror: bool) -> PodSnapshot {
     PodSnapshot {
+        version: 0,
+        node_lost: false,
         key: key.into(),
         uid: "u".into(),
         node: node.map(str::to_string),

@@ -143,6 +143,16 @@ struct NodeMirror {
     /// `metadata.creationTimestamp`: a different one is a new object under
     /// the same name, whose heartbeats the old one's say nothing about.
     created: Timestamp,
+    /// The newest version observed; an older snapshot is passed over, as
+    /// the engine passes it over.
+    version: u64,
+}
+
+/// Whether a snapshot at `version` is older than the `held` one (both
+/// known): the engine's rule, which the mirror follows so that both see the
+/// same history.
+fn is_stale(version: u64, held: u64) -> bool {
+    version != 0 && held != 0 && version < held
 }
 
 /// A `not-ready` or `unreachable` NoExecute taint: the ones the controller
@@ -159,7 +169,7 @@ impl NodeMirror {
 
 /// What the checker remembers of a pod, and of the verdicts its
 /// tolerations got during the current tainted episode of its node. Packed
-/// (48 bytes): a million pods make the checker's mirror about as large as
+/// (56 bytes): a million pods make the checker's mirror about as large as
 /// the engine's otherwise.
 #[derive(Clone, Debug)]
 struct PodMirror {
@@ -178,6 +188,8 @@ struct PodMirror {
     /// Its toleration list's id in [`InvariantChecker::toleration_lists`].
     tolerations: u32,
     flags: u8,
+    /// The newest version observed.
+    version: u64,
 }
 
 /// A pod bound to no node.
@@ -276,6 +288,7 @@ impl Pods {
             at: 0,
             tolerations,
             flags: 0,
+            version: 0,
         };
         let id = place(&mut self.slots, &mut self.free, record);
         let (slots, hasher) = (&self.slots, &self.hasher);
@@ -485,6 +498,9 @@ impl InvariantChecker {
         self.now = self.now.max(now);
         match obs {
             Observation::NodeUpserted(n) => {
+                if self.nodes.get(n.name.as_str()).is_some_and(|m| is_stale(n.version, m.version)) {
+                    return;
+                }
                 let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
                 // A node deleted and created again under its name is a new
                 // object. The controller may go by either: it keeps its
@@ -526,6 +542,7 @@ impl InvariantChecker {
                         entry.last_transition = now;
                     }
                 }
+                entry.version = n.version;
                 entry.ready = ready.map(|c| c.status);
                 entry.ready_heartbeat = ready.map(|c| c.last_heartbeat);
                 entry.ready_transition = ready.map(|c| c.last_transition);
@@ -580,6 +597,9 @@ impl InvariantChecker {
     }
 
     fn upsert_pod(&mut self, now: Timestamp, p: &PodSnapshot) {
+        if self.pods.get(p.key.as_str()).is_some_and(|m| is_stale(p.version, m.version)) {
+            return;
+        }
         let tolerations = self.toleration_lists.acquire(&p.tolerations);
         let id = match self.pods.find(p.key.as_str()) {
             Some(id) => {
@@ -612,6 +632,7 @@ impl InvariantChecker {
             .as_ref()
             .is_some_and(|s| is_critical_addon(namespace, s.critical_annotation, s.priority_class.as_deref()));
         let entry = &mut self.pods.slots[id as usize];
+        entry.version = p.version;
         entry.set(PodMirror::DAEMONSET, p.daemonset);
         entry.set(PodMirror::TERMINATING, p.terminating);
         entry.set(PodMirror::PROTECTED, critical || p.scheduling.as_ref().is_some_and(|s| s.mirror));

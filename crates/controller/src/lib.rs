@@ -23,6 +23,6 @@ pub mod invariants;
 
 pub use api::{Applied, ClusterApi};
 pub use control_loop::{
-    CheckerFeed, Controller, EngineFeed, Handled, INTERLOCK_METRIC, MAX_REFUSAL_ROUNDS, StepEvent, StepSummary,
+    CheckerFeed, Controller, EngineFeed, Handled, INTERLOCK_METRIC, MAX_ANSWER_ROUNDS, StepEvent, StepSummary,
 };
 pub use invariants::{Invariant, InvariantChecker, Violation};

@@ -25,6 +25,7 @@ fn node(i: usize, tainted: bool) -> NodeSnapshot {
     labels.insert(keys::LABEL_TOPOLOGY_REGION.to_string(), "region1".to_string());
     labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "zone-a".to_string());
     NodeSnapshot {
+        version: 0,
         allocatable: None,
         name: format!("node-{i:05}"),
         created: Timestamp::EPOCH - Span::from_secs(3600),
@@ -69,6 +70,8 @@ fn setup() -> (Engine, Vec<Observation>) {
         for j in 0..PODS_PER_NODE {
             let seconds = if j % 2 == 0 { 300 } else { 3600 };
             engine.observe(Observation::PodUpserted(PodSnapshot {
+                version: 0,
+                node_lost: false,
                 scheduling: None,
                 key: format!("default/pod-{i:05}-{j:02}"),
                 uid: format!("uid-{i}-{j}"),

@@ -182,6 +182,24 @@ pub struct ExcludedFromDisruption;
 #[derive(Component, Debug, Clone, Default)]
 pub struct SeenNoExecute(pub Vec<Taint>);
 
+/// What the engine has observed of a node, apart from its own writes:
+/// the newest version taken in and the NoExecute taints it carried.
+///
+/// [`NodeTaints`] also holds the engine's own taint writes from the moment
+/// they are issued (node lifecycle's bookkeeping, as upstream keeps the
+/// object an update returned); the taint manager reads these instead, so
+/// a toleration's countdown starts when the taint is observed on the
+/// node, as upstream's taint manager starts it when its informer delivers
+/// the update, and never while the write is still on its way.
+#[derive(Component, Debug, Clone, Default)]
+pub struct ObservedNode {
+    /// `metadata.resourceVersion` of the newest snapshot taken in (0:
+    /// unknown).
+    pub version: u64,
+    /// The NoExecute taints of that snapshot.
+    pub noexecute: Vec<Taint>,
+}
+
 /// A pod, as last observed (or written).
 ///
 /// There can be a million of these, so the row is kept small and the
@@ -195,6 +213,9 @@ pub struct Pod {
     pub key: Box<str>,
     /// `metadata.uid`.
     pub uid: Box<str>,
+    /// `metadata.resourceVersion` of the newest snapshot taken in (0:
+    /// unknown); an older one is passed over.
+    pub version: u64,
     /// `spec.nodeName`.
     pub node: Option<Arc<str>>,
     /// Owned by a DaemonSet.
@@ -216,7 +237,8 @@ pub struct Pod {
 pub struct PodProgress {
     /// A deletion was issued and has not been refused.
     pub deletion_requested: bool,
-    /// `status.reason = NodeLost` was written (legacy mode).
+    /// `status.reason = NodeLost` was written (legacy mode), or observed on
+    /// the pod (written by an earlier life of the controller).
     pub node_lost: bool,
     /// The `DisruptionTarget` condition was written (taint-based mode).
     pub disruption_target: bool,

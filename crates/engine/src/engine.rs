@@ -623,6 +623,7 @@ mod rescheduler_tests {
 
     fn feed(engine: &mut Engine) {
         engine.observe(Observation::NodeUpserted(NodeSnapshot {
+            version: 0,
             name: "a".into(),
             created: Timestamp::EPOCH,
             labels: BTreeMap::from([("pool".to_string(), "x".to_string())]),
@@ -633,6 +634,8 @@ mod rescheduler_tests {
         }));
         for (key, since) in [("default/web", None), ("kube-system/dns", Some(Timestamp::EPOCH))] {
             engine.observe(Observation::PodUpserted(PodSnapshot {
+                version: 0,
+                node_lost: false,
                 key: key.into(),
                 uid: "u".into(),
                 node: since.is_none().then(|| "a".to_string()),
@@ -708,6 +711,7 @@ mod reset_tests {
         for (i, zone) in ["a", "a", "b", "b", "a"].into_iter().enumerate() {
             let name = format!("n{i}");
             out.push(Observation::NodeUpserted(NodeSnapshot {
+                version: 0,
                 name: name.clone(),
                 created: now - Span::from_secs(600),
                 labels: BTreeMap::from([(keys::LABEL_TOPOLOGY_ZONE.to_string(), zone.to_string())]),
@@ -725,6 +729,8 @@ mod reset_tests {
             }));
             for p in 0..2 {
                 out.push(Observation::PodUpserted(PodSnapshot {
+                    version: 0,
+                    node_lost: false,
                     key: format!("ns/{name}-{p}"),
                     uid: format!("u-{name}-{p}"),
                     node: Some(name.clone()),

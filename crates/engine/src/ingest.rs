@@ -99,17 +99,44 @@ fn zone_of_labels(world: &mut World, labels: &std::collections::BTreeMap<String,
     zone_for(world, ZoneKey::new(region, zone))
 }
 
+/// Whether a snapshot at `version` is older than the `held` one: both
+/// known and `version` lower. An equal version is taken in again: it is
+/// the same object, and it brings the engine's own bookkeeping back to
+/// what the API holds (after a refused write, say).
+pub(crate) fn is_stale(version: u64, held: u64) -> bool {
+    version != 0 && held != 0 && version < held
+}
+
 fn upsert_node(world: &mut World, snap: NodeSnapshot) {
+    let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
+    if let Some(e) = existing
+        && let Some(held) = world.get::<ObservedNode>(e).map(|o| o.version)
+        && is_stale(snap.version, held)
+    {
+        debug!(node = %snap.name, version = snap.version, held, "node snapshot older than the one held; passed over");
+        metrics::counter!(metric_names::STALE_OBSERVATIONS_TOTAL, "kind" => "node").increment(1);
+        return;
+    }
     let in_zone = zone_of_labels(world, &snap.labels);
     let excluded = snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION);
     let ready = ReadyView::of(&snap.conditions);
-    let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
+    let observed = ObservedNode { version: snap.version, noexecute: noexecute(&snap.taints).cloned().collect() };
     let entity = match existing {
         Some(e) => {
             let old_share = share(world, e);
             let mut node = world.entity_mut(e);
             let old_zone = node.get::<InZone>().map(|z| z.zone);
-            let taints_changed = node.get::<NodeTaints>().is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
+            // The taint manager looks again when the observed NoExecute
+            // taints change, or node lifecycle's own view of them does (a
+            // refused removal of ours, undone by the object's state).
+            let (observed_changed, cleared) = match node.get::<ObservedNode>() {
+                Some(o) => {
+                    (o.noexecute != observed.noexecute, !o.noexecute.is_empty() && observed.noexecute.is_empty())
+                }
+                None => (true, false),
+            };
+            let taints_changed = observed_changed
+                || node.get::<NodeTaints>().is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
             if let Some(mut v) = node.get_mut::<ReadyView>()
                 && *v != ready
             {
@@ -126,6 +153,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 },
                 NodeConditions(snap.conditions),
                 NodeTaints(snap.taints),
+                observed,
                 in_zone,
             ));
             if excluded {
@@ -150,12 +178,19 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
             }
             views_ingested(world, e);
             if taints_changed {
-                world.resource_mut::<TaintManagerInbox>().nodes.push(e);
+                let mut inbox = world.resource_mut::<TaintManagerInbox>();
+                inbox.nodes.push(e);
+                if cleared {
+                    // Observed without NoExecute taints: pending deletions
+                    // are called off (I4), whatever taints come back
+                    // before the taint manager next runs.
+                    inbox.cleared.push(e);
+                }
             }
             e
         }
         None => {
-            let untainted = noexecute(&snap.taints).next().is_none();
+            let untainted = observed.noexecute.is_empty();
             let mut flags = NodeFlags::default();
             flags.refresh_taints(&snap.taints);
             let lease = world
@@ -184,6 +219,7 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
                 flags,
                 in_zone,
                 SeenNoExecute::default(),
+                observed,
                 TaintRecord::default(),
             ));
             if excluded {
@@ -340,6 +376,12 @@ impl PodRun {
         match place {
             Ok(e) => {
                 let Some(old) = world.get::<Pod>(e) else { return };
+                if is_stale(snap.version, old.version) {
+                    debug!(pod = %snap.key, version = snap.version, held = old.version, "pod snapshot older than the one held; passed over");
+                    metrics::counter!(metric_names::STALE_OBSERVATIONS_TOTAL, "kind" => "pod").increment(1);
+                    discard(snap);
+                    return;
+                }
                 // A new uid is a new pod under the same name (its deletion and
                 // re-creation merged into one update): bound and evaluated
                 // afresh, like any new pod (found by the fuzzer).
@@ -361,7 +403,9 @@ impl PodRun {
                     && !same_tolerations(&old_tolerations, &pod.tolerations);
                 if !new_pod {
                     // The same pod: what we did to it still stands.
+                    let node_lost = pod.progress.node_lost;
                     pod.progress = old_progress;
+                    pod.progress.node_lost |= node_lost;
                 }
                 self.index.rebind(e, old_node.as_deref(), pod.node.as_ref(), || pods_ahead_on(&snap.node, after));
                 discard(snap);
@@ -409,12 +453,13 @@ fn pod_component(
     Pod {
         key: std::mem::take(&mut snap.key).into_boxed_str(),
         uid: std::mem::take(&mut snap.uid).into_boxed_str(),
+        version: snap.version,
         node,
         daemonset: snap.daemonset,
         ready: snap.ready,
         terminating: snap.terminating,
         tolerations: sets.intern(std::mem::take(&mut snap.tolerations)),
-        progress: PodProgress::default(),
+        progress: PodProgress { node_lost: snap.node_lost, ..PodProgress::default() },
     }
 }
 
@@ -608,6 +653,21 @@ fn views_ingested(world: &mut World, e: Entity) {
     }
 }
 
+/// A pod deletion the API server accepted: counted here, once a pod, as
+/// upstream counts a deletion after its call returns (an attempt that was
+/// refused, or held back, counts nothing).
+fn deletion_accepted(world: &World, why: &crate::explain::Explanation) {
+    let now = world.resource::<Now>().0;
+    if world.resource::<Settings>().0.enable_taint_manager {
+        metrics::counter!(metric_names::TAINT_EVICTION_POD_DELETIONS_TOTAL).increment(1);
+        metrics::histogram!(metric_names::TAINT_EVICTION_POD_DELETION_DURATION_SECONDS)
+            .record((now - why.due_at).as_secs_f64());
+        metrics::histogram!(metric_names::TAINT_TO_DELETION_SECONDS).record((now - why.scheduled_at).as_secs_f64());
+    } else {
+        metrics::counter!(metric_names::LEGACY_POD_DELETIONS_TOTAL).increment(1);
+    }
+}
+
 fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     let Some(kind) = world.resource_mut::<Outbox>().finish(id) else {
         debug!(?id, "outcome for an unknown or already finished write");
@@ -616,7 +676,12 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     if matches!(kind, ActionKind::EvictForAddon { .. }) {
         world.resource_mut::<SchedFacts>().write_finished(&kind, &outcome);
     }
-    let WriteOutcome::Failed(reason) = outcome else { return };
+    let WriteOutcome::Failed(reason) = outcome else {
+        if let ActionKind::DeletePod { why, .. } = &kind {
+            deletion_accepted(world, why);
+        }
+        return;
+    };
     metrics::counter!(metric_names::WRITE_FAILURES_TOTAL).increment(1);
     if let Some((object, slot)) = kind.slot()
         && !matches!(kind, ActionKind::DeletePod { .. })

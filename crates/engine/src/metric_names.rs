@@ -31,6 +31,10 @@ pub const EVICTIONS_TOTAL: &str = "node_collector_evictions_total";
 pub const UPDATE_ALL_NODES_HEALTH_DURATION_SECONDS: &str = "node_collector_update_all_nodes_health_duration_seconds";
 
 /// Counter, upstream: pods the taint manager deleted.
+///
+/// Counted when the API server accepts the deletion, once a pod, as
+/// upstream counts it after its delete call returns: an attempt that was
+/// refused and retried counts once, when it succeeds.
 pub const TAINT_EVICTION_POD_DELETIONS_TOTAL: &str = "taint_eviction_controller_pod_deletions_total";
 
 /// Histogram, upstream: seconds from a taint-based deletion's deadline to
@@ -42,7 +46,14 @@ pub const TAINT_EVICTION_POD_DELETION_DURATION_SECONDS: &str =
 /// taint (the deletion being scheduled) to the pod's deletion.
 pub const TAINT_TO_DELETION_SECONDS: &str = "nodewarden_taint_to_deletion_seconds";
 
-/// Counter, ours: pods deleted by legacy eviction.
+/// Counter {kind}, ours: node or pod snapshots passed over because the
+/// engine already held a newer version of the object (a late watch event,
+/// or the echo of a write whose answer came first). Not an error: how often
+/// the API's answers and watch events cross.
+pub const STALE_OBSERVATIONS_TOTAL: &str = "nodewarden_stale_observations_total";
+
+/// Counter, ours: pods deleted by legacy eviction (deletions the API
+/// server accepted, once each).
 pub const LEGACY_POD_DELETIONS_TOTAL: &str = "nodewarden_legacy_pod_deletions_total";
 
 /// Counter, ours: writes the API server refused (any kind: node status,

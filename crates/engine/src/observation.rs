@@ -17,6 +17,12 @@ use crate::action::ActionId;
 pub struct NodeSnapshot {
     /// `metadata.name`.
     pub name: String,
+    /// `metadata.resourceVersion` read as a number: the order of this
+    /// object's versions. A snapshot older than the one the engine holds
+    /// (a late watch event, the echo of a write that an answer already
+    /// overtook) is passed over, so nothing goes back in time. 0 means
+    /// unknown: such a snapshot is always taken in.
+    pub version: u64,
     /// `metadata.creationTimestamp`: the start of the startup grace period.
     pub created: Timestamp,
     /// `metadata.labels`: zone, exclusion, os/arch.
@@ -40,6 +46,9 @@ pub struct PodSnapshot {
     pub key: PodKey,
     /// `metadata.uid`: every write to the pod carries it as a precondition.
     pub uid: String,
+    /// `metadata.resourceVersion` read as a number; see
+    /// [`NodeSnapshot::version`].
+    pub version: u64,
     /// `spec.nodeName`, `None` while unscheduled.
     pub node: Option<String>,
     /// Owned (as controller) by a DaemonSet. Legacy eviction never deletes
@@ -50,6 +59,10 @@ pub struct PodSnapshot {
     pub ready: Option<bool>,
     /// Has a deletion timestamp: the controller leaves it alone.
     pub terminating: bool,
+    /// `status.reason` is `NodeLost`: legacy eviction's status write is
+    /// already there (upstream's `SetPodTerminationReason` then writes
+    /// nothing), for instance after a restart of the controller.
+    pub node_lost: bool,
     /// `spec.tolerations`, in pod order (order matters for matching).
     pub tolerations: Vec<Toleration>,
     /// What the critical-addon rescheduler reads (requests, priority,

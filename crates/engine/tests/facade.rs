@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation};
+use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, Timestamp};
 
 fn t(ms: i64) -> Timestamp {
@@ -11,6 +11,7 @@ fn t(ms: i64) -> Timestamp {
 
 fn node(name: &str) -> Observation {
     Observation::NodeUpserted(NodeSnapshot {
+        version: 0,
         allocatable: None,
         name: name.into(),
         created: t(-3_600_000),
@@ -87,6 +88,8 @@ fn zoned_node(name: &str, zone: &str, beat: i64) -> Observation {
 
 fn plain_pod(key: &str, node: &str) -> Observation {
     Observation::PodUpserted(nodewarden_engine::PodSnapshot {
+        version: 0,
+        node_lost: false,
         key: key.into(),
         uid: format!("uid-{key}"),
         node: Some(node.into()),
@@ -117,7 +120,16 @@ fn first_list() -> Vec<Observation> {
 
 /// Drives an engine for three minutes after `start_ms`, every node but
 /// `a0` renewing its Lease every 10 s, and returns every action issued.
+/// Each write is answered as an API server would: accepted, and the
+/// node's new state observed (the taint manager acts on observed taints).
 fn run_on(engine: &mut Engine, start_ms: i64) -> Vec<String> {
+    let mut nodes: BTreeMap<String, NodeSnapshot> = first_list()
+        .into_iter()
+        .filter_map(|o| match o {
+            Observation::NodeUpserted(n) => Some((n.name.clone(), n)),
+            _ => None,
+        })
+        .collect();
     let mut seen = Vec::new();
     let mut now = start_ms;
     while now <= start_ms + 180_000 {
@@ -126,7 +138,27 @@ fn run_on(engine: &mut Engine, start_ms: i64) -> Vec<String> {
                 engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(t(now)) });
             }
         }
-        seen.extend(engine.tick(t(now)).iter().map(|a| format!("{:?}", a.kind)));
+        for a in engine.tick(t(now)) {
+            seen.push(format!("{:?}", a.kind));
+            if a.kind.slot().is_some() {
+                engine.observe(Observation::WriteFinished { id: a.id, outcome: WriteOutcome::Done });
+            }
+            let node = match &a.kind {
+                ActionKind::PatchNodeTaints { node, add, remove, .. } => nodes.get_mut(node).map(|n| {
+                    n.taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+                    n.taints.extend(add.iter().cloned());
+                    n
+                }),
+                ActionKind::UpdateNodeConditions { node, conditions } => nodes.get_mut(node).map(|n| {
+                    n.conditions = conditions.clone();
+                    n
+                }),
+                _ => None,
+            };
+            if let Some(n) = node {
+                engine.observe(Observation::NodeUpserted(n.clone()));
+            }
+        }
         now += 100;
     }
     seen

@@ -33,6 +33,7 @@ fn ours() -> Taint {
 
 fn node(name: &str, cpu: u64) -> NodeSnapshot {
     NodeSnapshot {
+        version: 0,
         name: name.into(),
         created: t(-3600),
         labels: BTreeMap::from([(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string())]),
@@ -54,6 +55,8 @@ fn node(name: &str, cpu: u64) -> NodeSnapshot {
 /// `grace` seconds, labelled `app=<app>`.
 fn pod(key: &str, node: &str, cpu: u64, grace: i64, app: &str) -> PodSnapshot {
     PodSnapshot {
+        version: 0,
+        node_lost: false,
         key: key.into(),
         uid: format!("uid-{key}"),
         node: Some(node.into()),
@@ -75,6 +78,8 @@ fn pod(key: &str, node: &str, cpu: u64, grace: i64, app: &str) -> PodSnapshot {
 /// CriticalAddonsOnly (as addons do).
 fn addon(key: &str, cpu: u64, since: i64) -> PodSnapshot {
     PodSnapshot {
+        version: 0,
+        node_lost: false,
         key: key.into(),
         uid: format!("uid-{key}"),
         node: None,

@@ -148,6 +148,17 @@ fn effect(s: &str) -> Option<TaintEffect> {
     }
 }
 
+/// `metadata.resourceVersion` as a number, for the engine's per-object
+/// order ([`NodeSnapshot::version`]). Clients are told to treat it as
+/// opaque, but every API server in use (etcd's revision, and the one
+/// `sim --serve` serves) writes a decimal number that grows with every
+/// change; one that is absent or not such a number reads as 0, "unknown",
+/// which the engine always takes in: the watch's own order then rules, as
+/// it does for client-go's informers.
+fn resource_version(v: &Value) -> u64 {
+    at(v, &["metadata", "resourceVersion"]).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
 /// The value at `path`, `None` when absent or null.
 fn at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v Value> {
     let mut cur = v;
@@ -308,7 +319,16 @@ pub fn node_reading(v: &Value, seen_at: Timestamp, detail: Detail) -> Option<Nod
         Detail::Lifecycle => None,
         Detail::Scheduling => r.allocatable(v),
     };
-    Some(NodeSnapshot { allocatable, name: name.to_string(), created, labels, conditions, taints, unschedulable })
+    Some(NodeSnapshot {
+        version: resource_version(v),
+        allocatable,
+        name: name.to_string(),
+        created,
+        labels,
+        conditions,
+        taints,
+        unschedulable,
+    })
 }
 
 /// The toleration an unreadable one reads as: every taint, forever.
@@ -422,6 +442,9 @@ pub fn pod_reading(v: &Value, seen_at: Timestamp, detail: Detail) -> Option<PodS
         Detail::Scheduling => Some(Box::new(r.scheduling(v))),
     };
     Some(PodSnapshot {
+        version: resource_version(v),
+        node_lost: at(v, &["status", "reason"]).and_then(Value::as_str)
+            == Some(nodewarden_model::keys::POD_REASON_NODE_LOST),
         scheduling,
         key: key.clone(),
         uid: uid.to_string(),

@@ -218,6 +218,7 @@ mod tests {
 
     fn node(name: &str) -> Observation {
         Observation::NodeUpserted(NodeSnapshot {
+            version: 0,
             allocatable: None,
             name: name.into(),
             created: Timestamp::EPOCH,
@@ -230,6 +231,8 @@ mod tests {
 
     fn pod(key: &str) -> Observation {
         Observation::PodUpserted(PodSnapshot {
+            version: 0,
+            node_lost: false,
             key: key.into(),
             uid: format!("uid-{key}"),
             node: Some("a".into()),

@@ -140,6 +140,8 @@ fn the_served_objects_read_back_with_the_same_scheduling_facts() {
         unschedulable_since: Some(Timestamp::from_nanos(50_000_000_000)),
     };
     let pod = PodSnapshot {
+        version: 0,
+        node_lost: false,
         key: "kube-system/coredns-1".into(),
         uid: "u1".into(),
         node: None,
@@ -164,6 +166,7 @@ fn the_served_objects_read_back_with_the_same_scheduling_facts() {
     assert_eq!(read.scheduling.as_deref(), Some(&want));
 
     let node = NodeSnapshot {
+        version: 0,
         name: "n1".into(),
         created: Timestamp::EPOCH,
         labels: BTreeMap::new(),

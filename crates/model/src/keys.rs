@@ -36,3 +36,7 @@ pub const LABEL_BETA_ARCH: &str = "beta.kubernetes.io/arch";
 
 /// The deprecated/stable label pairs that `reconcileNodeLabels` keeps equal.
 pub const RECONCILED_LABELS: [(&str, &str); 2] = [(LABEL_OS, LABEL_BETA_OS), (LABEL_ARCH, LABEL_BETA_ARCH)];
+
+/// `status.reason` of a pod legacy eviction deleted with its lost node
+/// (upstream's `NodeUnreachablePodReason`).
+pub const POD_REASON_NODE_LOST: &str = "NodeLost";

@@ -564,6 +564,7 @@ fn apply_to_cluster(world: &mut World, step: &Step, now: Timestamp, rescheduler:
                 .collect();
             let taints = user_taints(taints, now);
             let snapshot = NodeSnapshot {
+                version: 0,
                 allocatable,
                 name: name.clone(),
                 created,

@@ -70,7 +70,7 @@ pub const POD_READY: &str = "Ready";
 /// The pod condition the taint manager adds before deleting.
 pub const POD_DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// The pod `status.reason` a legacy eviction sets.
-pub const POD_REASON_NODE_LOST: &str = "NodeLost";
+pub use nodewarden_model::keys::POD_REASON_NODE_LOST;
 /// The pod condition the scheduler sets (False when it fits nowhere).
 pub const POD_SCHEDULED: &str = "PodScheduled";
 /// The Eviction API's refusal when a budget allows no disruption (429).
@@ -88,6 +88,8 @@ impl SimPod {
     /// What a watch would deliver for this pod.
     pub fn snapshot(&self) -> PodSnapshot {
         PodSnapshot {
+            version: 0,
+            node_lost: self.reason.as_deref() == Some(POD_REASON_NODE_LOST),
             key: self.key.clone(),
             uid: self.uid.clone(),
             node: self.node.clone(),
@@ -290,6 +292,7 @@ pub fn node_from_spec(spec: &NodeSpec, now: Timestamp) -> (NodeSnapshot, Option<
         });
     }
     let node = NodeSnapshot {
+        version: 0,
         allocatable: None,
         name: spec.name.clone(),
         created,

@@ -139,6 +139,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         cluster.put_node_unobserved(NodeSnapshot {
+            version: 0,
             allocatable: None,
             name: name.clone(),
             created,

@@ -146,7 +146,7 @@ pub struct Outcome {
     pub pods: usize,
     /// Simulated span.
     pub simulated: Span,
-    /// Steps taken (engine ticks, refusal rounds not counted).
+    /// Steps taken (engine ticks, answer rounds not counted).
     pub steps: u64,
     /// Observations sent to the engine.
     pub observations: u64,

@@ -622,6 +622,8 @@ mod tests {
     fn pod(key: &str, owner: Option<(&str, &str)>, hash: Option<&str>) -> SnapPod {
         SnapPod {
             pod: PodSnapshot {
+                version: 0,
+                node_lost: false,
                 scheduling: None,
                 key: key.into(),
                 uid: key.into(),

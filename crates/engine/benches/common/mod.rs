@@ -43,7 +43,16 @@ pub fn node(i: usize, zones: usize, nodes: usize, heartbeat: Timestamp) -> NodeS
         last_transition: created,
     })
     .collect();
-    NodeSnapshot { allocatable: None, name: name(i), created, labels, conditions, taints: vec![], unschedulable: false }
+    NodeSnapshot {
+        version: 0,
+        allocatable: None,
+        name: name(i),
+        created,
+        labels,
+        conditions,
+        taints: vec![],
+        unschedulable: false,
+    }
 }
 
 pub fn name(i: usize) -> String {
@@ -85,6 +94,8 @@ pub fn cluster_state(nodes: usize, zones: usize, pods_per_node: usize) -> Vec<Ob
                 )
             };
             out.push(Observation::PodUpserted(PodSnapshot {
+                version: 0,
+                node_lost: false,
                 scheduling: None,
                 uid: format!("uid-{key}"),
                 key,

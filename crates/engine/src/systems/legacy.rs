@@ -229,7 +229,6 @@ pub fn delete_pods(
             mode: why.mode,
             why: Box::new(explanation),
         });
-        metrics::counter!(metric_names::LEGACY_POD_DELETIONS_TOTAL).increment(1);
         deleted += 1;
     }
     deleted

@@ -3,7 +3,11 @@
 //! Systems write through the [`Outbox`] and apply their own writes to the
 //! World at once (as upstream keeps the object an update returned), so a
 //! later system in the same tick sees them, and the adapter's echo of the
-//! write later changes nothing.
+//! write later changes nothing. The taint manager is kept apart from that:
+//! it acts on NoExecute taints once they are observed on the node
+//! ([`crate::components::ObservedNode`]), as upstream's acts on what its
+//! informer delivers, so a toleration counts from the taint's observation,
+//! never from the write that is still on its way.
 
 pub mod disruption;
 pub mod health;
@@ -51,9 +55,16 @@ impl<'a> TaintTarget<'a> {
 }
 
 /// Adds `add` (stamped `time_added = now`) and removes `remove` (by key and
-/// effect) in one patch, applying it locally. Taints already present with
-/// the same key, effect and value are not re-added; absent ones are not
-/// removed. Returns whether anything was written.
+/// effect) in one patch, applying it to node lifecycle's bookkeeping
+/// ([`NodeTaints`]). Taints already present with the same key, effect and
+/// value are not re-added; absent ones are not removed. Returns whether
+/// anything was written.
+///
+/// The taint manager hears of an added taint when it is observed on the
+/// node. A write that takes the node's last NoExecute taint off is the one
+/// it hears of at once: the taints are on their way out, so the pending
+/// deletions are called off now and nothing new is scheduled on them
+/// (safe: the one cost of a refused removal is a countdown started again).
 pub fn write_taints(
     outbox: &mut Outbox,
     inbox: &mut TaintManagerInbox,
@@ -83,7 +94,7 @@ pub fn write_taints(
         inbox.cleared.push(target.entity);
     }
     target.flags.refresh_taints(current);
-    if add.iter().chain(remove.iter()).any(|t| t.effect == TaintEffect::NoExecute) {
+    if remove.iter().any(|t| t.effect == TaintEffect::NoExecute) {
         inbox.nodes.push(target.entity);
     }
     outbox.write(ActionKind::PatchNodeTaints { node: target.name.to_string(), add, remove, slot });

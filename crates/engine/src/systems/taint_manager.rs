@@ -13,7 +13,6 @@ use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, taint::Decision};
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, Verdict};
-use crate::metric_names;
 use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
@@ -54,8 +53,30 @@ pub fn retry_refused_deletions(
     }
 }
 
-fn noexecute(taints: &[Taint]) -> Vec<Taint> {
-    taints.iter().filter(|t| t.effect == TaintEffect::NoExecute).cloned().collect()
+/// The NoExecute taints the taint manager acts on for a node, from those
+/// `observed` on it and node lifecycle's own view of its taints
+/// (`bookkeeping`, which holds our writes from the moment they are issued);
+/// `None` to wait for the next observation.
+///
+/// - Lifecycle is taking every NoExecute taint off: none (pending
+///   deletions are called off at once, nothing is scheduled on taints on
+///   their way out).
+/// - Otherwise the observed taints that lifecycle still keeps. A taint we
+///   added counts only once observed, so a countdown never starts before
+///   the taint is on the node.
+/// - Every observed taint is being replaced (a not-ready/unreachable swap,
+///   or a taint removed and added again in one pass): wait for the
+///   replacement to be observed, so a running countdown is neither
+///   cancelled nor restarted by our own write.
+fn acted_on(observed: &[Taint], bookkeeping: &[Taint]) -> Option<Vec<Taint>> {
+    if !bookkeeping.iter().any(|t| t.effect == TaintEffect::NoExecute) {
+        return Some(Vec::new());
+    }
+    let kept: Vec<Taint> = observed.iter().filter(|t| bookkeeping.contains(t)).cloned().collect();
+    if kept.is_empty() && !observed.is_empty() {
+        return None;
+    }
+    Some(kept)
 }
 
 /// What `processPodOnNode` decided for one pod.
@@ -135,7 +156,7 @@ pub fn taint_manager(
     mut timers: ResMut<DeletionTimers>,
     pod_index: Res<PodIndex>,
     node_index: Res<NodeIndex>,
-    mut nodes: Query<(&NodeName, &NodeTaints, &mut SeenNoExecute)>,
+    mut nodes: Query<(&NodeName, &ObservedNode, &NodeTaints, &mut SeenNoExecute)>,
     facts: Query<(&Health, &ReadyView, &LeaseView, &TaintRecord)>,
     health_timers: Res<NodeTimers>,
     mut pods: PodQuery,
@@ -161,7 +182,7 @@ pub fn taint_manager(
     cleared.sort_unstable();
     cleared.dedup();
     for &node in &cleared {
-        let Ok((name, _, mut seen)) = nodes.get_mut(node) else { continue };
+        let Ok((name, _, _, mut seen)) = nodes.get_mut(node) else { continue };
         seen.0.clear();
         for &pod in pod_index.on_node(&name.0) {
             // Without taints the plan is to call off a pending deletion:
@@ -180,12 +201,12 @@ pub fn taint_manager(
     node_list.sort_unstable();
     node_list.dedup();
     for &node in &node_list {
-        let Ok((name, taints, mut seen)) = nodes.get_mut(node) else { continue };
-        let current = noexecute(&taints.0);
-        if current == seen.0 {
+        let Ok((name, observed, bookkeeping, mut seen)) = nodes.get_mut(node) else { continue };
+        let Some(effective) = acted_on(&observed.noexecute, &bookkeeping.0) else { continue };
+        if effective == seen.0 {
             continue;
         }
-        seen.0 = current;
+        seen.0 = effective;
         for &pod in pod_index.on_node(&name.0) {
             process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
         }
@@ -209,7 +230,7 @@ pub fn taint_manager(
             }
         };
         let Some(node) = node else { continue };
-        let Ok((_, _, seen)) = nodes.get(node) else { continue };
+        let Ok((_, _, _, seen)) = nodes.get(node) else { continue };
         // A node without NoExecute taints: nothing to do (I4 cancelled
         // everything when they went).
         if !seen.0.is_empty() {
@@ -248,10 +269,6 @@ pub fn taint_manager(
             deleted_at: now,
         };
         p.progress.deletion_requested = true;
-        metrics::histogram!(metric_names::TAINT_EVICTION_POD_DELETION_DURATION_SECONDS)
-            .record((now - deadline.fire_at).as_secs_f64());
-        metrics::histogram!(metric_names::TAINT_TO_DELETION_SECONDS).record((now - why.scheduled_at).as_secs_f64());
-        metrics::counter!(metric_names::TAINT_EVICTION_POD_DELETIONS_TOTAL).increment(1);
         let line = why.one_line();
         tracing::info!(pod = %p.key, why = %line, "deleting pod: NoExecute taint no longer tolerated");
         outbox.event(
@@ -282,6 +299,7 @@ mod tests {
         Pod {
             key: "ns/p".into(),
             uid: "u".into(),
+            version: 0,
             node: Some("n".into()),
             daemonset: false,
             ready: Some(true),
