@@ -17,7 +17,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use nodewarden_sim::{
-    EventAction, Record, ReplayOptions, Scenario, ScenarioError, load_scenario, replay_to_writer, replay_with,
+    ApiLatency, EventAction, Record, ReplayOptions, Scenario, ScenarioError, load_scenario, replay_to_writer,
+    replay_with,
 };
 use tracing_subscriber::EnvFilter;
 
@@ -75,6 +76,17 @@ struct ReplayArgs {
     /// or timeout, the zone rate, the deadline.
     #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "quiet")]
     explain: Option<String>,
+    /// How slow the API server between the controller and the cluster is:
+    /// `none` (each write lands at once), `realistic` (writes 20-200 ms,
+    /// watch events 50-500 ms late), or `write=MIN..MAX,watch=MIN..MAX`.
+    /// Overrides the file's `cluster.api`; without either, none. With
+    /// latency an expectation holds when it comes true within a tolerance
+    /// after its time (the summary line says how much).
+    #[arg(long, value_name = "LATENCY")]
+    api_latency: Option<ApiLatency>,
+    /// Seed of the latency draws: the same seed gives the same run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 fn main() -> ExitCode {
@@ -133,9 +145,10 @@ fn init_logging(default: &str, json: bool) {
 }
 
 fn replay(args: &ReplayArgs) -> u8 {
+    let opts = ReplayOptions { quiet: args.quiet, api: args.api_latency, seed: args.seed };
     let result = match &args.explain {
-        Some(pod) => run_explain(&args.file, pod),
-        None => run_replay(&args.file, args.quiet),
+        Some(pod) => run_explain(&args.file, pod, &opts),
+        None => run_replay(&args.file, &opts),
     };
     match result {
         Ok(true) => EXIT_OK,
@@ -156,7 +169,7 @@ fn load(file: &Path) -> anyhow::Result<Scenario> {
 
 /// Replays and prints the recorded causes of one pod's deletion;
 /// `Ok(true)` when every expectation held.
-fn run_explain(file: &Path, pod: &str) -> anyhow::Result<bool> {
+fn run_explain(file: &Path, pod: &str, opts: &ReplayOptions) -> anyhow::Result<bool> {
     let scenario = load(file)?;
     let known =
         scenario.pods.iter().map(|p| p.name.as_str()).chain(scenario.events.iter().filter_map(|e| match &e.action {
@@ -168,7 +181,7 @@ fn run_explain(file: &Path, pod: &str) -> anyhow::Result<bool> {
     }
     let mut explanation = None;
     let mut failed = vec![];
-    let summary = replay_with(&scenario, &mut |r: &Record| match r {
+    let summary = replay_with(&scenario, opts, &mut |r: &Record| match r {
         Record::Action(a) if a.action == "delete-pod" && a.pod.as_deref() == Some(pod) => {
             explanation = a.explanation.clone();
         }
@@ -187,12 +200,12 @@ fn run_explain(file: &Path, pod: &str) -> anyhow::Result<bool> {
 }
 
 /// Runs the replay; `Ok(true)` when everything held.
-fn run_replay(file: &Path, quiet: bool) -> anyhow::Result<bool> {
+fn run_replay(file: &Path, opts: &ReplayOptions) -> anyhow::Result<bool> {
     let scenario = load(file)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let summary = replay_to_writer(&scenario, &ReplayOptions { quiet }, &mut out)
-        .with_context(|| format!("replay of {} failed", file.display()))?;
+    let summary =
+        replay_to_writer(&scenario, opts, &mut out).with_context(|| format!("replay of {} failed", file.display()))?;
     // Already flushed by the replay; a late failure here changes nothing.
     let _ = out.flush();
     Ok(summary.ok())

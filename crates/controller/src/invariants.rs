@@ -149,9 +149,9 @@ struct NodeMirror {
 }
 
 /// Whether a snapshot at `version` is older than the `held` one (both
-/// known): the engine's rule, which the mirror follows so that both see the
-/// same history.
-fn is_stale(version: u64, held: u64) -> bool {
+/// known): such a late event would take the mirror back in time. (An equal
+/// one is the same object again: taking it in changes nothing here.)
+fn is_older(version: u64, held: u64) -> bool {
     version != 0 && held != 0 && version < held
 }
 
@@ -498,7 +498,7 @@ impl InvariantChecker {
         self.now = self.now.max(now);
         match obs {
             Observation::NodeUpserted(n) => {
-                if self.nodes.get(n.name.as_str()).is_some_and(|m| is_stale(n.version, m.version)) {
+                if self.nodes.get(n.name.as_str()).is_some_and(|m| is_older(n.version, m.version)) {
                     return;
                 }
                 let ready = n.conditions.iter().find(|c| c.kind == ConditionType::Ready);
@@ -597,7 +597,7 @@ impl InvariantChecker {
     }
 
     fn upsert_pod(&mut self, now: Timestamp, p: &PodSnapshot) {
-        if self.pods.get(p.key.as_str()).is_some_and(|m| is_stale(p.version, m.version)) {
+        if self.pods.get(p.key.as_str()).is_some_and(|m| is_older(p.version, m.version)) {
             return;
         }
         let tolerations = self.toleration_lists.acquire(&p.tolerations);
@@ -866,12 +866,25 @@ impl InvariantChecker {
         };
         let violate = |out: &mut Vec<Violation>, invariant, detail| out.push(Violation { invariant, at: now, detail });
         let Some(mirror) = self.nodes.get(node) else { return };
-        let mut after: Vec<Taint> = mirror.taints.clone();
-        after.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
-        after.extend(add.iter().cloned());
+        // The node as the API will have it when this patch lands: writes to
+        // one object land in order, so the taint patches sent before it in
+        // this step land first, whether or not their answers are back yet.
+        let patch = |taints: &mut Vec<Taint>, add: &[Taint], remove: &[Taint]| {
+            taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+            taints.extend(add.iter().cloned());
+        };
+        let mut before: Vec<Taint> = mirror.taints.clone();
+        let sent = self.step_writes.get(&(ObjectRef::Node(node.to_string()), WriteSlot::NoExecuteTaints));
+        for w in sent.into_iter().flatten() {
+            if let ActionKind::PatchNodeTaints { add, remove, .. } = w {
+                patch(&mut before, add, remove);
+            }
+        }
+        let mut after = before.clone();
+        patch(&mut after, add, remove);
         // Only a write that brings the two together counts: a node someone
         // else gave both taints is not the controller's doing.
-        if both(&after) && !both(&mirror.taints) {
+        if both(&after) && !both(&before) {
             violate(out, Invariant::NeverBothNoExecuteTaints, format!("node {node} would carry both"));
         }
         let Some(added) = add.iter().find(|t| is_controller_noexecute(t)) else { return };
@@ -884,7 +897,7 @@ impl InvariantChecker {
         }
         // A swap replaces the opposite taint at once; only a node getting its
         // first controller taint goes through the zone's rate limiter.
-        if mirror.taints.iter().any(is_controller_noexecute) {
+        if before.iter().any(is_controller_noexecute) {
             return;
         }
         let zone = &mirror.zone;

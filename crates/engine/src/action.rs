@@ -164,6 +164,24 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
+    /// Whether `other` asks for the same change as this: equal, except that
+    /// taints compare without their `timeAdded` (the same taint added again
+    /// a moment later is the same write; the API keeps the first).
+    pub fn same_change(&self, other: &ActionKind) -> bool {
+        match (self, other) {
+            (
+                ActionKind::PatchNodeTaints { node, add, remove, slot },
+                ActionKind::PatchNodeTaints { node: n2, add: a2, remove: r2, slot: s2 },
+            ) => {
+                let same = |x: &[Taint], y: &[Taint]| {
+                    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.same_as(b) && a.value == b.value)
+                };
+                node == n2 && slot == s2 && same(add, a2) && same(remove, r2)
+            }
+            _ => self == other,
+        }
+    }
+
     /// The object and slot this write occupies; `None` for Events. The
     /// engine keeps at most one write per slot in flight; drivers use this
     /// to tell writes (which get an outcome back) from Events (which don't).

@@ -594,6 +594,7 @@ fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
     world.init_resource::<TolerationSets>();
     world.init_resource::<ZoneIndex>();
     world.init_resource::<OrphanLeases>();
+    world.init_resource::<Tombstones>();
     world.init_resource::<PassScratch>();
     world.init_resource::<NodeTimers>();
     world.init_resource::<ZoneCounts>();

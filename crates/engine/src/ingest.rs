@@ -99,18 +99,25 @@ fn zone_of_labels(world: &mut World, labels: &std::collections::BTreeMap<String,
     zone_for(world, ZoneKey::new(region, zone))
 }
 
-/// Whether a snapshot at `version` is older than the `held` one: both
-/// known and `version` lower. An equal version is taken in again: it is
-/// the same object, and it brings the engine's own bookkeeping back to
-/// what the API holds (after a refused write, say).
+/// Whether a snapshot at `version` brings nothing new: both versions
+/// known and `version` no newer than the `held` one. An older one is a late
+/// event that would take the object back in time; an equal one is the same
+/// object again (the watch's echo of a write whose answer came first), and
+/// taking it in again would undo the bookkeeping of a write issued since.
+/// A refused write forgets the held version of its object
+/// (`forget_version`), so the object's current state, which comes with
+/// the refusal, is taken in whatever its version.
 pub(crate) fn is_stale(version: u64, held: u64) -> bool {
-    version != 0 && held != 0 && version < held
+    version != 0 && held != 0 && version <= held
 }
 
 fn upsert_node(world: &mut World, snap: NodeSnapshot) {
     let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
-    if let Some(e) = existing
-        && let Some(held) = world.get::<ObservedNode>(e).map(|o| o.version)
+    let held = match existing {
+        Some(e) => world.get::<ObservedNode>(e).map(|o| o.version),
+        None => world.resource::<Tombstones>().version(true, &snap.name),
+    };
+    if let Some(held) = held
         && is_stale(snap.version, held)
     {
         debug!(node = %snap.name, version = snap.version, held, "node snapshot older than the one held; passed over");
@@ -262,6 +269,10 @@ fn delete_node(world: &mut World, name: &str) {
         debug!(node = name, "deletion of a node never seen; ignored");
         return;
     };
+    if let Some(version) = world.get::<ObservedNode>(e).map(|o| o.version) {
+        let now = world.resource::<Now>().0;
+        world.resource_mut::<Tombstones>().bury(now, true, name, version);
+    }
     if let Some(in_zone) = world.get::<InZone>(e).copied() {
         move_out_of_zone(world, e, in_zone.zone);
     }
@@ -418,6 +429,14 @@ impl PodRun {
                 }
             }
             Err(place) => {
+                if let Some(held) = world.resource::<Tombstones>().version(false, &snap.key)
+                    && is_stale(snap.version, held)
+                {
+                    debug!(pod = %snap.key, version = snap.version, held, "snapshot of a pod deleted since; passed over");
+                    metrics::counter!(metric_names::STALE_OBSERVATIONS_TOTAL, "kind" => "pod").increment(1);
+                    discard(snap);
+                    return;
+                }
                 // One probe found the pod absent and its place in the index.
                 let pod = pod_component(&mut self.last_node, &self.index.by_node, &mut self.sets, snap);
                 let node = pod.node.clone();
@@ -511,6 +530,10 @@ fn delete_pod(world: &mut World, key: &str) {
         index.by_key.remove(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
     });
     let Some(e) = removed else { return };
+    if let Some(version) = world.get::<Pod>(e).map(|p| p.version) {
+        let now = world.resource::<Now>().0;
+        world.resource_mut::<Tombstones>().bury(now, false, key, version);
+    }
     let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
     world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None, || 0);
     if world.get::<PendingDeletion>(e).is_some_and(|p| p.get().is_some()) {
@@ -653,6 +676,28 @@ fn views_ingested(world: &mut World, e: Entity) {
     }
 }
 
+/// A write of ours was refused: the object may not be what our bookkeeping
+/// says, so its next snapshot is taken in whatever its version.
+fn forget_version(world: &mut World, kind: &ActionKind) {
+    let Some((object, _)) = kind.slot() else { return };
+    match object {
+        ObjectRef::Node(name) => {
+            if let Some(&e) = world.resource::<NodeIndex>().0.get(name.as_str())
+                && let Some(mut observed) = world.get_mut::<ObservedNode>(e)
+            {
+                observed.version = 0;
+            }
+        }
+        ObjectRef::Pod(key) => {
+            if let Some(e) = pod_named(world, &key)
+                && let Some(mut pod) = world.get_mut::<Pod>(e)
+            {
+                pod.version = 0;
+            }
+        }
+    }
+}
+
 /// A pod deletion the API server accepted: counted here, once a pod, as
 /// upstream counts a deletion after its call returns (an attempt that was
 /// refused, or held back, counts nothing).
@@ -688,6 +733,7 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     {
         warn!(%object, ?slot, %reason, "write refused; converging on the object's next observed state");
     }
+    forget_version(world, &kind);
     match kind {
         ActionKind::DeletePod { pod, .. } => {
             // Only the facts: no deletion is under way any more, and the pod

@@ -313,6 +313,50 @@ pub struct ZoneIndex {
     pub by_slot: Vec<Entity>,
 }
 
+/// The last versions of nodes and pods deleted in the last few minutes, so
+/// that a late event about one (a watch event older than the answer that
+/// told of its deletion) does not bring it back. Kept only for versioned
+/// objects; an object created again under the name has a newer version and
+/// is taken in.
+#[derive(Resource, Debug, Default)]
+pub struct Tombstones {
+    versions: HashMap<(bool, Box<str>), u64>,
+    order: std::collections::VecDeque<(Timestamp, bool, Box<str>)>,
+}
+
+impl Tombstones {
+    /// How long a deleted object's version is kept: far longer than any
+    /// watch event is late.
+    pub const KEPT: Span = Span::from_secs(300);
+
+    /// The node (`node`) or pod named `key` was deleted at `now`, last seen
+    /// at `version`.
+    pub fn bury(&mut self, now: Timestamp, node: bool, key: &str, version: u64) {
+        if version == 0 {
+            return;
+        }
+        while let Some((at, kind, old)) = self.order.front() {
+            if *at + Self::KEPT > now {
+                break;
+            }
+            let (kind, old) = (*kind, old.clone());
+            self.order.pop_front();
+            self.versions.remove(&(kind, old));
+        }
+        self.versions.insert((node, key.into()), version);
+        self.order.push_back((now, node, key.into()));
+    }
+
+    /// The version the node (`node`) or pod named `key` had when it was
+    /// deleted, if that was lately.
+    pub fn version(&self, node: bool, key: &str) -> Option<u64> {
+        if self.versions.is_empty() {
+            return None;
+        }
+        self.versions.get(&(node, Box::<str>::from(key))).copied()
+    }
+}
+
 /// Leases seen before their node, applied when the node appears.
 #[derive(Resource, Debug, Default)]
 pub struct OrphanLeases(pub HashMap<String, Option<Timestamp>>);
@@ -493,7 +537,7 @@ impl Outbox {
             return true;
         };
         let ids = self.by_object.entry(object).or_default();
-        if ids.iter().any(|id| self.in_flight.get(id) == Some(&kind)) {
+        if ids.iter().any(|id| self.in_flight.get(id).is_some_and(|k| k.same_change(&kind))) {
             return false;
         }
         let id = ActionId(self.next_id);

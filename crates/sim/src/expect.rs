@@ -41,6 +41,7 @@ pub fn evaluate(index: usize, at: Timestamp, x: &Expectation, cluster: &Cluster,
         want: Value::Null,
         got: Value::Null,
         failed: Vec::new(),
+        seen: None,
     };
     match &x.subject {
         Subject::Node { name, checks } => {

@@ -39,6 +39,7 @@ pub mod scheduler;
 pub mod simulation;
 pub mod statistics;
 pub mod validate;
+pub mod wire;
 
 pub use admission::AdmissionDefaults;
 pub use builtin::{Builtin, UnknownScenario};
@@ -51,3 +52,4 @@ pub use runner::{ReplayError, ReplayOptions, ReplayOutcome, replay, replay_to_wr
 pub use scenario::{EventAction, EventEntry, Expectation, NodeSpec, PodSpec, Scenario, Subject};
 pub use simulation::{Outcome, SimError, SimOptions, Simulation, Source};
 pub use validate::{load_scenario, parse_scenario, validate};
+pub use wire::{ApiLatency, SpanRange, Wire};

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use nodewarden_engine::{ActionKind, EventType, Explanation, ZoneReport, ZoneState};
-use nodewarden_model::{ConditionStatus, ConditionType, Taint, Timestamp};
+use nodewarden_model::{ConditionStatus, ConditionType, Span, Taint, Timestamp};
 use serde::Serialize;
 
 /// One output line.
@@ -239,6 +239,11 @@ pub struct ExpectRecord {
     /// The checks that did not hold.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// With API latency: when it was found to hold (or, failing, last
+    /// checked), within the tolerance after `at`. Absent without latency,
+    /// where it is checked at `at` exactly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Timestamp>,
 }
 
 /// The last line: how the replay went.
@@ -261,6 +266,24 @@ pub struct Summary {
     pub events: usize,
     /// The last simulated instant.
     pub end: Timestamp,
+    /// Writes the safety interlock held back (counted in `violations`
+    /// too): none in a correct run, with or without latency.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub held_back: usize,
+    /// With API latency: the latency, as `--api-latency` spells it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_latency: Option<String>,
+    /// With API latency: how late an expectation may come true.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<Span>,
+    /// With API latency: the latest an expectation that held came true
+    /// after its `at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_deviation: Option<Span>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {

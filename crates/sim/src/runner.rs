@@ -26,6 +26,18 @@
 //!    room for is bound in the same instant;
 //! 5. zone state and rate changes (from `engine.zones()`) are printed;
 //! 6. expectations due at `t` are checked, in file order.
+//!
+//! With API latency (`cluster.api` in the file, or
+//! [`ReplayOptions::api`]) the cluster and the controller talk through a
+//! [`Wire`]: the changes of steps 2 and 3 and the writes of step 4 go on
+//! it, and before step 4 the writes due by `t` land (their answers reach
+//! the controller) and the watch events due by `t` are delivered. Time
+//! then also stops where something lands or is delivered. A (re)started
+//! controller gets its list at once, so its loops keep the contract's
+//! grid; what its previous life sent still lands, unanswered. An
+//! expectation then holds when it comes true at some instant from its
+//! `at` to `at` + the tolerance ([`ApiLatency::tolerance`]); its line says
+//! when (`seen`).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -35,6 +47,8 @@ use nodewarden_engine::{Observation, WriteOutcome, ZoneReport, ZoneState};
 use nodewarden_model::{ConfigError, Timestamp, ZoneKey};
 use tracing::debug;
 
+use nodewarden_model::Span;
+
 use crate::cluster::Cluster;
 use crate::error::ScenarioError;
 use crate::expect::evaluate;
@@ -43,12 +57,18 @@ use crate::kubelet::Kubelets;
 use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
 use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
 use crate::validate::validate;
+use crate::wire::{ApiLatency, Wire, Wired};
 
 /// How much of the replay to report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplayOptions {
     /// Report only failed expectations, contract violations and the summary.
     pub quiet: bool,
+    /// The API latency to replay with, instead of the file's own
+    /// (`cluster.api`; absent there: none).
+    pub api: Option<ApiLatency>,
+    /// Seed of the latency draws (the same seed, the same run).
+    pub seed: u64,
 }
 
 /// Everything a replay reported, and its verdict.
@@ -101,7 +121,7 @@ const MAX_STEPS: u64 = 50_000_000;
 /// Replays `scenario` and returns every output line.
 pub fn replay(scenario: &Scenario, opts: &ReplayOptions) -> Result<ReplayOutcome, ReplayError> {
     let mut records = Vec::new();
-    let summary = replay_with(scenario, &mut |r: &Record| {
+    let summary = replay_with(scenario, opts, &mut |r: &Record| {
         if !opts.quiet || r.is_failure_or_summary() {
             records.push(r.clone());
         }
@@ -117,7 +137,7 @@ pub fn replay_to_writer<W: Write>(
     mut out: W,
 ) -> Result<Summary, ReplayError> {
     let mut failure: Option<io::Error> = None;
-    let summary = replay_with(scenario, &mut |r: &Record| {
+    let summary = replay_with(scenario, opts, &mut |r: &Record| {
         if failure.is_some() || (opts.quiet && !r.is_failure_or_summary()) {
             return;
         }
@@ -137,9 +157,13 @@ pub fn replay_to_writer<W: Write>(
 }
 
 /// Replays `scenario`, handing every record to `sink` as it is produced.
-pub fn replay_with(scenario: &Scenario, sink: &mut dyn FnMut(&Record)) -> Result<Summary, ReplayError> {
+pub fn replay_with(
+    scenario: &Scenario,
+    opts: &ReplayOptions,
+    sink: &mut dyn FnMut(&Record),
+) -> Result<Summary, ReplayError> {
     validate(scenario)?;
-    Runner::new(scenario, sink).run()
+    Runner::new(scenario, opts, sink).run()
 }
 
 struct Runner<'a> {
@@ -147,6 +171,13 @@ struct Runner<'a> {
     sink: &'a mut dyn FnMut(&Record),
     cluster: Cluster,
     kubelets: Kubelets,
+    /// The API between the controller and the cluster (bypassed when
+    /// instant).
+    wire: Wire,
+    /// How late an expectation may come true.
+    tolerance: Span,
+    largest_deviation: Option<Span>,
+    held_back: usize,
     /// The engine behind its safety interlock, from the first instant at
     /// or after 0.
     controller: Option<Controller>,
@@ -158,13 +189,18 @@ struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    fn new(scenario: &'a Scenario, sink: &'a mut dyn FnMut(&Record)) -> Runner<'a> {
+    fn new(scenario: &'a Scenario, opts: &ReplayOptions, sink: &'a mut dyn FnMut(&Record)) -> Runner<'a> {
         let (cluster, kubelets) = Cluster::from_scenario(scenario);
+        let latency = opts.api.unwrap_or(scenario.cluster.api);
         Runner {
             scenario,
             sink,
             cluster,
             kubelets,
+            wire: Wire::new(latency, opts.seed),
+            tolerance: latency.tolerance(scenario.config.node_monitor_period),
+            largest_deviation: None,
+            held_back: 0,
             controller: None,
             zones: Vec::new(),
             reported: BTreeMap::new(),
@@ -178,27 +214,65 @@ impl<'a> Runner<'a> {
         (self.sink)(&record);
     }
 
+    /// What changed in the cluster at `t`: handed to the controller at
+    /// once, or put on the wire.
     fn send(&mut self, t: Timestamp, observations: Vec<Observation>) {
-        if let Some(c) = &mut self.controller {
+        if !self.wire.is_instant() {
+            self.wire.publish(t, observations);
+        } else if let Some(c) = &mut self.controller {
             c.observe_all(t, observations);
         }
     }
 
     /// Starts the controller at `t` (or restarts it: a fresh engine that
-    /// keeps nothing) and sends it the whole cluster.
+    /// keeps nothing) and sends it the whole cluster. With latency, it
+    /// hears nothing of what its previous life had sent.
     fn start_controller(&mut self, t: Timestamp) -> Result<(), ReplayError> {
-        match &mut self.controller {
-            Some(c) => c.restart(t)?,
-            None => self.controller = Some(Controller::new(self.scenario.config.clone(), t)?),
+        let mut state = self.cluster.state();
+        if !self.wire.is_instant() {
+            self.wire.restart();
+            state = self.wire.list(t, state);
         }
-        let state = self.cluster.state();
-        self.send(t, state);
+        let c = match &mut self.controller {
+            Some(c) => {
+                c.restart(t)?;
+                c
+            }
+            None => self.controller.insert(Controller::new(self.scenario.config.clone(), t)?),
+        };
+        c.observe_all(t, state);
         Ok(())
+    }
+
+    /// With latency: what lands and arrives by `t` (the answers to writes,
+    /// then watch events) reaches the controller.
+    fn arrive(&mut self, t: Timestamp) {
+        if self.wire.is_instant() {
+            return;
+        }
+        let mut answers = Vec::new();
+        for landed in self.wire.land(t, &mut self.cluster, &mut answers) {
+            if let Some(violation) = landed.applied.violation {
+                self.violations += 1;
+                self.emit(Record::Violation(ViolationRecord { t: landed.at, violation }));
+            }
+        }
+        let mut events = Vec::new();
+        self.wire.deliver(t, &mut events);
+        if let Some(c) = &mut self.controller {
+            c.observe_all(t, answers);
+            c.observe_all(t, events);
+        }
     }
 
     fn run(mut self) -> Result<Summary, ReplayError> {
         let s = self.scenario;
-        let end = s.end();
+        let tolerance = self.tolerance;
+        let latency = (!self.wire.is_instant()).then(|| self.wire.latency());
+        // With latency the last expectation may come true up to the
+        // tolerance later.
+        let end = s.end() + tolerance;
+        let mut waiting: Vec<(usize, &Expectation)> = Vec::new();
         let at = |span| Timestamp::EPOCH + span;
         let mut events: Vec<(usize, &EventEntry)> = s.events.iter().enumerate().collect();
         events.sort_by_key(|(i, e)| (e.at, *i));
@@ -230,15 +304,17 @@ impl<'a> Runner<'a> {
             self.send(t, observations);
             let observations = self.cluster.housekeeping(t);
             self.send(t, observations);
+            self.arrive(t);
             self.tick(t);
             // What the controller's writes let the scheduler do lands in
             // the same instant (the engine hears of it at its next tick).
             let observations = self.cluster.housekeeping(t);
             self.send(t, observations);
-            while let Some((i, x)) = expects.get(next_expect).filter(|(_, x)| at(x.at) == t) {
-                self.check(*i, t, x);
+            while let Some(&(i, x)) = expects.get(next_expect).filter(|(_, x)| at(x.at) == t) {
+                waiting.push((i, x));
                 next_expect += 1;
             }
+            waiting.retain(|&(i, x)| !self.check(i, t, x, at(x.at) + tolerance <= t));
 
             let engine_next = self.controller.as_ref().map(|c| c.next_due()).filter(|&n| n > t);
             let next = [
@@ -248,6 +324,8 @@ impl<'a> Runner<'a> {
                 self.kubelets.next_due(),
                 self.cluster.next_due(),
                 engine_next,
+                self.wire.next_due(),
+                waiting.iter().map(|(_, x)| at(x.at) + tolerance).min(),
             ]
             .into_iter()
             .flatten()
@@ -258,9 +336,10 @@ impl<'a> Runner<'a> {
                 _ => break,
             }
         }
-        // Nothing is left unchecked: every `at` is within the run (validated).
-        for (i, x) in expects.get(next_expect..).unwrap_or_default() {
-            self.check(*i, at(x.at), x);
+        // Nothing is left unchecked: every `at` is within the run
+        // (validated), and so is every tolerance window.
+        for &(i, x) in waiting.iter().chain(expects.get(next_expect..).unwrap_or_default()) {
+            self.check(i, at(x.at), x, true);
         }
         let summary = Summary {
             summary: true,
@@ -271,6 +350,10 @@ impl<'a> Runner<'a> {
             writes: self.cluster.total_writes(),
             events: self.cluster.events().len(),
             end,
+            held_back: self.held_back,
+            api_latency: latency.map(|l| l.to_string()),
+            tolerance: latency.map(|_| tolerance),
+            largest_deviation: latency.and(self.largest_deviation),
         };
         self.emit(Record::Summary(summary.clone()));
         Ok(summary)
@@ -288,9 +371,13 @@ impl<'a> Runner<'a> {
 
     fn tick(&mut self, t: Timestamp) {
         let Some(controller) = &mut self.controller else { return };
-        let (sink, violations) = (&mut self.sink, &mut self.violations);
-        controller.step(t, &mut self.cluster, &mut |event| {
+        let (sink, violations, held_back) = (&mut self.sink, &mut self.violations, &mut self.held_back);
+        let mut api = Wired { wire: &mut self.wire, cluster: &mut self.cluster };
+        controller.step(t, &mut api, &mut |event| {
             let StepEvent::Handled(handled) = event else { return };
+            if !handled.violations.is_empty() {
+                *held_back += 1;
+            }
             for v in handled.violations {
                 *violations += 1;
                 sink(&Record::Violation(ViolationRecord { t, violation: v.to_string() }));
@@ -334,14 +421,26 @@ impl<'a> Runner<'a> {
         self.reported = seen;
     }
 
-    fn check(&mut self, index: usize, t: Timestamp, x: &Expectation) {
-        let record = evaluate(index + 1, t, x, &self.cluster, &self.zones);
+    /// Checks expectation `index` at `t`; a result is reported when it
+    /// holds, or when `last` (its window is over). True when reported.
+    fn check(&mut self, index: usize, t: Timestamp, x: &Expectation, last: bool) -> bool {
+        let at = Timestamp::EPOCH + x.at;
+        let mut record = evaluate(index + 1, at, x, &self.cluster, &self.zones);
+        if !record.ok && !last {
+            return false;
+        }
+        if !self.wire.is_instant() {
+            record.seen = Some(t);
+        }
         if record.ok {
             self.passed += 1;
+            let late = t - at;
+            self.largest_deviation = Some(self.largest_deviation.map_or(late, |d| d.max(late)));
         } else {
             self.failed += 1;
         }
         self.emit(Record::Expect(record));
+        true
     }
 }
 
@@ -416,7 +515,7 @@ expect:
 
     #[test]
     fn quiet_keeps_failures_and_summary() {
-        let o = run(KUBELETS, ReplayOptions { quiet: true });
+        let o = run(KUBELETS, ReplayOptions { quiet: true, ..ReplayOptions::default() });
         assert_eq!(o.records.len(), 2, "{:?}", o.records);
         assert!(matches!(&o.records[0], Record::Expect(e) if e.expect == 3 && !e.ok));
     }

@@ -96,6 +96,12 @@ pub struct ClusterSpec {
     /// contract has it.
     #[serde(default)]
     pub scheduler: bool,
+    /// How slow the API server between the controller and the cluster is
+    /// (`{write-latency: 20ms..200ms, watch-delay: 50ms..500ms}`); absent,
+    /// the instant world: each write lands at once and each change is seen
+    /// in the same instant. `--api-latency` overrides it.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub api: crate::wire::ApiLatency,
 }
 
 fn default_toleration_seconds() -> Option<i64> {
@@ -109,6 +115,7 @@ impl Default for ClusterSpec {
             default_unreachable_toleration_seconds: default_toleration_seconds(),
             kubelet: KubeletSpec::default(),
             scheduler: false,
+            api: crate::wire::ApiLatency::NONE,
         }
     }
 }

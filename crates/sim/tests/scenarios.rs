@@ -1,11 +1,15 @@
 //! Replays every scenario of the repository (`tests/scenarios/*.yaml`) and,
 //! when present, the shared conformance scenarios (`../shared/conformance`),
-//! and checks that every file of `tests/invalid/` is refused with the
-//! message its first line announces.
+//! each in the instant world and with realistic API latency (several
+//! seeds), and checks that every file of `tests/invalid/` is refused with
+//! the message its first line announces.
 
 use std::path::{Path, PathBuf};
 
-use nodewarden_sim::{ReplayOptions, load_scenario, replay};
+use nodewarden_sim::{ApiLatency, ReplayOptions, load_scenario, replay};
+
+/// The seeds the latency runs use: each draws other delays.
+const LATENCY_SEEDS: [u64; 3] = [1, 2, 3];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -31,8 +35,9 @@ fn is_visible(p: &Path) -> bool {
     p.file_name().is_some_and(|n| !n.to_string_lossy().starts_with('.'))
 }
 
-/// Replays each file; returns one report per file that did not pass.
-fn replay_all(paths: &[PathBuf]) -> Vec<String> {
+/// Replays each file with `opts`; returns one report per file that did not
+/// pass.
+fn replay_all(paths: &[PathBuf], opts: &ReplayOptions) -> Vec<String> {
     let mut failures = Vec::new();
     for path in paths {
         let scenario = match load_scenario(path) {
@@ -42,12 +47,14 @@ fn replay_all(paths: &[PathBuf]) -> Vec<String> {
                 continue;
             }
         };
-        match replay(&scenario, &ReplayOptions { quiet: true }) {
+        match replay(&scenario, opts) {
             Ok(outcome) if outcome.ok() => {}
             Ok(outcome) => {
                 let mut report = format!(
-                    "{}: {} of {} expectations failed, {} violations",
+                    "{} (api latency {}, seed {}): {} of {} expectations failed, {} violations",
                     path.display(),
+                    opts.api.unwrap_or(scenario.cluster.api),
+                    opts.seed,
                     outcome.summary.failed - outcome.summary.violations,
                     outcome.summary.passed + outcome.summary.failed - outcome.summary.violations,
                     outcome.summary.violations,
@@ -64,8 +71,8 @@ fn replay_all(paths: &[PathBuf]) -> Vec<String> {
     failures
 }
 
-fn assert_all_pass(paths: &[PathBuf]) {
-    let failures = replay_all(paths);
+fn assert_all_pass(paths: &[PathBuf], opts: &ReplayOptions) {
+    let failures = replay_all(paths, opts);
     for f in &failures {
         eprintln!("{f}\n");
     }
@@ -77,19 +84,48 @@ fn repository_scenarios_pass() {
     let dir = repo_root().join("tests/scenarios");
     let paths = files(&dir, is_yaml);
     assert!(!paths.is_empty(), "no *.yaml scenario in {}", dir.display());
-    assert_all_pass(&paths);
+    assert_all_pass(&paths, &ReplayOptions { quiet: true, ..ReplayOptions::default() });
+}
+
+/// The same files through an API that answers 20-200 ms late and whose
+/// watch events are 50-500 ms late: each must hold within its tolerance.
+#[test]
+fn repository_scenarios_pass_with_api_latency() {
+    let paths = files(&repo_root().join("tests/scenarios"), is_yaml);
+    for seed in LATENCY_SEEDS {
+        assert_all_pass(&paths, &ReplayOptions { quiet: true, api: Some(ApiLatency::REALISTIC), seed });
+    }
+}
+
+/// The shared conformance files, or `None` (said on stderr) when the folder
+/// is not there. CI always has it: there its absence fails the test.
+fn conformance_files() -> Option<Vec<PathBuf>> {
+    let dir = repo_root().join("../shared/conformance");
+    if !dir.is_dir() {
+        assert!(std::env::var_os("CI").is_none(), "{} is missing: CI always has it", dir.display());
+        eprintln!(
+            "skipped: {} is not present (the public conformance scenarios sit beside the repository)",
+            dir.display()
+        );
+        return None;
+    }
+    let paths = files(&dir, is_visible);
+    assert!(!paths.is_empty(), "{} is empty", dir.display());
+    Some(paths)
 }
 
 #[test]
 fn shared_conformance_scenarios_pass() {
-    let dir = repo_root().join("../shared/conformance");
-    if !dir.is_dir() {
-        eprintln!("{} not present; skipped", dir.display());
-        return;
+    let Some(paths) = conformance_files() else { return };
+    assert_all_pass(&paths, &ReplayOptions { quiet: true, ..ReplayOptions::default() });
+}
+
+#[test]
+fn shared_conformance_scenarios_pass_with_api_latency() {
+    let Some(paths) = conformance_files() else { return };
+    for seed in LATENCY_SEEDS {
+        assert_all_pass(&paths, &ReplayOptions { quiet: true, api: Some(ApiLatency::REALISTIC), seed });
     }
-    let paths = files(&dir, is_visible);
-    assert!(!paths.is_empty(), "{} is empty", dir.display());
-    assert_all_pass(&paths);
 }
 
 #[test]
@@ -121,7 +157,7 @@ fn replays_are_deterministic() {
     for path in files(&dir, is_yaml) {
         let scenario = load_scenario(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let run = || {
-            replay(&scenario, &ReplayOptions { quiet: false })
+            replay(&scenario, &ReplayOptions { quiet: false, ..ReplayOptions::default() })
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
                 .records
                 .iter()

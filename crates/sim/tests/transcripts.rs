@@ -31,8 +31,8 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 /// The replay's every line, as `nodewarden replay FILE` prints it.
 fn transcript(path: &Path) -> String {
     let scenario = load_scenario(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let outcome =
-        replay(&scenario, &ReplayOptions { quiet: false }).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let outcome = replay(&scenario, &ReplayOptions { quiet: false, ..ReplayOptions::default() })
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut text = String::new();
     for r in &outcome.records {
         text.push_str(&r.to_json());

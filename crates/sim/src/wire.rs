@@ -1,0 +1,602 @@
+//! The API server between the controller and the simulated cluster, as
+//! slow as a real one: each write lands after a latency, each change of
+//! the cluster reaches the controller's watch after a delay, in the order
+//! of each object's versions (a Node's status echo may come before or
+//! after a Lease or Pod event, never after a later version of the same
+//! Node). Every delay is drawn from the run's seed, so a run is the same
+//! every time.
+//!
+//! Without latency ([`ApiLatency::NONE`]) nothing goes through here: the
+//! drivers apply each write at once and hand every change over in the
+//! same instant, as they always have, so transcripts stay as they are.
+//!
+//! With latency, the [`Wire`] holds what is on its way:
+//! - a write the controller issues ([`Wire::send`]) lands on the cluster
+//!   after a write latency ([`Wire::land`]); its answer (`WriteFinished`,
+//!   then the object as the write left it, or as it is after a refusal)
+//!   reaches the controller then, and the change goes on to the watch like
+//!   any other;
+//! - every change of the cluster ([`Wire::publish`]) is stamped with the
+//!   next resourceVersion and delivered after a watch delay
+//!   ([`Wire::deliver`]), never before an earlier change of the same object;
+//! - a list (the controller's start or restart, a relist after an outage)
+//!   is the cluster as it is now ([`Wire::list`]): it replaces the watch
+//!   events still on their way to the previous watches. It reaches the
+//!   controller in the same instant, so a controller's loops start on the
+//!   grid the scenario contract gives them (t, t + period, ...), as one
+//!   whose caches have just synced;
+//! - a restarted controller gets no answer to what its previous life sent
+//!   ([`Wire::restart`]): those writes still land, as requests already on
+//!   the wire do.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::str::FromStr;
+
+use nodewarden_controller::{Applied, ClusterApi};
+use nodewarden_engine::{Action, ObjectKind, ObjectRef, Observation};
+use nodewarden_model::{Span, Timestamp};
+use serde::{Deserialize, Deserializer};
+
+use crate::rng::Rng;
+
+/// A range of delays, `min..max` (both included); one value is a fixed
+/// delay. Drawn uniformly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpanRange {
+    /// The shortest delay.
+    pub min: Span,
+    /// The longest delay.
+    pub max: Span,
+}
+
+impl SpanRange {
+    /// No delay.
+    pub const ZERO: SpanRange = SpanRange { min: Span::ZERO, max: Span::ZERO };
+
+    /// `min..max`.
+    pub const fn new(min: Span, max: Span) -> SpanRange {
+        SpanRange { min, max }
+    }
+
+    /// A delay in the range.
+    fn draw(&self, rng: &mut Rng) -> Span {
+        let width = self.max.as_nanos() - self.min.as_nanos();
+        if width <= 0 {
+            return self.min;
+        }
+        self.min + Span::from_nanos(rng.below(width as u64 + 1) as i64)
+    }
+}
+
+impl FromStr for SpanRange {
+    type Err = String;
+
+    /// `20ms..200ms`, or one duration (`100ms`) for a fixed delay.
+    fn from_str(s: &str) -> Result<SpanRange, String> {
+        let one = |t: &str| -> Result<Span, String> {
+            let span: Span = t.trim().parse().map_err(|e| format!("{e}"))?;
+            if span.is_negative() {
+                return Err(format!("a delay cannot be negative, got {}", t.trim()));
+            }
+            Ok(span)
+        };
+        let (min, max) = match s.split_once("..") {
+            Some((a, b)) => (one(a)?, one(b)?),
+            None => {
+                let v = one(s)?;
+                (v, v)
+            }
+        };
+        if min > max {
+            return Err(format!("the range {s:?} runs backwards: write it as {max}..{min}"));
+        }
+        Ok(SpanRange { min, max })
+    }
+}
+
+impl fmt::Display for SpanRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.min == self.max { write!(f, "{}", self.min) } else { write!(f, "{}..{}", self.min, self.max) }
+    }
+}
+
+impl<'de> Deserialize<'de> for SpanRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SpanRange, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(|e: String| serde::de::Error::custom(format!("{e} (expected, say, 20ms..200ms)")))
+    }
+}
+
+/// How slow the simulated API server is (`cluster.api` in a scenario
+/// file, `--api-latency` on the command line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ApiLatency {
+    /// From a write's issue to its landing (and answer).
+    #[serde(default)]
+    pub write_latency: SpanRange,
+    /// From a change of the cluster to its delivery by the watch.
+    #[serde(default)]
+    pub watch_delay: SpanRange,
+}
+
+impl ApiLatency {
+    /// The instant world: every write lands at once and every change is
+    /// seen in the same instant (what replay has always done).
+    pub const NONE: ApiLatency = ApiLatency { write_latency: SpanRange::ZERO, watch_delay: SpanRange::ZERO };
+
+    /// An API server under ordinary load: writes in 20-200 ms, watch
+    /// events 50-500 ms after the change.
+    pub const REALISTIC: ApiLatency = ApiLatency {
+        write_latency: SpanRange::new(Span::from_millis(20), Span::from_millis(200)),
+        watch_delay: SpanRange::new(Span::from_millis(50), Span::from_millis(500)),
+    };
+
+    /// No delay anywhere.
+    pub fn is_instant(&self) -> bool {
+        *self == ApiLatency::NONE
+    }
+
+    /// How late an expectation may come true and still hold: a monitor
+    /// period (a heartbeat seen a moment late is taken in at the next
+    /// pass) plus three round trips at the longest (an observation, a write
+    /// that follows from it, and one that follows from that, such as the
+    /// taint, its observation and the deletion). Zero without latency.
+    pub fn tolerance(&self, monitor_period: Span) -> Span {
+        if self.is_instant() {
+            return Span::ZERO;
+        }
+        monitor_period + (self.write_latency.max + self.watch_delay.max).saturating_mul(3)
+    }
+}
+
+impl fmt::Display for ApiLatency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_instant() {
+            return f.write_str("none");
+        }
+        write!(f, "write {}, watch {}", self.write_latency, self.watch_delay)
+    }
+}
+
+impl FromStr for ApiLatency {
+    type Err = String;
+
+    /// `none`, `realistic`, or `write=20ms..200ms,watch=50ms..500ms` (a part
+    /// left out is no delay).
+    fn from_str(s: &str) -> Result<ApiLatency, String> {
+        match s.trim() {
+            "none" => return Ok(ApiLatency::NONE),
+            "realistic" => return Ok(ApiLatency::REALISTIC),
+            _ => {}
+        }
+        let mut latency = ApiLatency::NONE;
+        for part in s.split(',') {
+            let Some((name, range)) = part.split_once('=') else {
+                return Err(format!(
+                    "{part:?}: expected none, realistic, or write=MIN..MAX,watch=MIN..MAX (such as write=20ms..200ms,watch=50ms..500ms)"
+                ));
+            };
+            let range: SpanRange = range.parse().map_err(|e| format!("{}: {e}", name.trim()))?;
+            match name.trim() {
+                "write" => latency.write_latency = range,
+                "watch" => latency.watch_delay = range,
+                other => return Err(format!("unknown part {other:?}: the parts are write and watch")),
+            }
+        }
+        Ok(latency)
+    }
+}
+
+/// One object's place on the wire.
+#[derive(Clone, Copy, Debug)]
+struct ObjectTimes {
+    /// When the newest event about it reaches the controller.
+    delivered_by: Timestamp,
+    /// When it last changed.
+    changed_at: Timestamp,
+    /// When the controller's latest write to it lands: writes to one
+    /// object go out one after another, each once the previous has landed,
+    /// as the adapter's writer sends them (a pod's status before its
+    /// deletion).
+    landed_by: Timestamp,
+}
+
+impl ObjectTimes {
+    fn new(delivered_by: Timestamp, changed_at: Timestamp) -> ObjectTimes {
+        ObjectTimes { delivered_by, changed_at, landed_by: Timestamp::MIN }
+    }
+}
+
+/// A write on its way.
+#[derive(Clone, Debug)]
+struct InFlight {
+    action: Action,
+    /// When the controller sent it.
+    sent_at: Timestamp,
+    /// The controller had not yet been shown the newest version of the
+    /// object when it sent this.
+    behind: bool,
+    /// Sent by an earlier life of the controller: lands, is not answered.
+    orphan: bool,
+}
+
+/// A write that landed ([`Wire::land`]).
+#[derive(Debug)]
+pub struct Landed {
+    /// When it landed.
+    pub at: Timestamp,
+    /// When it was sent.
+    pub sent_at: Timestamp,
+    /// The write.
+    pub action: Action,
+    /// What the cluster did with it. A contract violation the controller
+    /// could not have seen coming (the object changed after the controller
+    /// last saw it, or while the write was on its way) is taken out: with
+    /// latency it is a race every controller runs, not a broken rule.
+    pub applied: Applied,
+}
+
+/// What is on its way between the controller and the simulated cluster;
+/// see the module's description.
+#[derive(Debug)]
+pub struct Wire {
+    latency: ApiLatency,
+    rng: Rng,
+    seq: u64,
+    revision: u64,
+    writes: BTreeMap<(Timestamp, u64), InFlight>,
+    events: BTreeMap<(Timestamp, u64), Observation>,
+    objects: HashMap<u64, ObjectTimes>,
+}
+
+/// An object's identity on the wire, hashed: a collision only orders two
+/// objects' events as if they were one's, which is still a valid order.
+fn object_id(kind: ObjectKind, key: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    (kind as u8).hash(&mut h);
+    key.hash(&mut h);
+    h.finish()
+}
+
+fn object_of(action: &Action) -> Option<u64> {
+    let (object, _) = action.kind.slot()?;
+    Some(match &object {
+        ObjectRef::Node(n) => object_id(ObjectKind::Node, n),
+        ObjectRef::Pod(p) => object_id(ObjectKind::Pod, p),
+    })
+}
+
+impl Wire {
+    /// A wire with `latency`, its delays drawn from `seed`.
+    pub fn new(latency: ApiLatency, seed: u64) -> Wire {
+        Wire {
+            latency,
+            rng: Rng::stream(seed, 0x41_50_49),
+            seq: 0,
+            revision: 0,
+            writes: BTreeMap::new(),
+            events: BTreeMap::new(),
+            objects: HashMap::new(),
+        }
+    }
+
+    /// The latency it models.
+    pub fn latency(&self) -> ApiLatency {
+        self.latency
+    }
+
+    /// Without latency: the drivers bypass the wire.
+    pub fn is_instant(&self) -> bool {
+        self.latency.is_instant()
+    }
+
+    /// Writes on their way.
+    pub fn writes_in_flight(&self) -> usize {
+        self.writes.len()
+    }
+
+    /// When something next lands or is delivered.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        let write = self.writes.keys().next().map(|(t, _)| *t);
+        let event = self.events.keys().next().map(|(t, _)| *t);
+        write.into_iter().chain(event).min()
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Gives a changed object its resourceVersion (the next revision).
+    fn stamp(&mut self, obs: &mut Observation) {
+        let version = match obs {
+            Observation::NodeUpserted(n) => &mut n.version,
+            Observation::PodUpserted(p) => &mut p.version,
+            _ => return,
+        };
+        self.revision += 1;
+        *version = self.revision;
+    }
+
+    /// The cluster changed at `now` (a kubelet, a scenario event, a landed
+    /// write): each change goes out on the watch, stamped, after a delay
+    /// and after the earlier changes of the same object.
+    pub fn publish(&mut self, now: Timestamp, observations: impl IntoIterator<Item = Observation>) {
+        for mut obs in observations {
+            self.stamp(&mut obs);
+            self.publish_stamped(now, obs);
+        }
+    }
+
+    /// A list of the whole cluster at `now` (a controller starting, or its
+    /// watches starting over): the watch events still on their way belong
+    /// to watches that are gone, and are dropped; the list, stamped, is
+    /// what the controller sees now.
+    pub fn list(&mut self, now: Timestamp, mut state: Vec<Observation>) -> Vec<Observation> {
+        self.events.clear();
+        for obs in &mut state {
+            self.stamp(obs);
+            if let Some((kind, key)) = obs.key() {
+                let times = self.objects.entry(object_id(kind, key)).or_insert(ObjectTimes::new(now, Timestamp::MIN));
+                times.delivered_by = now;
+            }
+        }
+        state
+    }
+
+    /// The controller that sent what is on its way is gone: its writes
+    /// still land (they were sent), unanswered.
+    pub fn restart(&mut self) {
+        for w in self.writes.values_mut() {
+            w.orphan = true;
+        }
+    }
+
+    /// The controller sends `action` at `now`; it lands after a write
+    /// latency. Events go too (they are writes to the API), unanswered.
+    pub fn send(&mut self, now: Timestamp, action: &Action) {
+        let latency = self.latency.write_latency.draw(&mut self.rng);
+        let mut at = now + latency;
+        let mut behind = false;
+        if let Some(id) = object_of(action) {
+            // One object's writes go out one after another: this one once
+            // the previous has landed.
+            let times = self.objects.entry(id).or_insert(ObjectTimes::new(Timestamp::MIN, Timestamp::MIN));
+            behind = times.delivered_by > now;
+            at = now.max(times.landed_by) + latency;
+            times.landed_by = at;
+        }
+        let seq = self.next_seq();
+        self.writes.insert((at, seq), InFlight { action: action.clone(), sent_at: now, behind, orphan: false });
+    }
+
+    /// Lands every write due by `now` on `cluster`, each at its own time,
+    /// in order. The answers (to hand to the controller now) go to
+    /// `answers`; the changes go on to the watch. Returns what landed.
+    pub fn land(
+        &mut self,
+        now: Timestamp,
+        cluster: &mut dyn ClusterApi,
+        answers: &mut Vec<Observation>,
+    ) -> Vec<Landed> {
+        let mut landed = Vec::new();
+        while let Some(entry) = self.writes.first_entry() {
+            let (at, _) = *entry.key();
+            if at > now {
+                break;
+            }
+            let w = entry.remove();
+            let mut applied = cluster.apply(at, &w.action);
+            let id = object_of(&w.action);
+            let changed_since = id.and_then(|id| self.objects.get(&id)).is_some_and(|t| t.changed_at > w.sent_at);
+            if w.behind || changed_since {
+                applied.violation = None;
+            }
+            // The object as the write left it: stamped once, answered at
+            // once, and sent on to the watch with the same version.
+            let mut state = Vec::new();
+            for mut obs in std::mem::take(&mut applied.observations) {
+                if !matches!(obs, Observation::WriteFinished { .. }) {
+                    self.stamp(&mut obs);
+                    state.push(obs.clone());
+                }
+                applied.observations.push(obs);
+            }
+            let accepted = applied.outcome == Some(nodewarden_engine::WriteOutcome::Done);
+            if !w.orphan {
+                answers.extend(applied.observations.iter().cloned());
+            }
+            if accepted {
+                for obs in state {
+                    self.publish_stamped(at, obs);
+                }
+            }
+            landed.push(Landed { at, sent_at: w.sent_at, action: w.action, applied });
+        }
+        landed
+    }
+
+    /// [`Wire::publish`] for one change already stamped.
+    fn publish_stamped(&mut self, now: Timestamp, obs: Observation) {
+        let mut at = now + self.latency.watch_delay.draw(&mut self.rng);
+        if let Some((kind, key)) = obs.key() {
+            let times = self.objects.entry(object_id(kind, key)).or_insert(ObjectTimes::new(at, now));
+            at = at.max(times.delivered_by);
+            times.delivered_by = at;
+            times.changed_at = times.changed_at.max(now);
+        }
+        let seq = self.next_seq();
+        self.events.insert((at, seq), obs);
+    }
+
+    /// The watch events due by `now`, in order, into `out`.
+    pub fn deliver(&mut self, now: Timestamp, out: &mut Vec<Observation>) {
+        while let Some(entry) = self.events.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            out.push(entry.remove());
+        }
+    }
+
+    /// Drops the watch events on their way (the watches broke).
+    pub fn drop_events(&mut self) {
+        self.events.clear();
+    }
+}
+
+/// The [`ClusterApi`] a driver steps the controller through: without
+/// latency the cluster itself, answering at once; with it, the wire,
+/// answering later.
+pub struct Wired<'a> {
+    /// The wire (bypassed when instant).
+    pub wire: &'a mut Wire,
+    /// Where writes land when instant.
+    pub cluster: &'a mut dyn ClusterApi,
+}
+
+impl ClusterApi for Wired<'_> {
+    fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
+        if self.wire.is_instant() {
+            return self.cluster.apply(now, action);
+        }
+        self.wire.send(now, action);
+        Applied::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewarden_engine::{ActionId, ActionKind, NodeSnapshot, WriteOutcome};
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::EPOCH + Span::from_millis(ms)
+    }
+
+    fn node(name: &str) -> Observation {
+        Observation::NodeUpserted(NodeSnapshot {
+            version: 0,
+            name: name.into(),
+            created: t(0),
+            labels: Default::default(),
+            conditions: vec![],
+            taints: vec![],
+            unschedulable: false,
+            allocatable: None,
+        })
+    }
+
+    fn version(o: &Observation) -> u64 {
+        match o {
+            Observation::NodeUpserted(n) => n.version,
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn ranges_and_flags_parse_and_say_what_is_wrong() {
+        assert_eq!("none".parse::<ApiLatency>(), Ok(ApiLatency::NONE));
+        assert_eq!("realistic".parse::<ApiLatency>(), Ok(ApiLatency::REALISTIC));
+        assert_eq!("write=20ms..200ms,watch=50ms..500ms".parse::<ApiLatency>(), Ok(ApiLatency::REALISTIC));
+        let fixed: ApiLatency = "watch=100ms".parse().unwrap();
+        assert_eq!(fixed.watch_delay, SpanRange::new(Span::from_millis(100), Span::from_millis(100)));
+        assert_eq!(fixed.write_latency, SpanRange::ZERO);
+        assert!("write=200ms..20ms".parse::<ApiLatency>().unwrap_err().contains("backwards"));
+        assert!("read=1s".parse::<ApiLatency>().unwrap_err().contains("write and watch"));
+        assert!("fast".parse::<ApiLatency>().unwrap_err().contains("realistic"));
+        assert!("write=-1s".parse::<ApiLatency>().unwrap_err().contains("negative"));
+        assert_eq!(ApiLatency::REALISTIC.to_string(), "write 0.02s..0.2s, watch 0.05s..0.5s");
+        assert_eq!(ApiLatency::NONE.tolerance(Span::from_secs(5)), Span::ZERO);
+        assert_eq!(ApiLatency::REALISTIC.tolerance(Span::from_secs(5)), Span::from_millis(7100));
+    }
+
+    #[test]
+    fn one_objects_events_keep_their_order_and_versions_grow() {
+        let mut wire = Wire::new(ApiLatency::REALISTIC, 7);
+        for i in 0..50 {
+            wire.publish(t(i), [node("a"), node("b")]);
+        }
+        let mut out = Vec::new();
+        wire.deliver(t(10_000), &mut out);
+        assert_eq!(out.len(), 100);
+        for name in ["a", "b"] {
+            let versions: Vec<u64> = out
+                .iter()
+                .filter(|o| matches!(o, Observation::NodeUpserted(n) if n.name == name))
+                .map(version)
+                .collect();
+            assert_eq!(versions.len(), 50);
+            assert!(versions.windows(2).all(|w| w[0] < w[1]), "{name}: {versions:?}");
+        }
+        // Across objects the order is the delays', not the publication's.
+        let all: Vec<u64> = out.iter().map(version).collect();
+        assert!(all.windows(2).any(|w| w[0] > w[1]), "some events overtake others");
+    }
+
+    /// Answers with the node's new state.
+    struct Api;
+    impl ClusterApi for Api {
+        fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
+            Applied {
+                observations: vec![
+                    Observation::WriteFinished { id: action.id, outcome: WriteOutcome::Done },
+                    node("a"),
+                ],
+                outcome: Some(WriteOutcome::Done),
+                violation: Some("would be a violation".into()),
+            }
+        }
+    }
+
+    fn patch() -> Action {
+        Action { id: ActionId(1), kind: ActionKind::PatchNodeLabels { node: "a".into(), labels: Default::default() } }
+    }
+
+    #[test]
+    fn a_write_lands_late_is_answered_then_and_echoed_later() {
+        let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
+        wire.send(t(0), &patch());
+        let mut answers = Vec::new();
+        assert!(wire.land(t(19), &mut Api, &mut answers).is_empty(), "not before 20 ms");
+        let landed = wire.land(t(200), &mut Api, &mut answers);
+        assert_eq!(landed.len(), 1);
+        assert!(landed[0].at >= t(20) && landed[0].at <= t(200));
+        assert!(landed[0].applied.violation.is_some(), "the controller had seen everything: a real violation");
+        assert_eq!(answers.len(), 2);
+        let answered = version(&answers[1]);
+        assert!(answered > 0);
+        let mut echo = Vec::new();
+        wire.deliver(t(10_000), &mut echo);
+        assert_eq!(echo.len(), 1);
+        assert_eq!(version(&echo[0]), answered, "the echo is the same version");
+    }
+
+    #[test]
+    fn a_violation_the_controller_could_not_see_is_a_race() {
+        let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
+        wire.publish(t(0), [node("a")]);
+        wire.send(t(1), &patch());
+        let landed = wire.land(t(1_000), &mut Api, &mut Vec::new());
+        assert!(landed[0].applied.violation.is_none(), "sent while a change of the object was on its way");
+    }
+
+    #[test]
+    fn a_restarted_controller_gets_no_old_answers_and_a_list_replaces_old_events() {
+        let mut wire = Wire::new(ApiLatency::REALISTIC, 3);
+        wire.send(t(0), &patch());
+        wire.publish(t(0), [node("b")]);
+        wire.restart();
+        let listed = wire.list(t(0), vec![node("a")]);
+        assert!(version(&listed[0]) > 0);
+        let mut answers = Vec::new();
+        assert_eq!(wire.land(t(1_000), &mut Api, &mut answers).len(), 1, "the old write still lands");
+        assert!(answers.is_empty(), "unanswered");
+        let mut out = Vec::new();
+        wire.deliver(t(10_000), &mut out);
+        assert!(out.iter().all(|o| !matches!(o, Observation::NodeUpserted(n) if n.name == "b")), "{out:?}");
+    }
+}
