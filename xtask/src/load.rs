@@ -35,6 +35,9 @@ struct LoadArgs {
     hours: f64,
     seed: u64,
     legacy: bool,
+    /// `--api-latency` for `nodewarden sim` (its default, realistic, when
+    /// not given).
+    api_latency: String,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
@@ -46,6 +49,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
         hours: 1.0,
         seed: 1,
         legacy: false,
+        api_latency: "realistic".into(),
     };
     while let Some(flag) = args.next() {
         if flag == "--legacy" {
@@ -66,6 +70,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
             "--pods-per-node" => a.pods_per_node = number("--pods-per-node")?,
             "--seed" => a.seed = number("--seed")?,
             "--scenario" => a.scenario = value,
+            "--api-latency" => a.api_latency = value,
             "--hours" => {
                 a.hours = value.parse().with_context(|| format!("--hours must be a number, got {value:?}"))?;
                 if !(a.hours.is_finite() && a.hours > 0.0) {
@@ -113,6 +118,8 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
         a.hours.to_string(),
         "--seed".into(),
         a.seed.to_string(),
+        "--api-latency".into(),
+        a.api_latency.clone(),
     ];
     if a.legacy {
         sim_args.push("--legacy".into());

@@ -18,8 +18,10 @@ tasks:
   load    the controller on a large simulated cluster; prints one JSON report
           [--preset 10k|100k|130k-1m] [--nodes 10000] [--zones 3] [--pods-per-node 30]
           [--scenario zone-outage] [--hours 1] [--seed 1] [--legacy]
+          [--api-latency realistic|none|write=MIN..MAX,watch=MIN..MAX]
           (presets: 10k nodes / 300k pods, 100k / 1M, 130k-1m: 130k / 1.04M;
-          flags after a preset override it)
+          flags after a preset override it; the API's latency is realistic
+          unless said otherwise)
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
           [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
   image   builds the static release binary the Dockerfile builds, then the

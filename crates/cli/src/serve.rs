@@ -19,9 +19,12 @@ fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
     if args.zones == 0 || args.zones > args.nodes {
         bail!("--zones must be from 1 to --nodes ({}), got {}", args.nodes, args.zones);
     }
-    for (flag, set) in
-        [("--json", args.json), ("--report", args.report.is_some()), ("--legacy", args.legacy && !args.controller)]
-    {
+    for (flag, set) in [
+        ("--json", args.json),
+        ("--report", args.report.is_some()),
+        ("--legacy", args.legacy && !args.controller),
+        ("--api-latency (the served API's latency is the real one)", args.api_latency.is_some()),
+    ] {
         if set {
             bail!("{flag} does not apply to --serve");
         }

@@ -44,6 +44,14 @@ pub struct SimArgs {
     /// Seed for kubelet phases, pod tolerations and which nodes fail.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// How slow the simulated API server is: `realistic` (writes land
+    /// 20-200 ms after they are sent, watch events 50-500 ms after the
+    /// change), `none` (each write lands at once, each change is seen at
+    /// once), or `write=MIN..MAX,watch=MIN..MAX`. Default: realistic for
+    /// the built-in scenarios and what-if, a scenario file's own
+    /// `cluster.api` (none when absent). Not with --serve, whose API is real.
+    #[arg(long, value_name = "LATENCY")]
+    pub(crate) api_latency: Option<nodewarden_sim::ApiLatency>,
     /// Controller flags as a YAML mapping with kube-controller-manager's
     /// names (`node-monitor-grace-period: 50s`, ...).
     #[arg(long, value_name = "FILE")]
@@ -194,7 +202,7 @@ fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
         }
     };
     let config = controller_config(args)?;
-    Ok(SimOptions { source, config, duration, seed: args.seed, measure: true })
+    Ok(SimOptions { source, config, duration, seed: args.seed, measure: true, api: args.api_latency })
 }
 
 /// Progress on stderr: a live line on a terminal, a plain line every 10%

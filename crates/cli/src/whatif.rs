@@ -107,19 +107,19 @@ fn play_config(
     snap: &Snapshot,
     faults: &Faults,
     (config, defaults): (ControllerConfig, TolerationDefaults),
-    seed: u64,
-    quiet: bool,
+    args: &SimArgs,
     name: &str,
 ) -> anyhow::Result<Played> {
+    let (seed, api) = (args.seed, args.api_latency);
     if defaults.is_empty() {
-        return Ok(nodewarden_whatif::play(snap, faults, config, seed)?);
+        return Ok(nodewarden_whatif::play_with(snap, faults, config, seed, api)?);
     }
     let mut copy = snap.clone();
     let n = defaults.apply(&mut copy);
-    if !quiet {
+    if !args.quiet {
         eprintln!("sim: {name}: {} ({n} admission-added toleration(s) rewritten)", defaults.describe());
     }
-    Ok(nodewarden_whatif::play(&copy, faults, config, seed)?)
+    Ok(nodewarden_whatif::play_with(&copy, faults, config, seed, api)?)
 }
 
 fn one_line(w: Option<&WorkloadReport>, end: nodewarden_model::Timestamp) -> String {
@@ -209,11 +209,9 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
         eprintln!("sim: playing: {}", faults.describe());
     }
     let name_a = args.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
-    let a = play_config(&snap, &faults, config_a, args.seed, args.quiet, &name_a)?;
+    let a = play_config(&snap, &faults, config_a, args, &name_a)?;
     let b = match config_b {
-        Some((path, c)) => {
-            Some((path, play_config(&snap, &faults, c, args.seed, args.quiet, &path.display().to_string())?))
-        }
+        Some((path, c)) => Some((path, play_config(&snap, &faults, c, args, &path.display().to_string())?)),
         None => None,
     };
     if let Some(path) = &args.report {

@@ -23,6 +23,14 @@
 //!    a refused write makes the engine tick again at `t`; then
 //!    housekeeping again, so room the controller made is used at once.
 //!
+//! With API latency ([`SimOptions::api`]; the built-in scenarios default
+//! to [`ApiLatency::REALISTIC`]) the controller and the cluster talk
+//! through a [`Wire`]: what steps 1 and 2 change goes on the watch, and
+//! before step 4 the writes due land (their answers reach the controller)
+//! and the watch events due are delivered; the steps also stop, on the
+//! grid, where something lands or arrives. The kubelets then run on the
+//! step's own thread.
+//!
 //! The figures are gathered by [`crate::statistics`]. The run is
 //! deterministic for a given seed: nothing here reads the wall clock except
 //! to time the engine's ticks.
@@ -44,6 +52,7 @@ use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::scenario::{EventAction, Scenario};
 use crate::statistics::Statistics;
 pub use crate::statistics::{Latencies, Outcome, Progress, TickCosts, ZoneSample, ZoneTally};
+use crate::wire::{ApiLatency, Wire, Wired};
 
 /// The engine's tainting grid: steps land on it.
 pub const STEP: Span = Span::from_millis(100);
@@ -77,6 +86,9 @@ pub struct SimOptions {
     /// Time each engine tick and phase (reads the wall clock, for figures
     /// only; the outcome does not change).
     pub measure: bool,
+    /// The API's latency; `None`: the source's own (a scenario file's
+    /// `cluster.api`, realistic for the built-in scenarios and what-if).
+    pub api: Option<ApiLatency>,
 }
 
 /// Why a simulation could not start.
@@ -131,6 +143,9 @@ pub struct Simulation {
     /// kubelets this step, when measured; counted in the step's first
     /// tick.
     absorbed: std::time::Duration,
+    /// The API between the controller and the cluster (bypassed when
+    /// instant).
+    wire: Wire,
 }
 
 /// From this many kubelets on, a step runs them on a second thread beside
@@ -219,6 +234,10 @@ impl Simulation {
     /// Builds the cluster and the fault plan; the engine starts at the
     /// first step (t=0).
     pub fn new(opts: SimOptions) -> Result<Simulation, SimError> {
+        let latency = opts.api.unwrap_or(match &opts.source {
+            Source::File(scenario) => scenario.cluster.api,
+            Source::Builtin(..) | Source::Prepared(_) => ApiLatency::REALISTIC,
+        });
         let (name, description, config, admission, timing, cluster, kubelets, plan, layout, end) = match opts.source {
             Source::Builtin(builtin, fleet) => {
                 if fleet.nodes == 0 {
@@ -323,6 +342,7 @@ impl Simulation {
             delivered: Vec::new(),
             pipeline_from: PIPELINE_FROM,
             absorbed: std::time::Duration::ZERO,
+            wire: Wire::new(latency, opts.seed),
         };
         sim.addons = AddonTracker::new(&sim.cluster);
         sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
@@ -409,28 +429,85 @@ impl Simulation {
                 self.controller = Some(c);
             }
         }
+        // A new process: nothing its previous life sent is answered.
+        self.wire.restart();
         if self.control_plane_down {
             self.relist = true;
         } else {
-            let state = self.cluster.state();
-            self.send(t, state);
+            self.list(t);
         }
         Ok(())
     }
 
-    /// What the watches deliver: nothing while the control plane is down.
+    /// The controller's watches list the cluster afresh (at the start, a
+    /// restart, once the control plane is back): the whole cluster, which
+    /// replaces what was on its way to the old watches.
+    fn list(&mut self, t: Timestamp) {
+        let mut state = self.cluster.state();
+        if !self.wire.is_instant() {
+            state = self.wire.list(t, state);
+        }
+        if let Some(c) = self.controller.as_mut() {
+            self.stats.observations += state.len() as u64;
+            c.observe_all(t, state);
+        }
+    }
+
+    /// What the cluster's changes at `t` become: the watches' delivery at
+    /// once, or, with latency, events on the wire. Nothing while the
+    /// control plane is down (its watches are broken; a list follows).
     fn send(&mut self, t: Timestamp, mut observations: Vec<Observation>) {
         self.send_from(t, &mut observations);
     }
 
     /// [`Simulation::send`], draining a buffer the caller keeps.
     fn send_from(&mut self, t: Timestamp, observations: &mut Vec<Observation>) {
-        let Some(c) = self.controller.as_mut().filter(|_| !self.control_plane_down) else {
+        if self.control_plane_down || self.controller.is_none() {
             observations.clear();
             return;
-        };
+        }
+        if !self.wire.is_instant() {
+            self.wire.publish(t, observations.drain(..));
+            return;
+        }
+        let Some(c) = self.controller.as_mut() else { return };
         self.stats.observations += observations.len() as u64;
         c.observe_all(t, observations.drain(..));
+    }
+
+    /// With latency: the writes due by `t` land (through [`SimApi`], so the
+    /// figures are taken as they land) and their answers reach the
+    /// controller; then the watch events due by `t` (none while the control
+    /// plane is down: those watches are gone).
+    fn arrive(&mut self, t: Timestamp) {
+        if self.wire.is_instant() {
+            return;
+        }
+        let mut api = SimApi {
+            cluster: &mut self.cluster,
+            stats: &mut self.stats,
+            pod_log: self.pod_log.as_mut(),
+            addons: &mut self.addons,
+            control_plane_down: self.control_plane_down,
+        };
+        let mut answers = Vec::new();
+        for landed in self.wire.land(t, &mut api, &mut answers) {
+            if let Some(v) = landed.applied.violation {
+                self.stats.contract_violations += 1;
+                self.stats.note_violation(format!("contract at {}: {v}", landed.at));
+            }
+        }
+        let mut events = Vec::new();
+        if self.control_plane_down {
+            self.wire.drop_events();
+        } else {
+            self.wire.deliver(t, &mut events);
+        }
+        if let Some(c) = self.controller.as_mut() {
+            self.stats.observations += (answers.len() + events.len()) as u64;
+            c.observe_all(t, answers);
+            c.observe_all(t, events);
+        }
     }
 
     fn apply_fault(&mut self, t: Timestamp, fault: &Fault) -> Vec<Observation> {
@@ -490,6 +567,9 @@ impl Simulation {
         if let Some(g) = self.cluster.next_due() {
             next = next.min(ceil_step(g.max(after)));
         }
+        if let Some(w) = self.wire.next_due() {
+            next = next.min(ceil_step(w.max(after)));
+        }
         if let Some(c) = &self.controller {
             next = next.min(c.next_due().max(after));
         }
@@ -519,18 +599,19 @@ impl Simulation {
         let pipelined = self.kubelets.len() >= self.pipeline_from
             && self.controller.is_some()
             && !self.control_plane_down
-            && !self.relist;
+            && !self.relist
+            && self.wire.is_instant();
         if !(pipelined && self.kubelets_beside_controller(t)) {
             self.kubelets.run_until_into(t, &mut self.cluster, &mut obs);
         }
         obs.extend(self.cluster.housekeeping(t));
         if self.relist && !self.control_plane_down {
             self.relist = false;
-            let state = self.cluster.state();
-            self.send(t, state);
+            self.list(t);
         }
         self.send_from(t, &mut obs);
         self.delivered = obs;
+        self.arrive(t);
         self.tick(t);
         let obs = self.cluster.housekeeping(t);
         self.send(t, obs);
@@ -610,17 +691,20 @@ impl Simulation {
     fn tick(&mut self, t: Timestamp) {
         let Some(controller) = &mut self.controller else { return };
         let down = self.control_plane_down;
-        let mut api = SimApi {
+        let mut sim_api = SimApi {
             cluster: &mut self.cluster,
             stats: &mut self.stats,
             pod_log: self.pod_log.as_mut(),
             addons: &mut self.addons,
             control_plane_down: down,
         };
+        let mut api = Wired { wire: &mut self.wire, cluster: &mut sim_api };
         let mut notes: Vec<String> = Vec::new();
+        let mut sent: Vec<String> = Vec::new();
+        let instant = api.wire.is_instant();
         let mut ticks: Vec<TickFigures> = Vec::new();
         let mut fed_back = 0u64;
-        controller.step(t, &mut api, &mut |event| match event {
+        let summary = controller.step(t, &mut api, &mut |event| match event {
             StepEvent::Ticked { engine, actions, took } => {
                 let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
                 let phases = engine.last_tick_timings().iter().map(|p| (p.phase, nanos(p.took))).collect();
@@ -633,6 +717,9 @@ impl Simulation {
             }
             StepEvent::Handled(h) => {
                 notes.extend(h.violations.iter().map(ToString::to_string));
+                if let (ActionKind::DeletePod { pod, .. }, Some(_), false) = (&h.action.kind, h.applied, instant) {
+                    sent.push(pod.clone());
+                }
                 if let Some(applied) = h.applied {
                     if let Some(v) = &applied.violation {
                         notes.push(format!("contract at {t}: {v}"));
@@ -644,6 +731,10 @@ impl Simulation {
             }
         });
         self.stats.observations += fed_back;
+        self.stats.held_back += summary.held_back;
+        for pod in sent {
+            self.stats.deletions_sent.insert(pod, t);
+        }
         let mut absorbed = u64::try_from(std::mem::take(&mut self.absorbed).as_nanos()).unwrap_or(u64::MAX);
         for TickFigures { took, mut phases, zones, actions } in ticks {
             if let Some(took) = took {
@@ -724,6 +815,8 @@ impl Simulation {
             costs: stats.costs,
             timeline: stats.timeline,
             safety,
+            held_back: stats.held_back,
+            api_latency: self.wire.latency(),
             contract_violations: stats.contract_violations,
             violations: stats.violations,
             addons: self.addons.outcomes(),
@@ -754,7 +847,14 @@ mod tests {
 
     fn run_with(builtin: Builtin, nodes: usize, config: ControllerConfig, duration: Option<Span>) -> Outcome {
         let fleet = FleetSpec { nodes, zones: 3, pods_per_node: 10, seed: 7 };
-        let opts = SimOptions { source: Source::Builtin(builtin, fleet), config, duration, seed: 7, measure: false };
+        let opts = SimOptions {
+            source: Source::Builtin(builtin, fleet),
+            config,
+            duration,
+            seed: 7,
+            measure: false,
+            api: None,
+        };
         match Simulation::new(opts).and_then(Simulation::run) {
             Ok(o) => o,
             Err(e) => panic!("{builtin}: {e}"),
@@ -991,6 +1091,9 @@ mod tests {
                     duration: Some(Span::from_secs(12 * 60)),
                     seed: 3,
                     measure: true,
+                    // The kubelets run beside the controller only when
+                    // the API answers at once.
+                    api: Some(ApiLatency::NONE),
                 };
                 let mut sim = match Simulation::new(opts) {
                     Ok(s) => s,
@@ -1033,6 +1136,7 @@ mod tests {
             duration: None,
             seed: 1,
             measure: true,
+            api: None,
         };
         let o = match Simulation::new(opts).and_then(Simulation::run) {
             Ok(o) => o,
@@ -1053,6 +1157,7 @@ mod tests {
                 duration: None,
                 seed: 1,
                 measure: false,
+                api: None,
             };
             assert!(matches!(Simulation::new(opts), Err(SimError::Fleet(_))));
         }

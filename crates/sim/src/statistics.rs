@@ -94,8 +94,10 @@ pub struct Latencies {
     pub detection: Vec<f64>,
     /// Ready=Unknown to NoExecute taint.
     pub tainting: Vec<f64>,
-    /// Taint to deletion, minus what the pod's toleration allowed (0 =
-    /// exactly on time; never negative when the controller is right).
+    /// Taint on the node to deletion sent, minus what the pod's toleration
+    /// allowed (0 = exactly on time; never negative when the controller is
+    /// right). With API latency, from the taint's landing (when the answer
+    /// showed it to the controller) to the deletion's sending.
     pub eviction_vs_toleration: Vec<f64>,
     /// Taint to deletion.
     pub eviction: Vec<f64>,
@@ -168,6 +170,11 @@ pub struct Outcome {
     pub timeline: Vec<(Timestamp, Vec<ZoneSample>)>,
     /// Each invariant with whether it held.
     pub safety: Vec<(Invariant, bool)>,
+    /// Writes the safety interlock held back: none in a correct run (a
+    /// refusal in a fault-free run is a bug, as the runbook says).
+    pub held_back: usize,
+    /// The API latency the run had.
+    pub api_latency: crate::wire::ApiLatency,
     /// Writes the cluster refused as contract breaks (to a deleted or
     /// terminating pod).
     pub contract_violations: usize,
@@ -179,9 +186,20 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// True when every invariant held and no contract was broken.
+    /// True when every safety check held ([`Outcome::checks`]).
     pub fn safe(&self) -> bool {
-        self.safety.iter().all(|(_, ok)| *ok) && self.contract_violations == 0
+        self.checks().iter().all(|(_, ok)| *ok)
+    }
+
+    /// Every safety check, by name, with whether it held: each invariant,
+    /// then the two the run makes itself: no write to a deleted or
+    /// terminating pod ([`crate::report::CONTRACT`]), and the interlock
+    /// held back nothing ([`crate::report::INTERLOCK_SILENT`]).
+    pub fn checks(&self) -> Vec<(&'static str, bool)> {
+        let mut checks: Vec<(&'static str, bool)> = self.safety.iter().map(|(i, ok)| (i.name(), *ok)).collect();
+        checks.push((crate::report::CONTRACT, self.contract_violations == 0));
+        checks.push((crate::report::INTERLOCK_SILENT, self.held_back == 0));
+        checks
     }
 }
 
@@ -209,6 +227,9 @@ pub(crate) struct Statistics {
     pub(crate) actions: u64,
     pub(crate) writes_failed: u64,
     pub(crate) contract_violations: usize,
+    pub(crate) held_back: usize,
+    /// With API latency: when each pod deletion on its way was sent.
+    pub(crate) deletions_sent: HashMap<String, Timestamp>,
     pub(crate) violations: Vec<String>,
     pub(crate) violation_count: usize,
 }
@@ -306,12 +327,16 @@ impl Statistics {
             Verdict::TolerationExpired { seconds, .. } => Some(Span::from_secs((*seconds).max(0))),
             Verdict::EvictionTimeout { .. } => None,
         };
+        // The controller's part: from the taint on the node (as the answer
+        // to its write showed it) to the deletion being sent. Without API
+        // latency both are the instants of the writes.
+        let sent = self.deletions_sent.remove(pod.as_str()).unwrap_or(t);
+        let seen = self.nodes[i].tainted.or(tainted_at);
         if let Some(at) = tainted_at {
-            let took = (t - at).as_secs_f64();
-            self.latencies.eviction.push(took);
-            if let Some(allowed) = allowed {
-                self.latencies.eviction_vs_toleration.push(took - allowed.as_secs_f64());
-            }
+            self.latencies.eviction.push((t - at).as_secs_f64());
+        }
+        if let (Some(seen), Some(allowed)) = (seen, allowed) {
+            self.latencies.eviction_vs_toleration.push((sent - seen).as_secs_f64() - allowed.as_secs_f64());
         }
     }
 

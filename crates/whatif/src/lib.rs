@@ -61,13 +61,25 @@ pub struct Played {
     pub run: RunInfo,
 }
 
-/// Plays `faults` on the snapshot with the controller's `config`.
+/// Plays `faults` on the snapshot with the controller's `config`, through
+/// an API with realistic latency.
 pub fn play(snap: &Snapshot, faults: &Faults, config: ControllerConfig, seed: u64) -> Result<Played, WhatIfError> {
+    play_with(snap, faults, config, seed, None)
+}
+
+/// [`play`] through an API with latency `api` (`None`: realistic).
+pub fn play_with(
+    snap: &Snapshot,
+    faults: &Faults,
+    config: ControllerConfig,
+    seed: u64,
+    api: Option<nodewarden_sim::ApiLatency>,
+) -> Result<Played, WhatIfError> {
     let prepared = fleet::prepare(snap, faults, seed)?;
     let plan = prepared.plan.clone();
     let started = std::time::Instant::now();
-    let opts =
-        SimOptions { source: Source::Prepared(Box::new(prepared)), config, duration: None, seed, measure: false };
+    let source = Source::Prepared(Box::new(prepared));
+    let opts = SimOptions { source, config, duration: None, seed, measure: false, api };
     let mut sim = Simulation::new(opts)?;
     sim.record_pod_changes();
     while sim.step()? {}

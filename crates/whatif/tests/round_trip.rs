@@ -124,6 +124,7 @@ async fn snapshot_of_a_served_fleet_plays_like_the_fleet_itself() {
             duration: Some(Span::from_secs(3600)),
             seed: 1,
             measure: false,
+            api: None,
         })
         .and_then(Simulation::run)
         .expect("direct");

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use nodewarden_model::Timestamp;
 
 use super::svg::zone_svg;
-use super::{CONTRACT, RunInfo, esc, human, human_span, render_text, to_json};
+use super::{RunInfo, esc, human, human_span, render_text, to_json};
 use crate::simulation::Outcome;
 
 /// A self-contained page: the summary, a timeline chart per zone, and the
@@ -73,8 +73,7 @@ th{{background:#f0f0f0}} td:first-child,th:first-child{{text-align:left}}
         );
     }
     h.push_str("</table><h2>Safety checks</h2><table><tr><th>check</th><th>held</th></tr>");
-    let contract = (CONTRACT, o.contract_violations == 0);
-    for (name, ok) in o.safety.iter().map(|(i, ok)| (i.name(), *ok)).chain(std::iter::once(contract)) {
+    for (name, ok) in o.checks() {
         let _ = write!(
             h,
             r##"<tr><td>{}</td><td class="{}">{}</td></tr>"##,

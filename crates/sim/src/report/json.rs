@@ -9,7 +9,7 @@ use nodewarden_engine::ZoneState;
 use nodewarden_model::{Span, Timestamp};
 use serde_json::{Value, json};
 
-use super::{CONTRACT, RunInfo, Theory, dist, rate_at, round3};
+use super::{RunInfo, Theory, dist, rate_at, round3};
 use crate::simulation::Outcome;
 
 fn ms_dist(nanos: &[u64]) -> Value {
@@ -36,10 +36,9 @@ pub fn to_json(o: &Outcome, run: &RunInfo, timeline: bool) -> Value {
     let simulated = span_secs(o.simulated);
     let wall = run.wall_seconds.max(1e-9);
     let mut safety = serde_json::Map::new();
-    for (inv, ok) in &o.safety {
-        safety.insert(inv.name().to_string(), json!(ok));
+    for (name, ok) in o.checks() {
+        safety.insert(name.to_string(), json!(ok));
     }
-    safety.insert(CONTRACT.into(), json!(o.contract_violations == 0));
     let phases: serde_json::Map<String, Value> =
         o.costs.phases.iter().map(|(name, v)| ((*name).to_string(), ms_dist(v))).collect();
     let zones: Vec<Value> = o
@@ -83,6 +82,8 @@ pub fn to_json(o: &Outcome, run: &RunInfo, timeline: bool) -> Value {
         "scenario": o.scenario,
         "description": o.description,
         "seed": run.seed,
+        "api_latency": o.api_latency.to_string(),
+        "held_back": o.held_back,
         "nodes": o.nodes,
         "pods": o.pods,
         "zone_count": o.zones.len(),

@@ -10,7 +10,7 @@ use nodewarden_engine::ZoneState;
 use nodewarden_model::{Span, Timestamp};
 use serde_json::Value;
 
-use super::{CONTRACT, RunInfo, Theory, dist, human, human_span, rate_at};
+use super::{RunInfo, Theory, dist, human, human_span, rate_at};
 use crate::simulation::{Outcome, ZoneTally};
 
 fn state_name(s: Option<ZoneState>) -> &'static str {
@@ -91,6 +91,18 @@ fn in_short(o: &Outcome, z: &ZoneTally) -> String {
     out
 }
 
+/// The API the controller talked to: how slow, and what follows from it.
+fn api_line(o: &Outcome) -> String {
+    if o.api_latency.is_instant() {
+        return "API: no latency (--api-latency none): each write lands at once, each change is seen at once".into();
+    }
+    format!(
+        "API: writes land {} after they are sent, watch events arrive {} after the change (--api-latency); \
+         deadlines run from what the controller observed",
+        o.api_latency.write_latency, o.api_latency.watch_delay
+    )
+}
+
 /// The summary for people.
 pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     let theory = Theory::of(o);
@@ -121,6 +133,7 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
             .map_or("pods get no default toleration".to_string(), |x| format!("pods tolerate {x}s by default")),
         if o.config.enable_taint_manager { "" } else { "; legacy eviction mode" },
     );
+    let _ = writeln!(s, "{}", api_line(o));
     let _ = writeln!(s, "\nWhat happened");
     for (t, what) in &o.faults {
         let _ = writeln!(s, "  {:>9}  {what}", human(*t));
@@ -155,13 +168,14 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
             );
             let _ = writeln!(
                 s,
-                "    seen dead           {} time(s), {:<22} expected from {} to {} after each failure (grace {} - Lease interval {} .. + 2 monitor periods)",
+                "    seen dead           {} time(s), {:<22} expected from {} to {} after each failure (grace {} - Lease interval {} .. + 2 monitor periods{})",
                 z.seen_dead.0,
                 span_text(z.seen_dead.1),
                 human_span(theory.detect.0),
                 human_span(theory.detect.1),
                 human_span(o.config.node_monitor_grace_period),
                 human_span(o.kubelet.lease_every),
+                if o.api_latency.is_instant() { "" } else { " + the write's latency" },
             );
         } else {
             let _ = writeln!(s, "    failed              none");
@@ -247,15 +261,18 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     if !o.addons.is_empty() {
         addons_text(&mut s, o);
     }
-    let failed: Vec<&str> = o.safety.iter().filter(|(_, ok)| !ok).map(|(i, _)| i.name()).collect();
-    if failed.is_empty() && o.contract_violations == 0 {
-        let mut names: Vec<&str> = o.safety.iter().map(|(i, _)| i.name()).collect();
-        names.push(CONTRACT);
+    let checks = o.checks();
+    let failed: Vec<&str> = checks.iter().filter(|(_, ok)| !ok).map(|(name, _)| *name).collect();
+    if failed.is_empty() {
+        let names: Vec<&str> = checks.iter().map(|(name, _)| *name).collect();
         let _ = writeln!(s, "\nSafety: all {} checks held ({}).", names.len(), names.join(", "));
     } else {
         let _ = writeln!(s, "\nSAFETY CHECKS FAILED: {}", failed.join(", "));
         if o.contract_violations > 0 {
             let _ = writeln!(s, "  {} write(s) to deleted or terminating pods", o.contract_violations);
+        }
+        if o.held_back > 0 {
+            let _ = writeln!(s, "  {} write(s) held back by the safety interlock", o.held_back);
         }
         for v in &o.violations {
             let _ = writeln!(s, "  {v}");
