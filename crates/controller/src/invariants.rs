@@ -424,6 +424,12 @@ pub struct InvariantChecker {
     /// Nodes carrying nodewarden's `CriticalAddonsOnly` taint, as observed
     /// or as the controller's committed patches left them.
     reserved: BTreeSet<String>,
+    /// Nodes the controller has sent the removal of its
+    /// `CriticalAddonsOnly` taint to, until a snapshot shows it gone: what
+    /// an answer or watch event of before the removal still shows does not
+    /// count against the next node prepared (the removal is decided and on
+    /// its way; two objects' writes land in no set order).
+    releasing: BTreeSet<String>,
     /// Critical addons waiting to be scheduled (unbound, not terminating,
     /// marked Unschedulable).
     waiting_addons: BTreeSet<String>,
@@ -455,6 +461,7 @@ impl InvariantChecker {
             all_down_before: false,
             violations: BTreeMap::new(),
             reserved: BTreeSet::new(),
+            releasing: BTreeSet::new(),
             waiting_addons: BTreeSet::new(),
             idle_reservation: None,
             now: Timestamp::MIN,
@@ -550,9 +557,12 @@ impl InvariantChecker {
                     entry.zone = ZoneKey::from_labels(&n.labels);
                 }
                 if n.taints.iter().any(is_reservation) {
-                    self.reserved.insert(n.name.clone());
-                } else if !self.reserved.is_empty() {
+                    if !self.releasing.contains(&n.name) {
+                        self.reserved.insert(n.name.clone());
+                    }
+                } else if !self.reserved.is_empty() || !self.releasing.is_empty() {
                     self.reserved.remove(&n.name);
+                    self.releasing.remove(&n.name);
                 }
                 // Pods are sampled again only when the taints change (a
                 // status post every few minutes per node would otherwise
@@ -568,6 +578,7 @@ impl InvariantChecker {
                 // its pods keep their histories.
                 self.nodes.remove(name.as_str());
                 self.reserved.remove(name);
+                self.releasing.remove(name);
             }
             Observation::LeaseUpserted { node, renew } => {
                 if let Some(n) = self.nodes.get_mut(node.as_str()) {
@@ -814,8 +825,10 @@ impl InvariantChecker {
                 // Removals match by key and effect, whatever the value.
                 if remove.iter().any(|t| t.is(CRITICAL_ADDONS_ONLY_TAINT, TaintEffect::NoSchedule)) {
                     self.reserved.remove(node);
+                    self.releasing.insert(node.clone());
                 }
                 if add.iter().any(is_reservation) {
+                    self.releasing.remove(node);
                     self.reserved.insert(node.clone());
                 }
                 // Only a node getting its first controller taint goes

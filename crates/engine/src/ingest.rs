@@ -104,14 +104,14 @@ fn zone_of_labels(world: &mut World, labels: &std::collections::BTreeMap<String,
 /// event that would take the object back in time; an equal one is the same
 /// object again (the watch's echo of a write whose answer came first), and
 /// taking it in again would undo the bookkeeping of a write issued since.
-/// A refused write forgets the held version of its object
-/// (`forget_version`), so the object's current state, which comes with
-/// the refusal, is taken in whatever its version.
+/// A finished write forgets the held version of its object
+/// (`forget_version`), so the object's state that comes with the answer is
+/// taken in whatever its version.
 pub(crate) fn is_stale(version: u64, held: u64) -> bool {
     version != 0 && held != 0 && version <= held
 }
 
-fn upsert_node(world: &mut World, snap: NodeSnapshot) {
+fn upsert_node(world: &mut World, mut snap: NodeSnapshot) {
     let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
     let held = match existing {
         Some(e) => world.get::<ObservedNode>(e).map(|o| o.version),
@@ -128,6 +128,9 @@ fn upsert_node(world: &mut World, snap: NodeSnapshot) {
     let excluded = snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION);
     let ready = ReadyView::of(&snap.conditions);
     let observed = ObservedNode { version: snap.version, noexecute: noexecute(&snap.taints).cloned().collect() };
+    // From here on `snap.taints` is node lifecycle's view: what was
+    // observed, with our own patches still on their way applied.
+    world.resource::<Outbox>().with_taints_in_flight(&snap.name, &mut snap.taints);
     let entity = match existing {
         Some(e) => {
             let old_share = share(world, e);
@@ -676,8 +679,11 @@ fn views_ingested(world: &mut World, e: Entity) {
     }
 }
 
-/// A write of ours was refused: the object may not be what our bookkeeping
-/// says, so its next snapshot is taken in whatever its version.
+/// A write of ours finished: the object may not be what our bookkeeping
+/// says (refused), or the watch may already have shown the version the
+/// write made while the write was still on the books, so the object's next
+/// snapshot (which comes with the answer) is taken in whatever its
+/// version.
 fn forget_version(world: &mut World, kind: &ActionKind) {
     let Some((object, _)) = kind.slot() else { return };
     match object {
@@ -721,6 +727,16 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     if matches!(kind, ActionKind::EvictForAddon { .. }) {
         world.resource_mut::<SchedFacts>().write_finished(&kind, &outcome);
     }
+    // The object's state comes with the answer: taken in whatever its
+    // version (the watch may have shown that version already, before our
+    // write was off the books). Not after an accepted deletion: the object
+    // is gone, and its last version is what keeps a late event about it
+    // from bringing it back (`Tombstones`).
+    let deleted = matches!(kind, ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. })
+        && outcome == WriteOutcome::Done;
+    if !deleted {
+        forget_version(world, &kind);
+    }
     let WriteOutcome::Failed(reason) = outcome else {
         if let ActionKind::DeletePod { why, .. } = &kind {
             deletion_accepted(world, why);
@@ -733,7 +749,6 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     {
         warn!(%object, ?slot, %reason, "write refused; converging on the object's next observed state");
     }
-    forget_version(world, &kind);
     match kind {
         ActionKind::DeletePod { pod, .. } => {
             // Only the facts: no deletion is under way any more, and the pod

@@ -549,6 +549,32 @@ impl Outbox {
         true
     }
 
+    /// Applies the taint patches to node `name` that are on their way to
+    /// `taints` (a snapshot of the node from before they landed): node
+    /// lifecycle's view of a node is what it observed plus what it has
+    /// sent, so a snapshot that predates our own patch does not make it
+    /// decide (and spend a token on) that patch again.
+    pub fn with_taints_in_flight(&self, name: &str, taints: &mut Vec<nodewarden_model::Taint>) {
+        if self.in_flight.is_empty() {
+            return;
+        }
+        let Some(ids) = self.by_object.get(&ObjectRef::Node(name.to_string())) else { return };
+        for id in ids {
+            if let Some(ActionKind::PatchNodeTaints { add, remove, .. }) = self.in_flight.get(id) {
+                taints.retain(|t| !remove.iter().any(|r| r.same_as(t)));
+                // An added taint the snapshot already shows (this patch
+                // landed) stays as the API has it (its `timeAdded` as the
+                // API keeps it: the taint manager compares them).
+                for a in add {
+                    if !taints.iter().any(|t| t.same_as(a) && t.value == a.value) {
+                        taints.retain(|t| !t.same_as(a));
+                        taints.push(a.clone());
+                    }
+                }
+            }
+        }
+    }
+
     /// Queues an Event.
     pub fn event(&mut self, object: ObjectRef, kind: EventType, reason: &'static str, message: String) {
         self.push(ActionKind::RecordEvent(Event { object, kind, reason, message }));

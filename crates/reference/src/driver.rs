@@ -11,6 +11,14 @@
 //! ([`crate::compare`]). The harness ticks after every external step, and
 //! at every instant either side has something due in between, so both see
 //! each change on its own.
+//!
+//! A plan may put an API with latency between the engine and its cluster
+//! ([`Setup::latency`]): writes land late, watch events arrive late and in
+//! each object's order only ([`nodewarden_sim::Wire`]). The reference model
+//! is an oracle of the instant world (it reads its cluster directly, and
+//! its deadlines run from its own writes), so with latency the two are not
+//! compared; every invariant, the interlock's silence (an action held back
+//! is an invariant failure) and the API's contract are checked as always.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +30,8 @@ use nodewarden_model::{
     ConditionStatus, ConditionType, ControllerConfig, DeletionMode, LabelSelector, NodeCondition, PodScheduling,
     Resources, Span, Taint, TaintEffect, Timestamp, Toleration, TolerationOperator, keys,
 };
-use nodewarden_sim::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets, PodSpec};
+use nodewarden_sim::wire::{SpanRange, Wired};
+use nodewarden_sim::{AdmissionDefaults, ApiLatency, Cluster, KubeletTiming, Kubelets, PodSpec, Wire};
 
 use crate::compare::{Difference, compare};
 use crate::model::ReferenceModel;
@@ -342,6 +351,10 @@ pub struct Setup {
     /// Run the critical-addon rescheduler (pods then live in
     /// `kube-system`, and carry scheduling facts).
     pub rescheduler: bool,
+    /// The API's latency ([`Setup::api_latency`]): none for half the
+    /// values (then the reference model is compared), else writes and
+    /// watch events from a few milliseconds to seconds late.
+    pub latency: u8,
 }
 
 fn pick<T: Copy>(table: &[T], i: u8) -> T {
@@ -365,6 +378,18 @@ impl Setup {
             pod_deletion_mode: if self.evict { DeletionMode::Evict } else { DeletionMode::Delete },
             enable_rescheduler: self.rescheduler,
             ..ControllerConfig::default()
+        }
+    }
+
+    /// The API between the engine and its cluster.
+    pub fn api_latency(&self) -> ApiLatency {
+        let ms = |a, b| SpanRange::new(Span::from_millis(a), Span::from_millis(b));
+        match self.latency % 8 {
+            0..=3 => ApiLatency::NONE,
+            4 => ApiLatency::REALISTIC,
+            5 => ApiLatency { write_latency: ms(1, 20), watch_delay: ms(1, 50) },
+            6 => ApiLatency { write_latency: ms(100, 1_000), watch_delay: ms(200, 3_000) },
+            _ => ApiLatency { write_latency: ms(0, 300), watch_delay: ms(0, 0) },
         }
     }
 
@@ -487,6 +512,11 @@ pub struct Harness {
     model: ReferenceModel,
     model_world: World,
     trace: Option<Vec<String>>,
+    /// The API between the engine and its cluster (bypassed when instant).
+    wire: Wire,
+    /// The reference model runs and is compared: asked for, and the API
+    /// answers at once.
+    compare: bool,
 }
 
 fn node_name(i: u8) -> String {
@@ -738,6 +768,8 @@ impl Harness {
             engine_world: world(),
             model_world: world(),
             trace: None,
+            wire: Wire::new(setup.api_latency(), u64::from(setup.latency)),
+            compare: checks.reference && setup.api_latency().is_instant(),
         }
     }
 
@@ -785,6 +817,8 @@ impl Harness {
         self.engine_world = world();
         self.model_world = world();
         self.trace = None;
+        self.wire = Wire::new(setup.api_latency(), u64::from(setup.latency));
+        self.compare = checks.reference && setup.api_latency().is_instant();
     }
 
     /// Records, from now on, every step and every write of both sides
@@ -814,8 +848,14 @@ impl Harness {
         &self.engine_world.cluster
     }
 
+    /// What the engine's cluster changed: handed over at once, or put on
+    /// the wire.
     fn send(&mut self, observations: Vec<Observation>) {
-        self.controller.observe_all(self.now, observations);
+        if self.wire.is_instant() {
+            self.controller.observe_all(self.now, observations);
+        } else {
+            self.wire.publish(self.now, observations);
+        }
     }
 
     /// Runs one step.
@@ -834,14 +874,20 @@ impl Harness {
                 let mut state: Vec<Observation> =
                     world.cluster.state().into_iter().map(|o| world.side.decorate(o)).collect();
                 state.extend(world.side.budgets.values().cloned().map(Observation::BudgetUpserted));
-                self.send(state);
+                if !self.wire.is_instant() {
+                    // A new process: it lists the cluster, and nothing its
+                    // previous life sent is answered.
+                    self.wire.restart();
+                    state = self.wire.list(self.now, state);
+                }
+                self.controller.observe_all(self.now, state);
                 self.model = ReferenceModel::new(self.config.clone(), self.now);
                 self.instant()
             }
             other => {
                 let on = self.config.enable_rescheduler;
                 let observations = apply_step(&mut self.engine_world, other, self.now, on);
-                if self.checks.reference {
+                if self.compare {
                     apply_step(&mut self.model_world, other, self.now, on);
                 }
                 self.send(observations);
@@ -861,10 +907,11 @@ impl Harness {
             }
             let now = self.now;
             let mut candidates = vec![self.controller.next_due()];
-            if self.checks.reference {
+            if self.compare {
                 candidates.push(self.model.next_due());
             }
             candidates.extend(self.engine_world.kubelets.next_due());
+            candidates.extend(self.wire.next_due());
             let Some(next) = candidates.into_iter().filter(|&t| t > now).min().filter(|&t| t < target) else {
                 break;
             };
@@ -882,15 +929,30 @@ impl Harness {
         let now = self.now;
         let observations = self.engine_world.kubelets.run_due(now, &mut self.engine_world.cluster);
         self.send(observations);
-        if self.checks.reference {
+        if self.compare {
             self.model_world.kubelets.run_due(now, &mut self.model_world.cluster);
         }
         let mut failure = None;
+        if !self.wire.is_instant() {
+            // What lands and arrives by now reaches the engine first.
+            let mut answers = Vec::new();
+            let mut api = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
+            for landed in self.wire.land(now, &mut api, &mut answers) {
+                if let Some(what) = landed.applied.violation {
+                    failure.get_or_insert(Failure::Contract { step: self.step, at: landed.at, what });
+                }
+            }
+            let mut events = Vec::new();
+            self.wire.deliver(now, &mut events);
+            self.controller.observe_all(now, answers);
+            self.controller.observe_all(now, events);
+        }
         let mut trace = Vec::new();
         let tracing = self.trace.is_some();
         let (step, invariants) = (self.step, self.checks.invariants);
         let stats = &mut self.stats;
-        let mut api = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
+        let mut side = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
+        let mut api = Wired { wire: &mut self.wire, cluster: &mut side };
         self.controller.step(now, &mut api, &mut |event| {
             let StepEvent::Handled(h) = event else { return };
             stats.actions += 1;
@@ -918,7 +980,7 @@ impl Harness {
         if let Some(failure) = failure {
             return Err(failure);
         }
-        if self.checks.reference {
+        if self.compare {
             let writes = self.model.tick(now, &mut self.model_world.cluster, &mut self.model_world.side);
             for w in writes {
                 self.note(|| format!("{now}   model:  {:?}", short(&w)));

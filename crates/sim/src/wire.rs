@@ -234,8 +234,9 @@ pub struct Landed {
     pub action: Action,
     /// What the cluster did with it. A contract violation the controller
     /// could not have seen coming (the object changed after the controller
-    /// last saw it, or while the write was on its way) is taken out: with
-    /// latency it is a race every controller runs, not a broken rule.
+    /// last saw it, or from the instant the write was sent on) is taken
+    /// out: with latency it is a race every controller runs, not a broken
+    /// rule.
     pub applied: Applied,
 }
 
@@ -333,10 +334,23 @@ impl Wire {
 
     /// A list of the whole cluster at `now` (a controller starting, or its
     /// watches starting over): the watch events still on their way belong
-    /// to watches that are gone, and are dropped; the list, stamped, is
-    /// what the controller sees now.
+    /// to watches that are gone; the list, stamped, is what the controller
+    /// sees now. It shows an object deleted meanwhile by its absence: that
+    /// deletion comes first, so whoever kept the object (the safety
+    /// interlock's mirror outlives a restart) lets it go.
     pub fn list(&mut self, now: Timestamp, mut state: Vec<Observation>) -> Vec<Observation> {
-        self.events.clear();
+        let listed: std::collections::HashSet<u64> =
+            state.iter().filter_map(|o| o.key().map(|(kind, key)| object_id(kind, key))).collect();
+        let gone = std::mem::take(&mut self.events).into_values().filter(|o| {
+            matches!(
+                o,
+                Observation::NodeDeleted { .. }
+                    | Observation::PodDeleted { .. }
+                    | Observation::LeaseDeleted { .. }
+                    | Observation::BudgetDeleted { .. }
+            ) && o.key().is_some_and(|(kind, key)| !listed.contains(&object_id(kind, key)))
+        });
+        let mut out: Vec<Observation> = gone.collect();
         for obs in &mut state {
             self.stamp(obs);
             if let Some((kind, key)) = obs.key() {
@@ -344,7 +358,8 @@ impl Wire {
                 times.delivered_by = now;
             }
         }
-        state
+        out.extend(state);
+        out
     }
 
     /// The controller that sent what is on its way is gone: its writes
@@ -391,7 +406,7 @@ impl Wire {
             let w = entry.remove();
             let mut applied = cluster.apply(at, &w.action);
             let id = object_of(&w.action);
-            let changed_since = id.and_then(|id| self.objects.get(&id)).is_some_and(|t| t.changed_at > w.sent_at);
+            let changed_since = id.and_then(|id| self.objects.get(&id)).is_some_and(|t| t.changed_at >= w.sent_at);
             if w.behind || changed_since {
                 applied.violation = None;
             }

@@ -97,8 +97,9 @@ pub fn write_taints(
     if remove.iter().any(|t| t.effect == TaintEffect::NoExecute) {
         inbox.nodes.push(target.entity);
     }
-    outbox.write(ActionKind::PatchNodeTaints { node: target.name.to_string(), add, remove, slot });
-    true
+    // Not written when the same change is already on its way (a snapshot
+    // from before it landed made it look missing): nothing new was sent.
+    outbox.write(ActionKind::PatchNodeTaints { node: target.name.to_string(), add, remove, slot })
 }
 
 /// Upstream `markNodeAsReachable`: removes both controller NoExecute taints

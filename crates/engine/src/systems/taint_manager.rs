@@ -138,6 +138,9 @@ fn process_pod(
                 );
             }
         }
+        // Its deletion is on its way: nothing to schedule (a deadline set
+        // now would only be "cancelled" when the deletion lands).
+        Plan::At(..) if pod.progress.deletion_requested => {}
         Plan::At(created, due, verdict) => {
             let seq = timers.push(due, pod_entity);
             pending.set(Some(Deadline { created, fire_at: due, seq }));
