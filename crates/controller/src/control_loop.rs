@@ -393,22 +393,28 @@ mod tests {
             self.applied.push(action.kind.clone());
             let done = WriteOutcome::Done;
             let mut observations = vec![Observation::WriteFinished { id: action.id, outcome: done.clone() }];
-            let kept = match &action.kind {
-                ActionKind::PatchNodeTaints { node, add, remove, .. } => self.nodes.get_mut(node).map(|n| {
-                    n.taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
-                    n.taints.extend(add.iter().cloned());
-                    n
-                }),
-                ActionKind::UpdateNodeConditions { node, conditions } => self.nodes.get_mut(node).map(|n| {
-                    for c in conditions {
-                        n.conditions.retain(|x| x.kind != c.kind);
-                        n.conditions.push(c.clone());
-                    }
-                    n
-                }),
+            let node = match &action.kind {
+                ActionKind::PatchNodeTaints { node, .. } | ActionKind::UpdateNodeConditions { node, .. } => {
+                    self.nodes.get_mut(node)
+                }
                 _ => None,
             };
-            observations.extend(kept.map(|n| Observation::NodeUpserted(n.clone())));
+            if let Some(n) = node {
+                match &action.kind {
+                    ActionKind::PatchNodeTaints { add, remove, .. } => {
+                        n.taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+                        n.taints.extend(add.iter().cloned());
+                    }
+                    ActionKind::UpdateNodeConditions { conditions, .. } => {
+                        for c in conditions {
+                            n.conditions.retain(|x| x.kind != c.kind);
+                            n.conditions.push(c.clone());
+                        }
+                    }
+                    _ => {}
+                }
+                observations.push(Observation::NodeUpserted(n.clone()));
+            }
             Applied { observations, outcome: action.kind.slot().map(|_| done), violation: None }
         }
     }

@@ -143,21 +143,17 @@ fn run_on(engine: &mut Engine, start_ms: i64) -> Vec<String> {
             if a.kind.slot().is_some() {
                 engine.observe(Observation::WriteFinished { id: a.id, outcome: WriteOutcome::Done });
             }
-            let node = match &a.kind {
-                ActionKind::PatchNodeTaints { node, add, remove, .. } => nodes.get_mut(node).map(|n| {
+            let Some((name, _)) = a.kind.slot() else { continue };
+            let Some(n) = nodes.get_mut(&name.to_string()) else { continue };
+            match &a.kind {
+                ActionKind::PatchNodeTaints { add, remove, .. } => {
                     n.taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
                     n.taints.extend(add.iter().cloned());
-                    n
-                }),
-                ActionKind::UpdateNodeConditions { node, conditions } => nodes.get_mut(node).map(|n| {
-                    n.conditions = conditions.clone();
-                    n
-                }),
-                _ => None,
-            };
-            if let Some(n) = node {
-                engine.observe(Observation::NodeUpserted(n.clone()));
+                }
+                ActionKind::UpdateNodeConditions { conditions, .. } => n.conditions = conditions.clone(),
+                _ => continue,
             }
+            engine.observe(Observation::NodeUpserted(n.clone()));
         }
         now += 100;
     }
