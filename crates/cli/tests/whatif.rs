@@ -97,6 +97,10 @@ fn json_compare_and_html() {
         "--report",
         html.to_str().expect("utf-8"),
         "-q",
+        // The instant world, so the two runs differ by exactly the
+        // toleration (with latency, by that within a few hundred ms).
+        "--api-latency",
+        "none",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");

@@ -146,6 +146,10 @@ struct NodeMirror {
     /// The newest version observed; an older snapshot is passed over, as
     /// the engine passes it over.
     version: u64,
+    /// The Ready heartbeat and transition times the controller's own
+    /// condition write carried: seeing them is no heartbeat, even after a
+    /// snapshot from before the write landed showed the older ones again.
+    own_ready: Option<(Timestamp, Timestamp)>,
 }
 
 /// Whether a snapshot at `version` is older than the `held` one (both
@@ -541,7 +545,9 @@ impl InvariantChecker {
                         (m, false)
                     }
                 };
-                if let Some(c) = ready {
+                if let Some(c) = ready
+                    && entry.own_ready != Some((c.last_heartbeat, c.last_transition))
+                {
                     if entry.ready_heartbeat != Some(c.last_heartbeat) {
                         entry.last_beat = now;
                     }
@@ -841,7 +847,7 @@ impl InvariantChecker {
                 let rate = self.zone_rate(&zone, zones);
                 self.zone_taints.insert(zone, (now, rate));
             }
-            ActionKind::UpdateNodeConditions { node, conditions } => self.own_condition_write(node, conditions),
+            ActionKind::UpdateNodeConditions { node, conditions, .. } => self.own_condition_write(node, conditions),
             _ => {}
         }
     }
@@ -859,6 +865,7 @@ impl InvariantChecker {
             mirror.ready = Some(ready.status);
             mirror.ready_heartbeat = Some(ready.last_heartbeat);
             mirror.ready_transition = Some(ready.last_transition);
+            mirror.own_ready = Some((ready.last_heartbeat, ready.last_transition));
         }
     }
 
@@ -1165,7 +1172,7 @@ mod tests {
         }];
         let write = Action {
             id: ActionId(3),
-            kind: ActionKind::UpdateNodeConditions { node: "n".into(), conditions: written.clone() },
+            kind: ActionKind::UpdateNodeConditions { node: "n".into(), conditions: written.clone(), version: 0 },
         };
         assert!(c.check_action(t(0), &write, &zone(0.1), false).is_empty());
         never.conditions = written;

@@ -88,6 +88,13 @@ pub enum ActionKind {
         node: String,
         /// The conditions after the update.
         conditions: Vec<NodeCondition>,
+        /// Precondition: the node's `resourceVersion` the decision was made
+        /// on (0: unknown, none). A node that changed since (a kubelet's
+        /// status post on its way when the controller decided) refuses the
+        /// write, and the controller decides again from what it then sees,
+        /// as upstream's `UpdateStatus` conflicts; a stale Unknown never
+        /// overwrites a fresh heartbeat.
+        version: u64,
     },
     /// Add and remove taints in one patch. Taints in `remove` are matched by
     /// key and effect; a taint in `add` replaces one with the same key and

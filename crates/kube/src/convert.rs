@@ -1126,23 +1126,30 @@ mod tests {
         assert!(list.items[2].reading.is_none());
     }
 
-    /// Answers every write as done, and records the pods deleted.
+    /// Answers every write as done, with the node a taint patch leaves (so
+    /// the taint manager observes the taint), and records the pods deleted.
     #[derive(Default)]
     struct Accepting {
         deleted: Vec<String>,
+        nodes: std::collections::BTreeMap<String, NodeSnapshot>,
     }
 
     impl nodewarden_controller::ClusterApi for Accepting {
         fn apply(&mut self, _now: Timestamp, action: &nodewarden_engine::Action) -> nodewarden_controller::Applied {
-            if let nodewarden_engine::ActionKind::DeletePod { pod, .. } = &action.kind {
-                self.deleted.push(pod.clone());
-            }
             let done = nodewarden_engine::WriteOutcome::Done;
-            nodewarden_controller::Applied {
-                observations: vec![Observation::WriteFinished { id: action.id, outcome: done.clone() }],
-                outcome: action.kind.slot().map(|_| done),
-                violation: None,
+            let mut observations = vec![Observation::WriteFinished { id: action.id, outcome: done.clone() }];
+            match &action.kind {
+                nodewarden_engine::ActionKind::DeletePod { pod, .. } => self.deleted.push(pod.clone()),
+                nodewarden_engine::ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                    if let Some(n) = self.nodes.get_mut(node) {
+                        n.taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+                        n.taints.extend(add.iter().cloned());
+                        observations.push(Observation::NodeUpserted(n.clone()));
+                    }
+                }
+                _ => {}
             }
+            nodewarden_controller::Applied { observations, outcome: action.kind.slot().map(|_| done), violation: None }
         }
     }
 
@@ -1160,8 +1167,11 @@ mod tests {
                    "status": {"conditions": [{"type": "Ready", "status": status,
                        "lastHeartbeatTime": "2024-12-31T23:59:59Z"}]}})
         };
+        let mut api = Accepting::default();
         for (name, status) in [("dead", "Unknown"), ("a", "True"), ("b", "True"), ("c", "True")] {
-            c.observe(start, Observation::NodeUpserted(node(ready(name, status))));
+            let n = node(ready(name, status));
+            api.nodes.insert(n.name.clone(), n.clone());
+            c.observe(start, Observation::NodeUpserted(n));
         }
         let on_dead = |name: &str, tolerations: Value| {
             json!({"metadata": {"name": name, "namespace": "ns", "uid": name},
@@ -1183,7 +1193,6 @@ mod tests {
         ] {
             c.observe(start, Observation::PodUpserted(pod(p)));
         }
-        let mut api = Accepting::default();
         for i in 0..120 {
             let now = start + Span::from_secs(5 * i);
             for n in ["a", "b", "c"] {

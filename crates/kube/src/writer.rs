@@ -242,6 +242,11 @@ tokio::task_local! {
     static URGENCY: Urgency;
 }
 
+/// Node requests granted in a row, while a pod request waits, before the
+/// pod request goes first ([`Limiter`]): node status and taints keep their
+/// precedence, and pod deletions still get a quarter of the requests.
+const NODE_STREAK: u32 = 3;
+
 /// A token bucket shared by every request (client-go's flowcontrol
 /// limiter: `qps` tokens a second, at most `burst` saved), handing its
 /// tokens out most urgent first: one dispenser task serves a queue per
@@ -264,6 +269,11 @@ impl Limiter {
         let paused = paused_until.clone();
         tokio::spawn(async move {
             let (mut tokens, mut last) = (burst, Instant::now());
+            // Tokens handed to node requests in a row while a pod request
+            // waited: past NODE_STREAK, a pod request goes first, so node
+            // writes that fail and come back every pass (a node no client
+            // can read, say) cannot hold every deletion back.
+            let mut node_streak = 0u32;
             loop {
                 // A token first, then the most urgent waiter at that moment.
                 let now = Instant::now();
@@ -273,13 +283,20 @@ impl Limiter {
                     tokio::time::sleep(Duration::from_secs_f64((1.0 - tokens) / qps)).await;
                     continue;
                 }
-                let waiter = if let Ok(w) = r0.try_recv() {
+                let pod_turn = if node_streak >= NODE_STREAK { r1.try_recv().ok() } else { None };
+                let waiter = if let Some(w) = pod_turn {
+                    node_streak = 0;
+                    w
+                } else if let Ok(w) = r0.try_recv() {
+                    node_streak += 1;
                     w
                 } else if let Ok(w) = r1.try_recv() {
+                    node_streak = 0;
                     w
                 } else if let Ok(w) = r2.try_recv() {
                     w
                 } else {
+                    node_streak = 0;
                     tokio::select! {
                         biased;
                         Some(w) = r0.recv() => w,
@@ -638,7 +655,7 @@ impl Writer {
 
     async fn write(&self, since: Instant, kind: &ActionKind) -> ApiResult<Attempt> {
         match kind {
-            ActionKind::UpdateNodeConditions { node, conditions } => {
+            ActionKind::UpdateNodeConditions { node, conditions, version } => {
                 let api = Api::<Node>::all(self.client.clone());
                 let Some(mut cur) = self.call(since, || api.get_opt(node)).await? else {
                     return Ok(Attempt::Refused(
@@ -646,6 +663,18 @@ impl Writer {
                         node_state(node, None, self.opts.detail),
                     ));
                 };
+                // Decided on an older node (a kubelet's post came since):
+                // the engine decides again from this one, as upstream's
+                // UpdateStatus conflict makes it recompute.
+                let now_at = cur.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+                if *version != 0
+                    && let Some(now_at) = now_at.filter(|v| v != version)
+                {
+                    return Ok(Attempt::Refused(
+                        format!("node {node} changed since the decision (resourceVersion {version}, now {now_at})"),
+                        node_state(node, Some(&cur), self.opts.detail),
+                    ));
+                }
                 let list = cur.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
                 for c in conditions {
                     let k = KNodeCondition {

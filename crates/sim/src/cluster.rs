@@ -1186,7 +1186,7 @@ impl Cluster {
                 self.events.push(RecordedEvent { at: now, event: event.clone() });
                 Applied::default()
             }
-            ActionKind::UpdateNodeConditions { node, conditions } => self.node_write(id, node, |n| {
+            ActionKind::UpdateNodeConditions { node, conditions, .. } => self.node_write(id, node, |n| {
                 for c in conditions {
                     match n.conditions.iter_mut().find(|x| x.kind == c.kind) {
                         Some(x) => *x = c.clone(),
@@ -1543,7 +1543,14 @@ mod tests {
         let mem = NodeCondition { kind: ConditionType::MemoryPressure, ..unknown.clone() };
         let r = c.apply_action(
             t(45),
-            &act(1, ActionKind::UpdateNodeConditions { node: "a".into(), conditions: vec![unknown.clone(), mem] }),
+            &act(
+                1,
+                ActionKind::UpdateNodeConditions {
+                    node: "a".into(),
+                    conditions: vec![unknown.clone(), mem],
+                    version: 0,
+                },
+            ),
         );
         assert_eq!(r.outcome, Some(WriteOutcome::Done));
         assert!(matches!(

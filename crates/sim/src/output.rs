@@ -112,7 +112,7 @@ impl ActionRecord {
     pub fn new(t: Timestamp, kind: &ActionKind) -> ActionRecord {
         let r = ActionRecord { t, ..ActionRecord::default() };
         match kind {
-            ActionKind::UpdateNodeConditions { node, conditions } => ActionRecord {
+            ActionKind::UpdateNodeConditions { node, conditions, .. } => ActionRecord {
                 action: "update-node-status",
                 node: Some(node.clone()),
                 ready: conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status),

@@ -342,7 +342,7 @@ impl Statistics {
 
     pub(crate) fn track_after(&mut self, t: Timestamp, action: &Action, cluster: &Cluster) {
         match &action.kind {
-            ActionKind::UpdateNodeConditions { node, conditions } => {
+            ActionKind::UpdateNodeConditions { node, conditions, .. } => {
                 let unknown =
                     conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::Unknown);
                 if !unknown {

@@ -197,6 +197,8 @@ struct ObjectTimes {
     delivered_by: Timestamp,
     /// When it last changed.
     changed_at: Timestamp,
+    /// Its newest resourceVersion (0 before its first change on the wire).
+    version: u64,
     /// When the controller's latest write to it lands: writes to one
     /// object go out one after another, each once the previous has landed,
     /// as the adapter's writer sends them (a pod's status before its
@@ -206,7 +208,7 @@ struct ObjectTimes {
 
 impl ObjectTimes {
     fn new(delivered_by: Timestamp, changed_at: Timestamp) -> ObjectTimes {
-        ObjectTimes { delivered_by, changed_at, landed_by: Timestamp::MIN }
+        ObjectTimes { delivered_by, changed_at, version: 0, landed_by: Timestamp::MIN }
     }
 }
 
@@ -313,13 +315,26 @@ impl Wire {
 
     /// Gives a changed object its resourceVersion (the next revision).
     fn stamp(&mut self, obs: &mut Observation) {
-        let version = match obs {
-            Observation::NodeUpserted(n) => &mut n.version,
-            Observation::PodUpserted(p) => &mut p.version,
+        let (version, id) = match obs {
+            Observation::NodeUpserted(n) => (&mut n.version, object_id(ObjectKind::Node, &n.name)),
+            Observation::PodUpserted(p) => (&mut p.version, object_id(ObjectKind::Pod, &p.key)),
             _ => return,
         };
         self.revision += 1;
         *version = self.revision;
+        self.objects.entry(id).or_insert(ObjectTimes::new(Timestamp::MIN, Timestamp::MIN)).version = self.revision;
+    }
+
+    /// A node status write decided on another version of the node than the
+    /// one it would land on: refused, as the API server's resourceVersion
+    /// precondition refuses it.
+    fn conflict(&self, action: &Action) -> Option<String> {
+        let nodewarden_engine::ActionKind::UpdateNodeConditions { node, version, .. } = &action.kind else {
+            return None;
+        };
+        let now_at = self.objects.get(&object_id(ObjectKind::Node, node)).map_or(0, |t| t.version);
+        (*version != 0 && now_at != 0 && now_at != *version)
+            .then(|| format!("node {node} changed since the decision (resourceVersion {version}, now {now_at})"))
     }
 
     /// The cluster changed at `now` (a kubelet, a scenario event, a landed
@@ -404,6 +419,18 @@ impl Wire {
                 break;
             }
             let w = entry.remove();
+            if let Some(why) = self.conflict(&w.action) {
+                // Refused with nothing changed; the node's newer version is
+                // on the watch already.
+                let outcome = nodewarden_engine::WriteOutcome::Failed(why);
+                let finished = Observation::WriteFinished { id: w.action.id, outcome: outcome.clone() };
+                if !w.orphan {
+                    answers.push(finished.clone());
+                }
+                let applied = Applied { observations: vec![finished], outcome: Some(outcome), violation: None };
+                landed.push(Landed { at, sent_at: w.sent_at, action: w.action, applied });
+                continue;
+            }
             let mut applied = cluster.apply(at, &w.action);
             let id = object_of(&w.action);
             let changed_since = id.and_then(|id| self.objects.get(&id)).is_some_and(|t| t.changed_at >= w.sent_at);

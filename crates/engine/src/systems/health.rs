@@ -200,6 +200,7 @@ pub fn decide(
     )>,
     mut zones: Query<&mut Zone>,
     mut pods: Query<&mut Pod>,
+    observed: Query<&ObservedNode>,
 ) {
     let now = now.0;
     let cfg = &settings.0;
@@ -260,7 +261,11 @@ pub fn decide(
             if let Some(rec) = rec {
                 health.set(rec);
             }
-            outbox.write(ActionKind::UpdateNodeConditions { node: name.to_string(), conditions: updated });
+            outbox.write(ActionKind::UpdateNodeConditions {
+                node: name.to_string(),
+                conditions: updated,
+                version: observed.get(w.node).map_or(0, |o| o.version),
+            });
             changed.0.push(w.node);
             tracing::info!(node = name, probe = %rec.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
         }

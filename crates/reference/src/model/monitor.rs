@@ -139,7 +139,7 @@ impl ReferenceModel {
                     self.write(
                         now,
                         cluster,
-                        ActionKind::UpdateNodeConditions { node: name.clone(), conditions: updated },
+                        ActionKind::UpdateNodeConditions { node: name.clone(), conditions: updated, version: 0 },
                     );
                     h.ready_transition = now;
                     h.saved_ready = Some(new_ready.clone());
