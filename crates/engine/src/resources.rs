@@ -320,7 +320,9 @@ pub struct ZoneIndex {
 /// is taken in.
 #[derive(Resource, Debug, Default)]
 pub struct Tombstones {
-    versions: HashMap<(bool, Box<str>), u64>,
+    nodes: HashMap<Box<str>, u64>,
+    pods: HashMap<Box<str>, u64>,
+    /// Burial order, for letting them go: (when, a node, the key).
     order: std::collections::VecDeque<(Timestamp, bool, Box<str>)>,
 }
 
@@ -335,25 +337,28 @@ impl Tombstones {
         if version == 0 {
             return;
         }
-        while let Some((at, kind, old)) = self.order.front() {
-            if *at + Self::KEPT > now {
-                break;
+        while let Some((at, kind, _)) = self.order.front()
+            && *at + Self::KEPT <= now
+        {
+            let kind = *kind;
+            if let Some((_, _, old)) = self.order.pop_front() {
+                let map = if kind { &mut self.nodes } else { &mut self.pods };
+                map.remove(&old);
             }
-            let (kind, old) = (*kind, old.clone());
-            self.order.pop_front();
-            self.versions.remove(&(kind, old));
         }
-        self.versions.insert((node, key.into()), version);
+        let map = if node { &mut self.nodes } else { &mut self.pods };
+        map.insert(key.into(), version);
         self.order.push_back((now, node, key.into()));
     }
 
     /// The version the node (`node`) or pod named `key` had when it was
     /// deleted, if that was lately.
     pub fn version(&self, node: bool, key: &str) -> Option<u64> {
-        if self.versions.is_empty() {
+        let map = if node { &self.nodes } else { &self.pods };
+        if map.is_empty() {
             return None;
         }
-        self.versions.get(&(node, Box::<str>::from(key))).copied()
+        map.get(key).copied()
     }
 }
 
