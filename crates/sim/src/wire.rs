@@ -255,8 +255,10 @@ pub struct Wire {
     objects: HashMap<u64, ObjectTimes>,
 }
 
-/// An object's identity on the wire, hashed: a collision only orders two
-/// objects' events as if they were one's, which is still a valid order.
+/// An object's identity on the wire, hashed (64 bits). A collision would
+/// only be conservative: two objects' events ordered as if they were one's
+/// (still a valid order), and a node status write refused as a conflict
+/// (decided again).
 fn object_id(kind: ObjectKind, key: &str) -> u64 {
     let mut h = DefaultHasher::new();
     (kind as u8).hash(&mut h);
