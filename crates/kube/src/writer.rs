@@ -242,9 +242,9 @@ tokio::task_local! {
     static URGENCY: Urgency;
 }
 
-/// Node requests granted in a row, while a pod request waits, before the
-/// pod request goes first ([`Limiter`]): node status and taints keep their
-/// precedence, and pod deletions still get a quarter of the requests.
+/// Node requests granted in a row after which a waiting pod request goes
+/// next ([`Limiter`]): node status and taints keep their precedence, and
+/// pod deletions still get at least a quarter of a saturated client.
 const NODE_STREAK: u32 = 3;
 
 /// A token bucket shared by every request (client-go's flowcontrol
@@ -269,10 +269,10 @@ impl Limiter {
         let paused = paused_until.clone();
         tokio::spawn(async move {
             let (mut tokens, mut last) = (burst, Instant::now());
-            // Tokens handed to node requests in a row while a pod request
-            // waited: past NODE_STREAK, a pod request goes first, so node
-            // writes that fail and come back every pass (a node no client
-            // can read, say) cannot hold every deletion back.
+            // Tokens handed to node requests in a row: from NODE_STREAK
+            // on, a waiting pod request goes next, so node writes that fail
+            // and come back every pass (a node no client can read, say)
+            // cannot hold every deletion back.
             let mut node_streak = 0u32;
             loop {
                 // A token first, then the most urgent waiter at that moment.
@@ -1007,6 +1007,28 @@ mod tests {
         assert_eq!(&order[..3], &[Urgency::Event, Urgency::Node, Urgency::Pod], "{order:?}");
         // Seven tokens after the saved one at 20 a second: about 350 ms.
         assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_waiting_pod_request_goes_after_a_streak_of_node_requests() {
+        // One token saved, then 50 a second; eight node requests and one
+        // pod request wait behind the first node request.
+        let limiter = Arc::new(Limiter::new(50.0, 1));
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        limiter.acquire().await;
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Node, order.clone())));
+        }
+        tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Pod, order.clone())));
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let order = order.lock().expect("order").clone();
+        let pod = order.iter().position(|u| *u == Urgency::Pod);
+        // Node requests keep precedence, but not for ever: the pod request
+        // goes once NODE_STREAK of them went while it waited.
+        assert_eq!(pod, Some(NODE_STREAK as usize), "{order:?}");
     }
 
     #[tokio::test]
