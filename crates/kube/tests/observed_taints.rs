@@ -197,11 +197,7 @@ impl Watcher {
         let timeline = Arc::new(Mutex::new(Timeline::default()));
         let mut tasks = Vec::new();
         for kind in [Kind::Node, Kind::Pod] {
-            let mut rx = {
-                let mut s = served.shared.store.lock();
-                let rv = s.rv();
-                s.watch(kind, Some(rv)).expect("watch the store").rx
-            };
+            let mut rx = common::store_changes(served, kind);
             let tl = timeline.clone();
             tasks.push(tokio::spawn(async move {
                 loop {

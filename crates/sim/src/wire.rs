@@ -230,8 +230,6 @@ struct InFlight {
 pub struct Landed {
     /// When it landed.
     pub at: Timestamp,
-    /// When it was sent.
-    pub sent_at: Timestamp,
     /// The write.
     pub action: Action,
     /// What the cluster did with it. A contract violation the controller
@@ -296,11 +294,6 @@ impl Wire {
     /// Without latency: the drivers bypass the wire.
     pub fn is_instant(&self) -> bool {
         self.latency.is_instant()
-    }
-
-    /// Writes on their way.
-    pub fn writes_in_flight(&self) -> usize {
-        self.writes.len()
     }
 
     /// When something next lands or is delivered.
@@ -430,7 +423,7 @@ impl Wire {
                     answers.push(finished.clone());
                 }
                 let applied = Applied { observations: vec![finished], outcome: Some(outcome), violation: None };
-                landed.push(Landed { at, sent_at: w.sent_at, action: w.action, applied });
+                landed.push(Landed { at, action: w.action, applied });
                 continue;
             }
             let mut applied = cluster.apply(at, &w.action);
@@ -458,7 +451,7 @@ impl Wire {
                     self.publish_stamped(at, obs);
                 }
             }
-            landed.push(Landed { at, sent_at: w.sent_at, action: w.action, applied });
+            landed.push(Landed { at, action: w.action, applied });
         }
         landed
     }

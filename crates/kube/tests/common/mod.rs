@@ -238,6 +238,17 @@ pub struct History {
     pub lagged: bool,
 }
 
+/// The served store's changes of `kind` from now on, as its own watches
+/// see them.
+pub fn store_changes(
+    served: &Served,
+    kind: Kind,
+) -> tokio::sync::broadcast::Receiver<std::sync::Arc<nodewarden_apiserver::store::Change>> {
+    let mut s = served.shared.store.lock();
+    let rv = s.rv();
+    s.watch(kind, Some(rv)).expect("watch the store").rx
+}
+
 /// Records the store's changes to nodes and pods into a [`History`].
 pub struct Recorder {
     history: std::sync::Arc<std::sync::Mutex<History>>,
@@ -250,11 +261,7 @@ impl Recorder {
         let history = std::sync::Arc::new(std::sync::Mutex::new(History::default()));
         let mut tasks = Vec::new();
         for kind in [Kind::Node, Kind::Pod] {
-            let mut rx = {
-                let mut s = served.shared.store.lock();
-                let rv = s.rv();
-                s.watch(kind, Some(rv)).expect("watch the store").rx
-            };
+            let mut rx = store_changes(served, kind);
             let h = history.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
