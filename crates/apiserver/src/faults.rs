@@ -39,6 +39,11 @@ pub enum ApiFault {
     /// Every open watch is closed now (clients resume from their last
     /// resourceVersion).
     DropWatches,
+    /// The server and its kubelets stop, as a process stopped with
+    /// SIGSTOP: requests are held unanswered until the freeze ends, open
+    /// watches fall silent (no event, no bookmark) without being closed,
+    /// and no kubelet heartbeats meanwhile.
+    Freeze,
 }
 
 impl fmt::Display for ApiFault {
@@ -51,6 +56,7 @@ impl fmt::Display for ApiFault {
             }
             ApiFault::Latency(d) => write!(f, "{}ms added latency", d.as_millis()),
             ApiFault::DropWatches => write!(f, "every watch dropped"),
+            ApiFault::Freeze => write!(f, "the API server and its kubelets frozen"),
         }
     }
 }
@@ -71,7 +77,7 @@ pub struct PlannedApiFault {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "invalid API fault {spec:?}: {why}; expected KIND[:ARGS]@START[+DURATION], e.g. outage@60s+30s, \
-     errors:0.5:503@10s+20s, throttle:1:2@0s+10s, latency:200ms@0s+1m, drop-watches@30s"
+     errors:0.5:503@10s+20s, throttle:1:2@0s+10s, latency:200ms@0s+1m, drop-watches@30s, freeze@60s+100s"
 )]
 pub struct BadFault {
     /// What was given.
@@ -111,6 +117,8 @@ impl FromStr for PlannedApiFault {
         let fault = match (kind, args.as_slice()) {
             ("outage", []) => ApiFault::Outage,
             ("drop-watches", []) => ApiFault::DropWatches,
+            ("freeze", []) if lasts.is_some() => ApiFault::Freeze,
+            ("freeze", []) => return Err(bad("a freeze needs a +DURATION".into())),
             ("latency", [d]) => ApiFault::Latency(duration(d).map_err(bad)?),
             ("errors", [r]) => ApiFault::Errors { rate: rate(r).map_err(bad)?, code: 503 },
             ("errors", [r, c]) => {
@@ -226,6 +234,14 @@ impl ApiFaults {
         a.0.iter().any(|f| f.fault == ApiFault::Outage && f.only.is_none())
     }
 
+    /// True while the server is frozen ([`ApiFault::Freeze`]).
+    pub fn frozen(&self) -> bool {
+        let mut a = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        a.0.retain(|f| f.until.is_none_or(|u| u > now));
+        a.0.iter().any(|f| f.fault == ApiFault::Freeze && f.only.is_none())
+    }
+
     /// What a request from inside the server (the in-process controller)
     /// meets now: untargeted faults only.
     pub fn verdict(&self) -> Verdict {
@@ -253,6 +269,8 @@ impl ApiFaults {
             match &f.fault {
                 ApiFault::Outage => return Verdict::Abort,
                 ApiFault::Latency(d) => delay += *d,
+                // Held until the server wakes (a freeze always has an end).
+                ApiFault::Freeze => delay += f.until.map_or(Duration::ZERO, |u| u.saturating_duration_since(now)),
                 ApiFault::Errors { rate, code } if fail.is_none() && draw() < *rate => {
                     fail = Some(match code {
                         500 => ApiError::Internal("injected fault: etcdserver: request timed out".into()),
@@ -296,7 +314,10 @@ mod tests {
         assert!(
             matches!("outage@1m".parse::<PlannedApiFault>(), Ok(p) if p.fault == ApiFault::Outage && p.lasts.is_none())
         );
-        for bad in ["outage", "errors:2@0s", "errors:0.5:404@0s", "nap@1s", "latency@1s", "throttle:1:x@0s"] {
+        assert!(matches!("freeze@1s+5s".parse::<PlannedApiFault>(), Ok(p) if p.fault == ApiFault::Freeze));
+        for bad in
+            ["freeze@1s", "outage", "errors:2@0s", "errors:0.5:404@0s", "nap@1s", "latency@1s", "throttle:1:x@0s"]
+        {
             assert!(bad.parse::<PlannedApiFault>().is_err(), "{bad}");
         }
     }

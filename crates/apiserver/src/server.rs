@@ -730,6 +730,10 @@ async fn watch(
                     break;
                 }
                 _ = tick.tick(), if bookmarks => {
+                    // A frozen server sends nothing, bookmarks included.
+                    if sh.faults.frozen() {
+                        continue;
+                    }
                     // Drain under the lock so the bookmark's resourceVersion
                     // covers every change this watcher was sent.
                     let (pending, rv) = {

@@ -649,6 +649,10 @@ impl Driver {
         }
         loop {
             tick.tick().await;
+            // Frozen: kubelets, scenario and faults wait with the server.
+            if self.shared.faults.frozen() {
+                continue;
+            }
             let now = self.shared.time.now();
             self.play_faults(now);
             {

@@ -265,7 +265,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
             http::header::USER_AGENT,
             agent.parse().context("the replica's identity is not a valid User-Agent header")?,
         ));
-        let client = kube::Client::try_from(kconfig).context("kube client")?;
+        // Leader election gets a client of its own (its own connections),
+        // as kube-controller-manager's does: the Lease is renewed whatever
+        // the writer's backlog, rate limit or throttling.
+        let mut election_config = kconfig.clone();
+        election_config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+        election_config.headers.push((
+            http::header::USER_AGENT,
+            format!("{agent} leader-election").parse().context("the replica's identity is not a valid User-Agent header")?,
+        ));
+        let election_client = kube::Client::try_from(nodewarden_kube::controller_config(election_config))
+            .context("kube client for leader election")?;
+        let client = kube::Client::try_from(nodewarden_kube::controller_config(kconfig)).context("kube client")?;
         let listener = tokio::net::TcpListener::bind(args.bind_address)
             .await
             .with_context(|| format!("--bind-address {}", args.bind_address))?;
@@ -287,7 +298,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
                 );
                 let fence = Fence::closed();
                 tokio::select! {
-                    won = nodewarden_kube::campaign(client.clone(), election, fence.clone()) => {
+                    won = nodewarden_kube::campaign(election_client, election, fence.clone()) => {
                         (Some(fence), Some(won.context("leader election")?))
                     }
                     () = &mut signal => {

@@ -85,7 +85,8 @@ pub struct SimArgs {
     pub(crate) controller: bool,
     /// With --serve: inject an API fault, KIND[:ARGS]@START[+DURATION]
     /// (outage@60s+30s, errors:0.5:503@10s+20s, throttle:1:2@0s+10s,
-    /// latency:200ms@0s+1m, drop-watches@30s); repeatable.
+    /// latency:200ms@0s+1m, drop-watches@30s, freeze@60s+100s: the server
+    /// and its kubelets stopped, requests held); repeatable.
     #[arg(long, value_name = "SPEC", requires = "serve")]
     pub(crate) api_fault: Vec<String>,
     /// With --serve: allow a non-loopback address. The server has no

@@ -521,6 +521,7 @@ fn alerts_and_dashboard_use_metric_names_the_code_exports() {
         "NodewardenCriticalAddonPending",
         "NodewardenCriticalAddonNoFit",
         "NodewardenAddonEvictionsRefused",
+        "NodewardenDeletionsLagging",
     ] {
         assert!(alerts.contains(must), "no alert {must}: {alerts:?}");
     }

@@ -1,7 +1,7 @@
 //! The place actions are carried out: the seam between the control loop
 //! and whatever stores the cluster.
 
-use nodewarden_engine::{Action, Observation, WriteOutcome};
+use nodewarden_engine::{Action, ObjectRef, Observation, WriteOutcome};
 use nodewarden_model::Timestamp;
 
 /// What carrying out one action did, as the back end tells it.
@@ -43,4 +43,14 @@ pub trait ClusterApi {
     /// for actions the safety interlock let through, in the order the
     /// engine issued them.
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied;
+
+    /// The object as it is now (its upsert, or its deletion), for a sender
+    /// that withdrew a write to it before sending it: node lifecycle
+    /// applied the write to its own view when it decided, and the object
+    /// as it is puts that view right. Empty when the back end cannot say
+    /// (the engine then waits for the object's next watch event).
+    fn read(&mut self, object: &ObjectRef) -> Vec<Observation> {
+        let _ = object;
+        Vec::new()
+    }
 }

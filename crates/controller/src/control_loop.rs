@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use nodewarden_engine::{Action, Engine, ObjectKind, ObjectRef, Observation, WriteOutcome, WriteSlot};
+use nodewarden_engine::{Action, ActionKind, Engine, ObjectKind, ObjectRef, Observation, WriteOutcome, WriteSlot};
 use nodewarden_model::{ConfigError, ControllerConfig, Timestamp};
 
 use crate::api::{Applied, ClusterApi};
@@ -28,6 +28,10 @@ pub const MAX_ANSWER_ROUNDS: usize = 8;
 pub const INTERLOCK_METRIC: &str = "nodewarden_safety_interlock_blocked_total";
 
 /// The reason a held-back write is reported to the engine with.
+/// Counter {kind}: writes withdrawn just before they would have been
+/// sent, because they were no longer true ([`Controller::still_true`]).
+pub const WITHDRAWN_METRIC: &str = "nodewarden_writes_withdrawn_total";
+
 const HELD_BACK: &str = "held back by the safety interlock";
 
 /// What one action came to.
@@ -316,6 +320,33 @@ impl Controller {
             self.observe_all(now, applied.observations);
         }
         again
+    }
+
+    /// Asked by whoever sends `action`, just before it goes out (after any
+    /// wait behind a rate limit or an earlier write to the same object):
+    /// is it still true? The engine checks it against everything observed
+    /// so far ([`Engine::still_true`]); a deletion is also judged again by
+    /// the safety interlock against its mirror of the cluster as it now
+    /// is. `Err` says why not: the sender must not send it, and reports it
+    /// [`WriteOutcome::Withdrawn`]. Counted in [`WITHDRAWN_METRIC`].
+    pub fn still_true(&mut self, now: Timestamp, action: &Action) -> Result<(), String> {
+        let verdict = self.engine.still_true(now, &action.kind).and_then(|()| {
+            if !matches!(action.kind, ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. }) {
+                return Ok(());
+            }
+            let zones = self.engine.zones();
+            let violations = self.checker.judge(now, action, &zones, self.engine.all_zones_down());
+            match violations.first() {
+                None => Ok(()),
+                Some(v) => Err(format!("the safety interlock objects now ({}): {}", v.invariant.name(), v.detail)),
+            }
+        });
+        if let Err(why) = &verdict {
+            metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
+            let object = action.kind.slot().map_or_else(String::new, |(o, _)| o.to_string());
+            tracing::info!(write = action.kind.name(), %object, "write withdrawn before it was sent: {why}");
+        }
+        verdict
     }
 
     /// Keeps `action` from the API: logs why, counts it, and tells the

@@ -24,5 +24,6 @@ pub mod invariants;
 pub use api::{Applied, ClusterApi};
 pub use control_loop::{
     CheckerFeed, Controller, EngineFeed, Handled, INTERLOCK_METRIC, MAX_ANSWER_ROUNDS, StepEvent, StepSummary,
+    WITHDRAWN_METRIC,
 };
 pub use invariants::{Invariant, InvariantChecker, Violation};

@@ -189,6 +189,22 @@ impl ActionKind {
         }
     }
 
+    /// The write's short name, as logs and metric labels spell it
+    /// (`delete_pod`, `patch_node_taints`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ActionKind::UpdateNodeConditions { .. } => "update_node_conditions",
+            ActionKind::PatchNodeTaints { .. } => "patch_node_taints",
+            ActionKind::PatchNodeLabels { .. } => "patch_node_labels",
+            ActionKind::MarkPodNotReady { .. } => "mark_pod_not_ready",
+            ActionKind::SetPodNodeLost { .. } => "set_pod_node_lost",
+            ActionKind::AddPodDisruptionTarget { .. } => "add_pod_disruption_target",
+            ActionKind::DeletePod { .. } => "delete_pod",
+            ActionKind::EvictForAddon { .. } => "evict_for_addon",
+            ActionKind::RecordEvent(_) => "record_event",
+        }
+    }
+
     /// The object and slot this write occupies; `None` for Events. The
     /// engine keeps at most one write per slot in flight; drivers use this
     /// to tell writes (which get an outcome back) from Events (which don't).

@@ -566,6 +566,18 @@ impl Engine {
         }
     }
 
+    /// Whether a write the engine issued is still true at `now`, asked by
+    /// whoever sends it just before it goes out: what was handed in so
+    /// far is taken in first ([`Engine::absorb`]), then the write is
+    /// checked against that view (see `send_check`). `Err` says why it is
+    /// no longer true; the sender then reports it
+    /// [`WriteOutcome::Withdrawn`](crate::observation::WriteOutcome::Withdrawn)
+    /// instead of sending it. Decides nothing and changes no fact.
+    pub fn still_true(&mut self, now: Timestamp, kind: &crate::action::ActionKind) -> Result<(), String> {
+        self.absorb(now);
+        crate::send_check::still_true(&self.world, self.world.resource::<Now>().0, kind)
+    }
+
     /// Writes issued and not yet reported finished. A driver that stops (or
     /// a test that wants a quiet engine) waits for this to reach 0; a count
     /// that only grows means outcomes are not being reported back.

@@ -719,6 +719,59 @@ fn deletion_accepted(world: &World, why: &crate::explain::Explanation) {
     }
 }
 
+/// A write withdrawn before it was sent (no longer true): nothing was
+/// refused, so nothing is retried on its old basis and no failure is
+/// counted. The pod's marks of a write under way are cleared, so the
+/// deciding system starts from the pod as it is; a node's next observed
+/// state (the sender reads it) is taken in whatever its version.
+fn withdrawn(world: &mut World, kind: ActionKind, reason: &str) {
+    debug!(?kind, %reason, "write withdrawn before it was sent");
+    let disruption_target = matches!(kind, ActionKind::AddPodDisruptionTarget { .. });
+    match kind {
+        ActionKind::DeletePod { pod, .. } => {
+            let Some(e) = pod_named(world, &pod) else { return };
+            if let Some(mut p) = world.get_mut::<Pod>(e) {
+                p.progress.deletion_requested = false;
+            }
+            // Still due by the taint manager's own reckoning (the sender
+            // held it back for a reason of its own, such as a watch being
+            // down): due again at once, decided again at the next tick.
+            let still_based = world.get::<PendingDeletion>(e).is_some_and(|d| d.get().is_none() && d.basis().is_some());
+            if still_based && world.resource::<Settings>().0.enable_taint_manager {
+                let now = world.resource::<Now>().0;
+                let seq = world.resource_mut::<DeletionTimers>().push(now, e);
+                if let Some(mut pending) = world.get_mut::<PendingDeletion>(e) {
+                    pending.set(Some(Deadline { created: now, fire_at: now, seq }));
+                }
+            }
+        }
+        ActionKind::AddPodDisruptionTarget { pod, .. } | ActionKind::SetPodNodeLost { pod, .. } => {
+            let Some(e) = pod_named(world, &pod) else { return };
+            if let Some(mut p) = world.get_mut::<Pod>(e) {
+                if disruption_target {
+                    p.progress.disruption_target = false;
+                } else {
+                    p.progress.node_lost = false;
+                }
+            }
+        }
+        ActionKind::EvictForAddon { pod, .. } => {
+            let Some(e) = pod_named(world, &pod) else { return };
+            if let Some(mut p) = world.get_mut::<Pod>(e) {
+                p.progress.deletion_requested = false;
+            }
+        }
+        ActionKind::UpdateNodeConditions { node, .. }
+        | ActionKind::PatchNodeTaints { node, .. }
+        | ActionKind::PatchNodeLabels { node, .. } => {
+            if let Some(&e) = world.resource::<NodeIndex>().0.get(node.as_str()) {
+                world.resource_mut::<ChangedNodes>().0.push(e);
+            }
+        }
+        ActionKind::MarkPodNotReady { .. } | ActionKind::RecordEvent(_) => {}
+    }
+}
+
 fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     let Some(kind) = world.resource_mut::<Outbox>().finish(id) else {
         debug!(?id, "outcome for an unknown or already finished write");
@@ -737,11 +790,15 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     if !deleted {
         forget_version(world, &kind);
     }
-    let WriteOutcome::Failed(reason) = outcome else {
-        if let ActionKind::DeletePod { why, .. } = &kind {
-            deletion_accepted(world, why);
+    let reason = match outcome {
+        WriteOutcome::Done => {
+            if let ActionKind::DeletePod { why, .. } = &kind {
+                deletion_accepted(world, why);
+            }
+            return;
         }
-        return;
+        WriteOutcome::Withdrawn(reason) => return withdrawn(world, kind, &reason),
+        WriteOutcome::Failed(reason) => reason,
     };
     metrics::counter!(metric_names::WRITE_FAILURES_TOTAL).increment(1);
     if let Some((object, slot)) = kind.slot()

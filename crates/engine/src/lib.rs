@@ -32,6 +32,7 @@ mod observation;
 mod queue;
 mod reschedule;
 mod resources;
+mod send_check;
 mod systems;
 
 pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};

@@ -93,6 +93,11 @@ pub enum WriteOutcome {
     /// It was refused or failed for good; the adapter re-sends the object's
     /// current state right after, so the engine converges on the truth.
     Failed(String),
+    /// Never sent: by the time it could go out, it was no longer true
+    /// ([`Engine::still_true`](crate::engine::Engine::still_true)). Not a
+    /// refusal: nothing is retried on its basis, no failure is counted;
+    /// the engine decides again from what it observes next.
+    Withdrawn(String),
 }
 
 /// The kinds of object the engine keeps by key ([`Engine::known_keys`]).

@@ -185,3 +185,119 @@ fn taking_in_before_the_first_tick_decides_as_one_tick_would() {
     assert!(a.iter().any(|k| k.contains("DeletePod")), "a0's pods were evicted: {a:?}");
     assert_eq!(a, b);
 }
+
+/// A node's Unknown status decided at 45 s is still true until a heartbeat
+/// is observed; after a Lease renewal is observed (no pass since), it is
+/// not, and the sender withdraws it. Withdrawn, it leaves nothing in
+/// flight and counts as no failure.
+#[test]
+fn an_unknown_status_is_withdrawn_once_a_renewal_is_observed() {
+    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    engine.observe(node("a"));
+    engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(t(0)) });
+    let mut decided = Vec::new();
+    let mut now = 0;
+    while now <= 60_000 && decided.is_empty() {
+        decided = engine.tick(t(now));
+        decided.retain(|a| a.kind.slot().is_some());
+        now += 100;
+    }
+    // The status, then the NoSchedule taint it calls for, both in flight.
+    let [status, taint] = <[_; 2]>::try_from(decided).expect("the silent node goes Unknown and is tainted");
+    assert!(matches!(status.kind, ActionKind::UpdateNodeConditions { .. }));
+    assert_eq!(engine.still_true(t(46_000), &status.kind), Ok(()), "nothing heard since");
+    engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(t(46_000)) });
+    let why = engine.still_true(t(46_100), &status.kind).expect_err("a renewal was observed");
+    assert!(why.contains("heard from"), "{why}");
+    // As the adapter answers a withdrawn node write: the outcome, then the
+    // node as it is.
+    engine.observe(Observation::WriteFinished { id: status.id, outcome: WriteOutcome::Withdrawn(why) });
+    engine.observe(node("a"));
+    // The taint patch queued behind it is judged with that node taken in.
+    let why = engine.still_true(t(46_150), &taint.kind).expect_err("the node is Ready as observed");
+    assert!(why.contains("no longer calls for"), "{why}");
+    engine.observe(Observation::WriteFinished { id: taint.id, outcome: WriteOutcome::Withdrawn(why) });
+    engine.observe(node("a"));
+    let actions = engine.tick(t(46_200));
+    assert!(actions.iter().all(|a| matches!(a.kind, ActionKind::RecordEvent(_))), "nothing to decide: {actions:?}");
+    assert_eq!(engine.writes_in_flight(), 0);
+}
+
+/// Ticks every 100 ms from `from` until a write `want` picks is issued,
+/// answering each write as an API server would (applied to `node`, whose
+/// new state is observed); node `b` renews its Lease meanwhile.
+fn until_issued(
+    engine: &mut Engine,
+    node: &mut NodeSnapshot,
+    from: i64,
+    want: impl Fn(&ActionKind) -> bool,
+) -> nodewarden_engine::Action {
+    for now in (from..120_000).step_by(100) {
+        if now % 10_000 == 0 {
+            // Another zone stays healthy, so this one's outage is not
+            // every zone's (which would pause all tainting).
+            engine.observe(Observation::LeaseUpserted { node: "b".into(), renew: Some(t(now)) });
+        }
+        for a in engine.tick(t(now)) {
+            if want(&a.kind) {
+                return a;
+            }
+            if let ActionKind::UpdateNodeConditions { conditions, .. } = &a.kind {
+                for c in conditions {
+                    node.conditions.retain(|k| k.kind != c.kind);
+                    node.conditions.push(c.clone());
+                }
+                node.version += 1;
+            }
+            if let ActionKind::PatchNodeTaints { add, remove, .. } = &a.kind {
+                node.taints.retain(|k| !remove.iter().any(|r| r.same_as(k)));
+                for x in add {
+                    node.taints.retain(|k| !k.same_as(x));
+                    node.taints.push(x.clone());
+                }
+                node.version += 1;
+            }
+            if a.kind.slot().is_some() {
+                engine.observe(Observation::WriteFinished { id: a.id, outcome: WriteOutcome::Done });
+                engine.observe(Observation::NodeUpserted(node.clone()));
+            }
+        }
+    }
+    panic!("never issued");
+}
+
+/// A pod's deletion, decided while its node carried `unreachable:NoExecute`,
+/// is no longer true once the node is observed without the taint; a pod
+/// re-created under the same name is not the pod the deletion was for.
+#[test]
+fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
+    let start = |engine: &mut Engine| {
+        let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
+        n.version = 1;
+        engine.observe(Observation::NodeUpserted(n.clone()));
+        engine.observe(zoned_node("b", "zone-b", 0));
+        engine.observe(plain_pod("default/p", "a"));
+        // Never heard from again: Unknown at 45 s, tainted, the pod due.
+        let deletion = until_issued(engine, &mut n, 0, |k| matches!(k, ActionKind::DeletePod { .. }));
+        (n, deletion)
+    };
+    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let (mut n, deletion) = start(&mut engine);
+    assert_eq!(engine.still_true(t(60_000), &deletion.kind), Ok(()));
+    // The node seen without its taint (an operator removed it).
+    n.taints.clear();
+    n.version += 1;
+    engine.observe(Observation::NodeUpserted(n));
+    let why = engine.still_true(t(60_100), &deletion.kind).expect_err("the taint is gone");
+    assert!(why.contains("NoExecute"), "{why}");
+
+    // The same name, another pod.
+    let mut again = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let (_, deletion) = start(&mut again);
+    let Observation::PodUpserted(mut other) = plain_pod("default/p", "a") else { unreachable!() };
+    other.uid = "uid-new".into();
+    other.version = 9;
+    again.observe(Observation::PodUpserted(other));
+    let why = again.still_true(t(60_100), &deletion.kind).expect_err("another pod");
+    assert!(why.contains("re-created"), "{why}");
+}

@@ -33,6 +33,9 @@ const LAYERS: &[&[&str]] = &[
     // Logic: ingest records observations, systems decide; neither uses the
     // other.
     &["ingest", "systems"],
+    // The send-time check reads what the systems decide from (and shares
+    // their rules), and decides nothing.
+    &["send_check"],
     // The facade runs it all.
     &["engine"],
 ];

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use nodewarden_controller::{ClusterApi, Controller, StepEvent};
-use nodewarden_engine::Observation;
+use nodewarden_controller::{ClusterApi, Controller, StepEvent, WITHDRAWN_METRIC};
+use nodewarden_engine::{Action, Observation};
 use nodewarden_model::{Span, Timestamp};
 
 use crate::watch::Watched;
@@ -38,6 +38,24 @@ pub enum Input {
     WatchDown(Watched),
     /// This watch is delivering again, and has caught up.
     WatchUp(Watched),
+    /// The writer is about to send this write: is it still true? Answered
+    /// on `reply` once everything that arrived before it has been taken
+    /// in ([`Controller::still_true`]); a write asked about while the
+    /// engine is blind (a heartbeat watch down, caches not synced) is
+    /// withdrawn, as nothing decided from an aging view may go out.
+    Judge {
+        /// The write.
+        action: Box<Action>,
+        /// Where the verdict goes: `Err` says why it must not be sent.
+        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
+    /// The API server has not answered a probe within its time: the
+    /// watches may be stalled without an error (a frozen server keeps its
+    /// connections open), so what the engine knows is getting old.
+    ApiUnanswered,
+    /// The API server answers again; decisions resume once the watches
+    /// have had time to deliver what happened meanwhile.
+    ApiAnswered,
     /// Stop stepping and return (shutdown, or leadership lost).
     Stop,
 }
@@ -107,6 +125,28 @@ const MAX_SLEEP: Duration = Duration::from_secs(1);
 /// (a 300k-pod list) cannot starve the engine's deadlines.
 const BATCH: usize = 50_000;
 
+/// Whether the API server answers the adapter's probe (see
+/// [`crate::runner`]): while it does not, and for a settling time after it
+/// answers again, the engine is blind. A frozen API server (stopped, or
+/// hung) keeps its watch connections open and silent: no watch reports an
+/// error, and without the probe the engine would go on deciding from a view
+/// that stopped moving (every node's heartbeat ageing past its grace), then
+/// send those decisions when the server wakes.
+#[derive(Debug, Default)]
+struct Quiet {
+    /// The last probe went unanswered.
+    unanswered: bool,
+    /// Answered again: blind until then, so the watches deliver what
+    /// happened meanwhile before anything is decided.
+    settled_at: Option<Instant>,
+}
+
+impl Quiet {
+    fn blinds(&self) -> bool {
+        self.unanswered || self.settled_at.is_some_and(|t| Instant::now() < t)
+    }
+}
+
 /// The engine thread's state and loop.
 pub struct EngineThread {
     /// The one control loop.
@@ -141,13 +181,17 @@ impl EngineThread {
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
         let mut waiting: BTreeSet<Watched> = self.watches.iter().copied().collect();
         let mut down: BTreeSet<Watched> = BTreeSet::new();
+        let mut quiet = Quiet::default();
+        let settle = Duration::from_nanos(
+            u64::try_from(self.controller.config().node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(2),
+        );
         for w in &waiting {
             metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);
         }
         let started = Instant::now();
         loop {
             self.health.beat();
-            let deadline = if waiting.is_empty() && !down.iter().any(|w| w.blinds()) {
+            let deadline = if waiting.is_empty() && !down.iter().any(|w| w.blinds()) && !quiet.blinds() {
                 self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
             } else {
                 Instant::now() + MAX_SLEEP
@@ -185,6 +229,41 @@ impl EngineThread {
                             tracing::info!(watch = w.as_str(), "watch caught up: deciding again");
                         }
                     }
+                    Input::Judge { action, reply } => {
+                        let blind_by = down.iter().find(|w| w.blinds()).or(waiting.first()).map(|w| w.as_str());
+                        let blind_by = blind_by.or(quiet.blinds().then_some("API server"));
+                        let verdict = match blind_by {
+                            Some(w) => {
+                                let why = format!("the {w} view is not current: nothing decided before goes out");
+                                metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
+                                tracing::debug!(
+                                    write = action.kind.name(),
+                                    "write withdrawn before it was sent: {why}"
+                                );
+                                Err(why)
+                            }
+                            None => self.controller.still_true(self.clock.now(), &action),
+                        };
+                        let _ = reply.send(verdict);
+                    }
+                    Input::ApiUnanswered => {
+                        if !quiet.unanswered {
+                            tracing::warn!(
+                                "the API server does not answer: no decisions until it does and the watches have caught up"
+                            );
+                        }
+                        quiet.unanswered = true;
+                    }
+                    Input::ApiAnswered => {
+                        if quiet.unanswered {
+                            tracing::info!(
+                                settle_ms = settle.as_millis() as u64,
+                                "the API server answers again: deciding once the watches have caught up"
+                            );
+                            quiet.settled_at = Some(Instant::now() + settle);
+                        }
+                        quiet.unanswered = false;
+                    }
                     Input::Stop => return,
                 }
                 taken += 1;
@@ -192,7 +271,7 @@ impl EngineThread {
             }
             // Pods and budgets carry no heartbeat: their watch being down
             // delays nothing (see `Watched::blinds`).
-            let blind = down.iter().any(|w| w.blinds());
+            let blind = down.iter().any(|w| w.blinds()) || quiet.blinds();
             if waiting.is_empty() && !blind {
                 self.controller.step(self.clock.now(), api, events);
             } else if taken > 0 {

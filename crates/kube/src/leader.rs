@@ -13,7 +13,11 @@
 //!   are never compared);
 //! - every take and renewal is an update guarded by the Lease's
 //!   resourceVersion, so of two candidates at most one wins;
-//! - the leader renews every retry period.
+//! - the leader renews every retry period, on the Lease its last renewal
+//!   returned, without reading it first (client-go's optimistic renewal;
+//!   a conflict falls back to reading); a failed renewal is tried again
+//!   after a quarter of the retry period. Leader election has a client of
+//!   its own, never waiting behind the writer's rate limit.
 //!
 //! The fence is where nodewarden is stricter than client-go, whose callers
 //! learn of a lost lease only when a renewal round gives up. Here every
@@ -372,11 +376,41 @@ fn transient(e: &kube::Error) -> bool {
 /// One read-decide-write round. `Ok(Some(deadline))` when we hold the
 /// Lease (writes allowed until `deadline`), `Ok(None)` when someone else
 /// does or the attempt met a transient error.
-async fn round(api: &Api<Lease>, elector: &mut Elector) -> Result<Option<(Instant, Lease)>, ElectionError> {
+///
+/// `ours` is the Lease as our last renewal left it: the leader renews on
+/// it directly, without reading first (client-go's optimistic renewal),
+/// so a renewal is one request, not two, and stands twice the chance of
+/// getting through a throttling API server. A conflict (someone wrote the
+/// Lease since) falls back to reading it.
+async fn round(
+    api: &Api<Lease>,
+    elector: &mut Elector,
+    ours: Option<&Lease>,
+) -> Result<Option<(Instant, Lease)>, ElectionError> {
     let cfg = elector.config().clone();
     let api_err = |source| ElectionError::Api { namespace: cfg.namespace.clone(), name: cfg.name.clone(), source };
     // Bounded, so a hung request cannot hold a round past the deadline.
     let limit = cfg.retry_period.max(Duration::from_millis(500));
+    if let Some(ours) = ours {
+        let sent = Instant::now();
+        if let Plan::Update(l) = elector.plan(sent, wall_now(), Some(ours)) {
+            match tokio::time::timeout(limit, api.replace(&cfg.name, &PostParams::default(), &l)).await {
+                Ok(Ok(l)) => {
+                    elector.wrote(Instant::now(), &l);
+                    return Ok(Some((sent + cfg.renew_deadline, l)));
+                }
+                Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+                    tracing::debug!("the leader election Lease changed since our renewal; reading it");
+                }
+                Ok(Err(e)) if transient(&e) => {
+                    tracing::debug!(error = %e, "could not renew the leader election Lease; trying again");
+                    return Ok(None);
+                }
+                Ok(Err(e)) => return Err(api_err(e)),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
     let current = match tokio::time::timeout(limit, api.get_opt(&cfg.name)).await {
         Ok(Ok(l)) => l,
         Ok(Err(e)) if transient(&e) => {
@@ -429,7 +463,7 @@ pub async fn campaign(client: Client, config: ElectionConfig, fence: Arc<Fence>)
     let mut elector = Elector::new(config.clone());
     let mut announced: Option<String> = None;
     let last = loop {
-        match round(&api, &mut elector).await? {
+        match round(&api, &mut elector, None).await? {
             Some((deadline, lease)) => {
                 fence.extend_to(deadline);
                 break lease;
@@ -456,22 +490,35 @@ pub async fn campaign(client: Client, config: ElectionConfig, fence: Arc<Fence>)
         "became the leader"
     );
     metrics::gauge!(MASTER_STATUS_METRIC, "name" => config.name.clone()).set(1.0);
-    let renewer = tokio::spawn(renew(api.clone(), elector, fence.clone()));
+    let renewer = tokio::spawn(renew(api.clone(), elector, fence.clone(), last));
     Ok(Leadership { fence, api, config, renewer })
 }
 
 /// Renews every retry period until the fence closes: by time (renewals
 /// failed for the renew deadline) or because another replica's record was
 /// read.
-async fn renew(api: Api<Lease>, mut elector: Elector, fence: Arc<Fence>) {
+async fn renew(api: Api<Lease>, mut elector: Elector, fence: Arc<Fence>, mut ours: Lease) {
     let period = elector.config().retry_period;
+    let mut pause = period;
     loop {
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(pause).await;
         if !fence.allows() {
             return;
         }
-        match round(&api, &mut elector).await {
-            Ok(Some((deadline, _))) => fence.extend_to(deadline),
+        // A failed attempt (throttled, timed out) is tried again after a
+        // quarter of the retry period rather than a whole one, so a
+        // throttling API server has to refuse many more attempts in a row
+        // before the renew deadline passes; the Lease is the one request
+        // that must not wait its turn. An attempt that failed leaves the
+        // Lease as it was; one that someone else changed answers 409 and
+        // is read.
+        pause = period / 4;
+        match round(&api, &mut elector, Some(&ours)).await {
+            Ok(Some((deadline, lease))) => {
+                fence.extend_to(deadline);
+                ours = lease;
+                pause = period;
+            }
             Ok(None) => {
                 let holder = elector.observed.as_ref().and_then(|(s, _)| s.holder_identity.clone());
                 if holder.is_some_and(|h| h != elector.config().identity) {

@@ -20,9 +20,11 @@
 pub mod convert;
 pub mod engine_thread;
 pub mod leader;
+pub mod limiter;
 pub mod runner;
 pub mod trimmed;
 pub mod watch;
+pub mod write_log;
 pub mod writer;
 
 pub use convert::Detail;
@@ -32,3 +34,16 @@ pub use runner::{RunOptions, Running, start};
 pub use trimmed::{Scheduled, Trimmed};
 pub use watch::{Watched, Watches, spawn_watchers};
 pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};
+
+/// A client configuration made fit for the controller: kube-rs's own retry
+/// of 429, 503 and 504 answers (on by default since kube 3, up to 15
+/// attempts, each waiting out the answer's `Retry-After`) is turned off.
+/// The writer retries by itself, each attempt under the client rate limit
+/// and judged again just before it goes out; a retry hidden below it would
+/// send a write that may no longer be true, outside the rate limit. And a
+/// Lease renewal must not sit out a `Retry-After` inside one attempt: it
+/// tries again on its own schedule, well within the renew deadline.
+pub fn controller_config(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
+}

@@ -51,6 +51,7 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     let health = Arc::new(Health::default());
     let rescheduler = opts.config.enable_rescheduler;
     let mut tasks = spawn_watchers(&client, &tx, Watches { rescheduler });
+    tasks.push(tokio::spawn(probe_api(client.clone(), tx.clone(), opts.config.node_monitor_period)));
     let watches = Watched::needed(rescheduler);
     let mut thread = EngineThread { controller, clock, health: health.clone(), watches };
     let engine = if opts.dry_run {
@@ -92,5 +93,29 @@ impl Running {
         }
         let _ = self.tx.send(Input::Stop);
         self.engine.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}
+
+/// Asks the API server for its version every half second, each ask allowed
+/// one `--node-monitor-period` (at least a second) to be answered, and
+/// tells the engine thread when the answers stop and start again
+/// ([`Input::ApiUnanswered`], [`Input::ApiAnswered`]). A watch reports a
+/// server that refuses or drops it; only a request with a deadline notices
+/// one that has stopped answering.
+async fn probe_api(client: Client, tx: Sender<Input>, monitor_period: nodewarden_model::Span) {
+    let allowed =
+        Duration::from_nanos(u64::try_from(monitor_period.as_nanos()).unwrap_or(0)).max(Duration::from_secs(1));
+    let mut answered = true;
+    loop {
+        let started = tokio::time::Instant::now();
+        let ok = matches!(tokio::time::timeout(allowed, client.apiserver_version()).await, Ok(Ok(_)));
+        if ok != answered {
+            answered = ok;
+            let input = if ok { Input::ApiAnswered } else { Input::ApiUnanswered };
+            if tx.send(input).is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep_until(started + Duration::from_millis(500)).await;
     }
 }

@@ -29,7 +29,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -43,13 +43,15 @@ use kube::{Api, Client};
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionKind, EventType, ObjectRef, Observation, WriteOutcome};
 use nodewarden_model::{DeletionMode, Taint, Timestamp};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::convert::{self, Detail};
 use crate::engine_thread::Input;
 use crate::leader::Fence;
+use crate::limiter::{Limiter, WriteClass};
 use crate::trimmed::{Readable, Scheduled, Trimmed};
+use crate::write_log::{EventBudget, FailureLog};
 
 /// Counter of actions `--dry-run` would have sent, by action kind.
 pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
@@ -57,8 +59,16 @@ pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
 /// Counter of requests the leader-election fence held back.
 pub const FENCED_METRIC: &str = "nodewarden_fenced_requests_total";
 
-/// Counter of Events dropped because too many were queued.
+/// Counter {reason}: Events dropped, because too many were queued
+/// (`backlog`) or their object's allowance was spent (`spam`).
 pub const EVENTS_DROPPED_METRIC: &str = "nodewarden_events_dropped_total";
+
+/// Histogram {class}: seconds from a write's decision (handed to the
+/// writer) to its first request going out.
+pub const WRITE_LAG_METRIC: &str = "nodewarden_write_lag_seconds";
+
+/// Gauge {class}: writes decided and not yet sent.
+pub const QUEUE_DEPTH_METRIC: &str = "nodewarden_write_queue_depth";
 
 /// Events waiting or under way beyond which new ones are dropped
 /// (client-go's broadcaster queues 1000).
@@ -134,17 +144,7 @@ impl Default for WriterOptions {
 
 /// The short name of an action's kind, for logs and metric labels.
 pub fn action_name(kind: &ActionKind) -> &'static str {
-    match kind {
-        ActionKind::UpdateNodeConditions { .. } => "update_node_conditions",
-        ActionKind::PatchNodeTaints { .. } => "patch_node_taints",
-        ActionKind::PatchNodeLabels { .. } => "patch_node_labels",
-        ActionKind::MarkPodNotReady { .. } => "mark_pod_not_ready",
-        ActionKind::SetPodNodeLost { .. } => "set_pod_node_lost",
-        ActionKind::AddPodDisruptionTarget { .. } => "add_pod_disruption_target",
-        ActionKind::DeletePod { .. } => "delete_pod",
-        ActionKind::EvictForAddon { .. } => "evict_for_addon",
-        ActionKind::RecordEvent(_) => "record_event",
-    }
+    kind.name()
 }
 
 /// The [`ClusterApi`] of a replica that writes: actions go to the async
@@ -210,132 +210,6 @@ impl ClusterApi for DryRunApi {
     }
 }
 
-/// How urgent a request is. When the client-side limit holds requests
-/// back, the most urgent go first: a node's Unknown status and taints
-/// before pod status and deletions, and Events last. Without this, the
-/// Events of a large failure (thousands, one per pod) would hold the next
-/// node's status behind them for minutes at 20 requests a second.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Urgency {
-    /// Node status, taints and labels.
-    Node = 0,
-    /// Pod status and deletions.
-    Pod = 1,
-    /// Events.
-    Event = 2,
-}
-
-impl Urgency {
-    fn of(kind: &ActionKind) -> Urgency {
-        match kind {
-            ActionKind::UpdateNodeConditions { .. }
-            | ActionKind::PatchNodeTaints { .. }
-            | ActionKind::PatchNodeLabels { .. } => Urgency::Node,
-            ActionKind::RecordEvent(_) => Urgency::Event,
-            _ => Urgency::Pod,
-        }
-    }
-}
-
-tokio::task_local! {
-    /// The urgency of the action the current task carries out.
-    static URGENCY: Urgency;
-}
-
-/// Node requests granted in a row after which a waiting pod request goes
-/// next ([`Limiter`]): node status and taints keep their precedence, and
-/// pod deletions still get at least a quarter of a saturated client.
-const NODE_STREAK: u32 = 3;
-
-/// A token bucket shared by every request (client-go's flowcontrol
-/// limiter: `qps` tokens a second, at most `burst` saved), handing its
-/// tokens out most urgent first: one dispenser task serves a queue per
-/// [`Urgency`], so waiters do not poll.
-struct Limiter {
-    queues: [mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>; 3],
-    /// No request before this: the server answered 429 with Retry-After,
-    /// which speaks for the whole client, not one request.
-    paused_until: Arc<std::sync::Mutex<Option<Instant>>>,
-}
-
-impl Limiter {
-    fn new(qps: f64, burst: u32) -> Limiter {
-        let qps = qps.max(0.001);
-        let burst = f64::from(burst.max(1));
-        let paused_until = Arc::new(std::sync::Mutex::new(None::<Instant>));
-        let (t0, mut r0) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
-        let (t1, mut r1) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
-        let (t2, mut r2) = mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
-        let paused = paused_until.clone();
-        tokio::spawn(async move {
-            let (mut tokens, mut last) = (burst, Instant::now());
-            // Tokens handed to node requests in a row: from NODE_STREAK
-            // on, a waiting pod request goes next, so node writes that fail
-            // and come back every pass (a node no client can read, say)
-            // cannot hold every deletion back.
-            let mut node_streak = 0u32;
-            loop {
-                // A token first, then the most urgent waiter at that moment.
-                let now = Instant::now();
-                tokens = (tokens + now.duration_since(last).as_secs_f64() * qps).min(burst);
-                last = now;
-                if tokens < 1.0 {
-                    tokio::time::sleep(Duration::from_secs_f64((1.0 - tokens) / qps)).await;
-                    continue;
-                }
-                let pod_turn = if node_streak >= NODE_STREAK { r1.try_recv().ok() } else { None };
-                let waiter = if let Some(w) = pod_turn {
-                    node_streak = 0;
-                    w
-                } else if let Ok(w) = r0.try_recv() {
-                    node_streak += 1;
-                    w
-                } else if let Ok(w) = r1.try_recv() {
-                    node_streak = 0;
-                    w
-                } else if let Ok(w) = r2.try_recv() {
-                    w
-                } else {
-                    node_streak = 0;
-                    tokio::select! {
-                        biased;
-                        Some(w) = r0.recv() => w,
-                        Some(w) = r1.recv() => w,
-                        Some(w) = r2.recv() => w,
-                        else => return,
-                    }
-                };
-                let pause = *paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(until) = pause.filter(|u| *u > Instant::now()) {
-                    tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
-                }
-                // A waiter that gave up (its task was aborted) costs nothing.
-                if waiter.send(()).is_ok() {
-                    tokens -= 1.0;
-                }
-            }
-        });
-        Limiter { queues: [t0, t1, t2], paused_until }
-    }
-
-    /// Holds every request until `until`.
-    async fn pause_until(&self, until: Instant) {
-        let mut p = self.paused_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if p.is_none_or(|cur| cur < until) {
-            *p = Some(until);
-        }
-    }
-
-    /// Waits for a token, at the urgency of the action under way.
-    async fn acquire(&self) {
-        let urgency = URGENCY.try_with(|u| *u).unwrap_or(Urgency::Pod);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.queues[urgency as usize].send(tx).is_ok() {
-            let _ = rx.await;
-        }
-    }
-}
-
 /// Starts the writer on the current tokio runtime. Returns the
 /// [`ClusterApi`] the engine thread steps through; the writer answers on
 /// `answers`. Dropping the `KubeApi` ends the writer once the writes under
@@ -353,44 +227,65 @@ pub fn spawn_writer(
         limiter: Limiter::new(opts.qps, opts.burst),
         core_events: AtomicBool::new(false),
         events_queued: std::sync::atomic::AtomicUsize::new(0),
+        event_budget: EventBudget::default(),
+        waiting: WriteClass::ALL.map(|_| AtomicI64::new(0)),
+        failures: FailureLog::default(),
         opts,
         fence,
     });
+    for class in WriteClass::ALL {
+        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(0.0);
+    }
     let task = tokio::spawn(async move {
         // Writes to different objects go out in parallel; writes to one
         // object go out one at a time, in the order the engine issued them
         // (its Unknown status before its taint, as upstream's separate
         // passes order them), each waiting for the one before to finish.
+        //
+        // A write waiting behind another to the same object lends it its
+        // class: a pod's deletion queued behind that pod's not-ready
+        // status raises the status write to the deletion's class, or the
+        // deletion would wait for the least urgent class to be served.
         let mut under_way: tokio::task::JoinSet<Option<ObjectRef>> = tokio::task::JoinSet::new();
-        let mut waiting: HashMap<ObjectRef, VecDeque<Action>> = HashMap::new();
-        let start = |under_way: &mut tokio::task::JoinSet<Option<ObjectRef>>, action: Action| {
+        let mut waiting: HashMap<ObjectRef, Chain> = HashMap::new();
+        let start = |under_way: &mut tokio::task::JoinSet<Option<ObjectRef>>, sending: Arc<Sending>| {
             let w = shared.clone();
-            let object = action.kind.slot().map(|(o, _)| o);
+            let object = sending.action.kind.slot().map(|(o, _)| o);
             under_way.spawn(async move {
-                w.carry_out(action).await;
+                w.carry_out(sending).await;
                 object
             });
         };
         let mut open = true;
         while open || !under_way.is_empty() {
             tokio::select! {
-                next = rx.recv(), if open => match next {
+                next = rx.recv(), if open => match next.inspect(|a| shared.queued(a)) {
                     None => open = false,
                     Some(action) => match action.kind.slot().map(|(o, _)| o) {
                         Some(object) if waiting.contains_key(&object) => {
-                            waiting.entry(object).or_default().push_back(action);
+                            if let Some((current, queue)) = waiting.get_mut(&object) {
+                                current.raise(WriteClass::of(&action.kind));
+                                queue.push_back((action, Instant::now()));
+                            }
                         }
                         Some(object) => {
-                            waiting.insert(object, VecDeque::new());
-                            start(&mut under_way, action);
+                            let sending = Sending::new(action, None, Instant::now(), false);
+                            waiting.insert(object, (sending.clone(), VecDeque::new()));
+                            start(&mut under_way, sending);
                         }
-                        None => start(&mut under_way, action),
+                        None => start(&mut under_way, Sending::new(action, None, Instant::now(), false)),
                     },
                 },
                 Some(done) = under_way.join_next(), if !under_way.is_empty() => {
                     let Ok(Some(object)) = done else { continue };
-                    match waiting.get_mut(&object).and_then(VecDeque::pop_front) {
-                        Some(action) => start(&mut under_way, action),
+                    let Some((current, queue)) = waiting.get_mut(&object) else { continue };
+                    match queue.pop_front() {
+                        Some((action, decided)) => {
+                            let lent = queue.iter().map(|(a, _)| WriteClass::of(&a.kind)).min();
+                            let sending = Sending::new(action, lent, decided, true);
+                            *current = sending.clone();
+                            start(&mut under_way, sending);
+                        }
                         None => {
                             waiting.remove(&object);
                         }
@@ -410,6 +305,12 @@ struct Writer {
     core_events: AtomicBool,
     /// Events waiting or under way.
     events_queued: std::sync::atomic::AtomicUsize,
+    /// Each object's allowance of Events.
+    event_budget: EventBudget,
+    /// Actions handed over and not yet sent (nor ended unsent), by class.
+    waiting: [AtomicI64; 4],
+    /// Failed writes, logged once a burst.
+    failures: FailureLog,
     opts: WriterOptions,
     /// Asked before every request: a replica that may not be the leader
     /// any more sends nothing.
@@ -485,6 +386,18 @@ fn node_state(name: &str, node: Option<&Node>, detail: Detail) -> Vec<Observatio
     }
 }
 
+/// A node read after a refusal: its state when the read answered (gone
+/// when the API said so), nothing when the read failed: a failed read is
+/// no news, and must not read as a deletion.
+fn node_read(name: &str, read: ApiResult<Option<Node>>, detail: Detail) -> Vec<Observation> {
+    read.map_or_else(|_| Vec::new(), |n| node_state(name, n.as_ref(), detail))
+}
+
+/// A pod read after a refusal; see [`node_read`].
+fn pod_read(key: &str, read: ApiResult<Option<Pod>>, detail: Detail) -> Vec<Observation> {
+    read.map_or_else(|_| Vec::new(), |p| pod_state(key, p.as_ref(), detail))
+}
+
 /// One object read leniently ([`Trimmed`]): `Some(None)` when it is gone.
 async fn get_reading<K: Readable>(api: Api<Trimmed<K>>, name: &str) -> ApiResult<Option<Option<Observation>>> {
     Ok(api.get_opt(name).await?.map(|o| o.reading))
@@ -520,17 +433,166 @@ tokio::task_local! {
 /// borrow it).
 static POST: PostParams = PostParams { dry_run: false, field_manager: None };
 
+/// How often a request waiting for a token looks whether it was lent a
+/// more urgent class.
+const LENT_CLASS_CHECK: Duration = Duration::from_millis(50);
+
 /// Conflict retries for a write recomputed on a fresh read (upstream's
 /// `retry.DefaultRetry` makes 5 attempts).
 const CONFLICT_ATTEMPTS: usize = 5;
 
+/// One object's writes in the writer: the one under way, then those
+/// waiting behind it with when each was handed over.
+type Chain = (Arc<Sending>, VecDeque<(Action, Instant)>);
+
+/// The action a task is carrying out: the class its requests wait at
+/// (its own, or a more urgent one lent by a write queued behind it),
+/// when it was decided (handed to the writer), and whether a request of
+/// it has gone out yet.
+struct Sending {
+    action: Action,
+    /// Its own class, counted in the queue-depth gauge.
+    own: WriteClass,
+    class: std::sync::atomic::AtomicU8,
+    decided: Instant,
+    sent: AtomicBool,
+    /// Started once an earlier write to the same object finished.
+    chained: bool,
+}
+
+impl Sending {
+    /// `lent`: the most urgent class of the writes queued behind it, if
+    /// any (a write started after another to the same object is part of a
+    /// chain under way: its requests go as a started write's do).
+    fn new(action: Action, lent: Option<WriteClass>, decided: Instant, chained: bool) -> Arc<Sending> {
+        let own = WriteClass::of(&action.kind);
+        let class = lent.map_or(own, |l| l.min(own));
+        Arc::new(Sending {
+            action,
+            own,
+            class: std::sync::atomic::AtomicU8::new(class as u8),
+            decided,
+            sent: AtomicBool::new(false),
+            chained,
+        })
+    }
+
+    fn class(&self) -> WriteClass {
+        WriteClass::ALL[usize::from(self.class.load(Ordering::Relaxed)).min(3)]
+    }
+
+    /// Lends it `to`'s urgency, if that is greater.
+    fn raise(&self, to: WriteClass) {
+        self.class.fetch_min(to as u8, Ordering::Relaxed);
+    }
+}
+
+tokio::task_local! {
+    static SENDING: Arc<Sending>;
+}
+
+/// The error of a request withdrawn before it was sent: the write it
+/// belongs to was no longer true ([`Input::Judge`]).
+#[derive(Debug, thiserror::Error)]
+#[error("withdrawn before it was sent: {0}")]
+pub struct Withdrawn(String);
+
+fn withdrawn_reason(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Service(b) => b.downcast_ref::<Withdrawn>().map(|w| w.0.clone()),
+        _ => None,
+    }
+}
+
 impl Writer {
-    /// One request under the rate limit, retried while the error is
-    /// retriable, the write is younger than `give_up_after` and, unless it
-    /// is a pod deletion, the request has been failing for less than
-    /// `stale_after` (time spent queued behind the rate limit does not
-    /// count: a decision is not stale because the client is busy).
-    async fn call<T, F, Fut>(&self, since: Instant, mut f: F) -> ApiResult<T>
+    /// An action reached the writer: it waits (counted) until its first
+    /// request goes out.
+    fn queued(&self, action: &Action) {
+        let class = WriteClass::of(&action.kind);
+        let n = self.waiting[class as usize].fetch_add(1, Ordering::Relaxed) + 1;
+        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n as f64);
+    }
+
+    /// The first request of the action under way goes out now (or it ends
+    /// without one): it no longer waits, and its lag is recorded.
+    fn left_queue(&self, sending: &Sending, sent: bool) {
+        if sending.sent.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let class = sending.own;
+        let n = self.waiting[class as usize].fetch_sub(1, Ordering::Relaxed) - 1;
+        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n.max(0) as f64);
+        if sent {
+            metrics::histogram!(WRITE_LAG_METRIC, "class" => class.as_str())
+                .record(sending.decided.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Waits for a token at the class of the write under way; when a
+    /// write queued behind it lends it a more urgent class meanwhile, the
+    /// wait starts again at that class.
+    async fn acquire_as(&self, s: &Sending) {
+        let continuing = s.chained || s.sent.load(Ordering::Relaxed);
+        let mut class = s.class();
+        let wait = self.limiter.acquire(class, continuing);
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                () = &mut wait => return,
+                () = tokio::time::sleep(LENT_CLASS_CHECK) => {
+                    if s.class() != class {
+                        class = s.class();
+                        wait.set(self.limiter.acquire(class, continuing));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Asks the engine thread whether the write under way is still true;
+    /// `Err(Withdrawn)` when it is not (or the engine is gone).
+    async fn judge(&self, action: &Action) -> ApiResult<()> {
+        let (reply, verdict) = tokio::sync::oneshot::channel();
+        let gone = || kube::Error::Service(Box::new(Withdrawn("the engine has stopped".into())));
+        if self.answers.send(Input::Judge { action: Box::new(action.clone()), reply }).is_err() {
+            return Err(gone());
+        }
+        match verdict.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(kube::Error::Service(Box::new(Withdrawn(why)))),
+            Err(_) => Err(gone()),
+        }
+    }
+
+    /// A request of the write under way that changes the cluster (or
+    /// reads it for one): [`Writer::call`], with the write judged again
+    /// by the engine right before each attempt goes out.
+    async fn send<T, F, Fut>(&self, since: Instant, f: F) -> ApiResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ApiResult<T>>,
+    {
+        self.request(since, true, f).await
+    }
+
+    /// A request that is not itself judged (a read after a refusal, an
+    /// Event).
+    async fn call<T, F, Fut>(&self, since: Instant, f: F) -> ApiResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ApiResult<T>>,
+    {
+        self.request(since, false, f).await
+    }
+
+    /// One request under the rate limit, at the class of the action under
+    /// way, retried while the error is retriable, the write is younger
+    /// than `give_up_after` and, unless it is a pod deletion, the request
+    /// has been failing for less than `stale_after` (time spent queued
+    /// behind the rate limit does not count: a decision is not stale
+    /// because the client is busy; a judged write is checked again before
+    /// every attempt anyway). A `Retry-After` delays this request only.
+    async fn request<T, F, Fut>(&self, since: Instant, judged: bool, mut f: F) -> ApiResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ApiResult<T>>,
@@ -538,12 +600,31 @@ impl Writer {
         let mut backoff = self.opts.initial_backoff;
         let mut failing_since: Option<Instant> = None;
         let holds = HOLDS_THROUGH_OUTAGES.try_with(|h| *h).unwrap_or(false);
+        let sending = SENDING.try_with(Arc::clone).ok();
         loop {
-            self.limiter.acquire().await;
+            match &sending {
+                Some(s) => {
+                    // Once before waiting for a token, so a write withdrawn
+                    // spends none, and once after, right before it goes.
+                    if judged && let Err(e) = self.judge(&s.action).await {
+                        self.left_queue(s, false);
+                        return Err(e);
+                    }
+                    self.acquire_as(s).await;
+                }
+                None => self.limiter.acquire(WriteClass::Node, false).await,
+            }
             // Asked after the rate limiter's wait, right before sending.
             if !self.fence.allows() {
                 metrics::counter!(FENCED_METRIC).increment(1);
                 return Err(kube::Error::Service(Box::new(Fenced)));
+            }
+            if let Some(s) = &sending {
+                if judged && let Err(e) = self.judge(&s.action).await {
+                    self.left_queue(s, false);
+                    return Err(e);
+                }
+                self.left_queue(s, true);
             }
             let result = f().await;
             metrics::counter!(REQUEST_METRIC, "code" => code_class(&result)).increment(1);
@@ -551,9 +632,6 @@ impl Writer {
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     let Some((asked, why)) = retry_after(&e) else { return Err(e) };
-                    if let Some(a) = asked {
-                        self.limiter.pause_until(Instant::now() + a).await;
-                    }
                     let first = *failing_since.get_or_insert_with(Instant::now);
                     if since.elapsed() >= self.opts.give_up_after
                         || (!holds && first.elapsed() >= self.opts.stale_after)
@@ -570,46 +648,63 @@ impl Writer {
         }
     }
 
-    async fn carry_out(&self, action: Action) {
-        let since = Instant::now();
-        let urgency = Urgency::of(&action.kind);
-        URGENCY.scope(urgency, self.carry_out_now(since, action)).await;
+    async fn carry_out(&self, sending: Arc<Sending>) {
+        let since = sending.decided;
+        SENDING.scope(sending.clone(), self.carry_out_now(since, &sending.action)).await;
+        // Ended without a request (an Event dropped, a taint already so).
+        self.left_queue(&sending, false);
     }
 
-    async fn carry_out_now(&self, since: Instant, action: Action) {
+    async fn carry_out_now(&self, since: Instant, action: &Action) {
         let name = action_name(&action.kind);
         if let ActionKind::RecordEvent(ev) = &action.kind {
+            if !self.event_budget.allows(&ev.object.to_string(), Instant::now()) {
+                metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "spam").increment(1);
+                tracing::debug!(reason = ev.reason, object = %ev.object, "Event dropped: its object's allowance is spent");
+                return;
+            }
             // Events queue behind every write; past a bound they are
             // dropped (counted), as client-go's broadcaster drops them when
             // its queue is full, rather than held for minutes.
             let queued = self.events_queued.fetch_add(1, Ordering::Relaxed);
             if queued >= MAX_QUEUED_EVENTS {
                 self.events_queued.fetch_sub(1, Ordering::Relaxed);
-                metrics::counter!(EVENTS_DROPPED_METRIC).increment(1);
+                metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "backlog").increment(1);
                 tracing::debug!(reason = ev.reason, object = %ev.object, "Event dropped: too many queued");
                 return;
             }
             let r = self.record_event(since, ev).await;
             self.events_queued.fetch_sub(1, Ordering::Relaxed);
             if let Err(e) = r {
-                tracing::warn!(reason = ev.reason, object = %ev.object, error = %e, "could not record an Event");
+                self.failures.failed("record_event", &e.to_string());
             }
             return;
         }
         let holds = matches!(action.kind, ActionKind::DeletePod { .. });
         let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(since, &action.kind)).await;
         let (outcome, state) = match result {
-            Ok(Attempt::Done(state)) => (WriteOutcome::Done, state),
+            Ok(Attempt::Done(state)) => {
+                self.failures.succeeded();
+                (WriteOutcome::Done, state)
+            }
             Ok(Attempt::Refused(why, state)) => {
                 metrics::counter!("nodewarden_write_refusals_total", "action" => name).increment(1);
                 tracing::info!(action = name, "write refused: {why}");
                 (WriteOutcome::Failed(why), state)
             }
-            Err(e) => {
-                let why = e.to_string();
-                tracing::warn!(action = name, error = %why, "write failed");
-                (WriteOutcome::Failed(why), self.fresh_state(&action.kind).await)
-            }
+            Err(e) => match withdrawn_reason(&e) {
+                // Node lifecycle applied the write to its own view when it
+                // decided: the node as it is puts that right.
+                Some(why) if matches!(action.kind.slot(), Some((ObjectRef::Node(_), _))) => {
+                    (WriteOutcome::Withdrawn(why), self.fresh_state(&action.kind).await)
+                }
+                Some(why) => (WriteOutcome::Withdrawn(why), Vec::new()),
+                None => {
+                    let why = e.to_string();
+                    self.failures.failed(name, &why);
+                    (WriteOutcome::Failed(why), self.fresh_state(&action.kind).await)
+                }
+            },
         };
         let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
         for o in state {
@@ -623,7 +718,7 @@ impl Writer {
     async fn fresh_state(&self, kind: &ActionKind) -> Vec<Observation> {
         match kind.slot() {
             Some((ObjectRef::Node(n), _)) => {
-                self.limiter.acquire().await;
+                self.limiter.acquire(SENDING.try_with(|s| s.class()).unwrap_or(WriteClass::Node), true).await;
                 let c = self.client.clone();
                 let read = match self.opts.detail {
                     Detail::Lifecycle => get_reading(Api::<Trimmed<Node>>::all(c), &n).await,
@@ -637,7 +732,7 @@ impl Writer {
             }
             Some((ObjectRef::Pod(p), _)) => {
                 let (ns, name) = pod_name(&p);
-                self.limiter.acquire().await;
+                self.limiter.acquire(SENDING.try_with(|s| s.class()).unwrap_or(WriteClass::Node), true).await;
                 let c = self.client.clone();
                 let read = match self.opts.detail {
                     Detail::Lifecycle => get_reading(Api::<Trimmed<Pod>>::namespaced(c, ns), name).await,
@@ -657,7 +752,7 @@ impl Writer {
         match kind {
             ActionKind::UpdateNodeConditions { node, conditions, version } => {
                 let api = Api::<Node>::all(self.client.clone());
-                let Some(mut cur) = self.call(since, || api.get_opt(node)).await? else {
+                let Some(mut cur) = self.send(since, || api.get_opt(node)).await? else {
                     return Ok(Attempt::Refused(
                         format!("nodes {node:?} not found"),
                         node_state(node, None, self.opts.detail),
@@ -690,11 +785,11 @@ impl Writer {
                         None => list.push(k),
                     }
                 }
-                match self.call(since, || api.replace_status(node, &POST, &cur)).await {
+                match self.send(since, || api.replace_status(node, &POST, &cur)).await {
                     Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                     Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
-                        let fresh = self.call(since, || api.get_opt(node)).await.ok().flatten();
-                        Ok(Attempt::Refused(e.to_string(), node_state(node, fresh.as_ref(), self.opts.detail)))
+                        let fresh = self.call(since, || api.get_opt(node)).await;
+                        Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
                     }
                     Err(e) => Err(e),
                 }
@@ -702,8 +797,18 @@ impl Writer {
             ActionKind::PatchNodeTaints { node, add, remove, .. } => {
                 let api = Api::<Node>::all(self.client.clone());
                 let mut last = String::new();
+                // Guarded by the taints it read, not by the whole node's
+                // resourceVersion: a kubelet's status post between the read
+                // and the patch changes the node, not its taints, and need
+                // not cost a conflict and a second patch (under load, with
+                // every recovering kubelet posting, most taint patches
+                // conflicted once). Falls back to the resourceVersion when
+                // the test cannot be written (no taints yet) or failed for
+                // a reason other than the taints (a 422 the JSON reading
+                // of the taints cannot explain).
+                let mut guard_on_taints = true;
                 for _ in 0..CONFLICT_ATTEMPTS {
-                    let Some(cur) = self.call(since, || api.get_opt(node)).await? else {
+                    let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
                         return Ok(Attempt::Refused(
                             format!("nodes {node:?} not found"),
                             node_state(node, None, self.opts.detail),
@@ -724,30 +829,50 @@ impl Writer {
                     if taints == old {
                         return Ok(Attempt::Done(node_state(node, Some(&cur), self.opts.detail)));
                     }
-                    let patch = json!({
+                    let read =
+                        cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok());
+                    let guarded = guard_on_taints.then_some(read).flatten().and_then(|old| {
+                        serde_json::from_value::<json_patch::Patch>(json!([
+                            {"op": "test", "path": "/spec/taints", "value": old},
+                            {"op": "replace", "path": "/spec/taints", "value": taints},
+                        ]))
+                        .ok()
+                    });
+                    let merge = json!({
                         "metadata": {"resourceVersion": cur.metadata.resource_version},
                         "spec": {"taints": taints},
                     });
+                    let patch = match guarded {
+                        Some(ops) => Patch::Json::<Value>(ops),
+                        None => Patch::Merge(merge),
+                    };
                     let pp = PatchParams::default();
-                    let merge = Patch::Merge(&patch);
-                    match self.call(since, || api.patch(node, &pp, &merge)).await {
+                    match self.send(since, || api.patch(node, &pp, &patch)).await {
                         Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                         Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                        // The taints changed since the read (the test
+                        // failed), or the test itself could not be met:
+                        // read again; the next attempt is guarded by the
+                        // resourceVersion, which cannot be misread.
+                        Err(e) if code(&e) == Some(422) && matches!(patch, Patch::Json(_)) => {
+                            last = e.to_string();
+                            guard_on_taints = false;
+                        }
                         Err(e) if code(&e) == Some(404) => {
                             return Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)));
                         }
                         Err(e) => return Err(e),
                     }
                 }
-                let fresh = self.call(since, || api.get_opt(node)).await.ok().flatten();
-                Ok(Attempt::Refused(last, node_state(node, fresh.as_ref(), self.opts.detail)))
+                let fresh = self.call(since, || api.get_opt(node)).await;
+                Ok(Attempt::Refused(last, node_read(node, fresh, self.opts.detail)))
             }
             ActionKind::PatchNodeLabels { node, labels } => {
                 let api = Api::<Node>::all(self.client.clone());
                 let patch = json!({"metadata": {"labels": labels}});
                 let pp = PatchParams::default();
                 let merge = Patch::Merge(&patch);
-                match self.call(since, || api.patch(node, &pp, &merge)).await {
+                match self.send(since, || api.patch(node, &pp, &merge)).await {
                     Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                     Err(e) if code(&e) == Some(404) => {
                         Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)))
@@ -784,11 +909,11 @@ impl Writer {
             ..DeleteParams::default()
         };
         let result = match mode {
-            DeletionMode::Delete => self.call(since, || api.delete(name, &dp)).await.map(|r| r.left()),
+            DeletionMode::Delete => self.send(since, || api.delete(name, &dp)).await.map(|r| r.left()),
             DeletionMode::Evict => {
                 let eviction = eviction(ns, name, uid, dp.grace_period_seconds);
                 let pp = PostParams::default();
-                self.call(since, || api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
+                self.send(since, || api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
                     .await
                     .map(|_| None)
             }
@@ -801,8 +926,8 @@ impl Writer {
             // Already gone: what the deletion wanted.
             Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
             Err(e) if matches!(code(&e), Some(409 | 429)) => {
-                let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
-                Ok(Attempt::Refused(e.to_string(), pod_state(pod, fresh.as_ref(), self.opts.detail)))
+                let fresh = self.call(since, || api.get_opt(name)).await;
+                Ok(Attempt::Refused(e.to_string(), pod_read(pod, fresh, self.opts.detail)))
             }
             Err(e) => Err(e),
         }
@@ -816,7 +941,7 @@ impl Writer {
         let now = || Time(k8s_openapi::jiff::Timestamp::now());
         let mut last = String::new();
         for _ in 0..CONFLICT_ATTEMPTS {
-            let Some(mut cur) = self.call(since, || api.get_opt(name)).await? else {
+            let Some(mut cur) = self.send(since, || api.get_opt(name)).await? else {
                 return Ok(Attempt::Refused(format!("pods {key:?} not found"), pod_state(key, None, self.opts.detail)));
             };
             if cur.metadata.uid.as_deref() != Some(uid) {
@@ -857,7 +982,7 @@ impl Writer {
                     }
                 }
             }
-            match self.call(since, || api.replace_status(name, &POST, &cur)).await {
+            match self.send(since, || api.replace_status(name, &POST, &cur)).await {
                 Ok(p) => return Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
                 Err(e) if code(&e) == Some(409) => last = e.to_string(),
                 Err(e) if code(&e) == Some(404) => {
@@ -866,8 +991,8 @@ impl Writer {
                 Err(e) => return Err(e),
             }
         }
-        let fresh = self.call(since, || api.get_opt(name)).await.ok().flatten();
-        Ok(Attempt::Refused(last, pod_state(key, fresh.as_ref(), self.opts.detail)))
+        let fresh = self.call(since, || api.get_opt(name)).await;
+        Ok(Attempt::Refused(last, pod_read(key, fresh, self.opts.detail)))
     }
 
     /// An Event in events.k8s.io/v1, or core/v1 where that is not served.
@@ -973,77 +1098,5 @@ mod eviction_body_tests {
         assert!(
             body.get("deleteOptions").is_none() && body.as_object().is_some_and(|m| m.contains_key("delete_options"))
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn take(limiter: Arc<Limiter>, urgency: Urgency, order: Arc<std::sync::Mutex<Vec<Urgency>>>) {
-        URGENCY.scope(urgency, limiter.acquire()).await;
-        order.lock().expect("order").push(urgency);
-    }
-
-    #[tokio::test]
-    async fn held_back_requests_go_most_urgent_first_at_the_configured_rate() {
-        // One token saved, then 20 a second.
-        let limiter = Arc::new(Limiter::new(20.0, 1));
-        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for _ in 0..6 {
-            tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Event, order.clone())));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let started = Instant::now();
-        tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Pod, order.clone())));
-        tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Node, order.clone())));
-        for t in tasks {
-            t.await.expect("task");
-        }
-        let order = order.lock().expect("order").clone();
-        // The first Event took the saved token; the Node and the Pod come
-        // before the Events still waiting.
-        assert_eq!(&order[..3], &[Urgency::Event, Urgency::Node, Urgency::Pod], "{order:?}");
-        // Seven tokens after the saved one at 20 a second: about 350 ms.
-        assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
-    }
-
-    #[tokio::test]
-    async fn a_waiting_pod_request_goes_after_a_streak_of_node_requests() {
-        // One token saved, then 50 a second; eight node requests and one
-        // pod request wait behind the first node request.
-        let limiter = Arc::new(Limiter::new(50.0, 1));
-        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        limiter.acquire().await;
-        let mut tasks = Vec::new();
-        for _ in 0..8 {
-            tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Node, order.clone())));
-        }
-        tasks.push(tokio::spawn(take(limiter.clone(), Urgency::Pod, order.clone())));
-        for t in tasks {
-            t.await.expect("task");
-        }
-        let order = order.lock().expect("order").clone();
-        let pod = order.iter().position(|u| *u == Urgency::Pod);
-        // Node requests keep precedence, but not for ever: the pod request
-        // goes once NODE_STREAK of them went while it waited.
-        assert_eq!(pod, Some(NODE_STREAK as usize), "{order:?}");
-    }
-
-    #[tokio::test]
-    async fn a_waiter_that_gave_up_costs_no_token() {
-        let limiter = Arc::new(Limiter::new(1.0, 1));
-        limiter.acquire().await;
-        // This one waits ~1 s for a token; abort it at once.
-        let gone = tokio::spawn({
-            let l = limiter.clone();
-            async move { l.acquire().await }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        gone.abort();
-        let started = Instant::now();
-        limiter.acquire().await;
-        assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
     }
 }

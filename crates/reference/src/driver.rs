@@ -937,7 +937,9 @@ impl Harness {
             // What lands and arrives by now reaches the engine first.
             let mut answers = Vec::new();
             let mut api = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
-            for landed in self.wire.land(now, &mut api, &mut answers) {
+            let controller = &mut self.controller;
+            let mut judge = |at: Timestamp, action: &nodewarden_engine::Action| controller.still_true(at, action);
+            for landed in self.wire.land(now, &mut api, &mut answers, &mut judge) {
                 if let Some(what) = landed.applied.violation {
                     failure.get_or_insert(Failure::Contract { step: self.step, at: landed.at, what });
                 }

@@ -110,6 +110,10 @@ impl ClusterApi for SideApi<'_> {
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
         self.side.apply(self.cluster, now, action)
     }
+
+    fn read(&mut self, object: &nodewarden_engine::ObjectRef) -> Vec<nodewarden_engine::Observation> {
+        self.cluster.read(object)
+    }
 }
 
 #[cfg(test)]

@@ -335,6 +335,19 @@ impl ClusterApi for Cluster {
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
         self.apply_action(now, action)
     }
+
+    fn read(&mut self, object: &ObjectRef) -> Vec<Observation> {
+        match object {
+            ObjectRef::Node(name) => match self.nodes.get(name) {
+                Some(n) => vec![Observation::NodeUpserted(n.clone())],
+                None => vec![Observation::NodeDeleted { name: name.clone() }],
+            },
+            ObjectRef::Pod(key) => match self.pods.get(key).filter(|p| !p.deleted) {
+                Some(p) => vec![Observation::PodUpserted(p.snapshot())],
+                None => vec![Observation::PodDeleted { key: key.clone() }],
+            },
+        }
+    }
 }
 
 impl Cluster {

@@ -251,7 +251,12 @@ impl<'a> Runner<'a> {
             return;
         }
         let mut answers = Vec::new();
-        for landed in self.wire.land(t, &mut self.cluster, &mut answers) {
+        let controller = &mut self.controller;
+        let mut judge = |at: Timestamp, action: &nodewarden_engine::Action| match controller.as_mut() {
+            Some(c) => c.still_true(at, action),
+            None => Err("the controller is not running".to_string()),
+        };
+        for landed in self.wire.land(t, &mut self.cluster, &mut answers, &mut judge) {
             if let Some(violation) = landed.applied.violation {
                 self.violations += 1;
                 self.emit(Record::Violation(ViolationRecord { t: landed.at, violation }));

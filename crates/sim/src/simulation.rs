@@ -190,6 +190,10 @@ struct SimApi<'a> {
 }
 
 impl ClusterApi for SimApi<'_> {
+    fn read(&mut self, object: &nodewarden_engine::ObjectRef) -> Vec<Observation> {
+        if self.control_plane_down { Vec::new() } else { self.cluster.read(object) }
+    }
+
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
         if self.control_plane_down {
             // Events are lost; a write fails on the controller's own
@@ -491,7 +495,12 @@ impl Simulation {
             control_plane_down: self.control_plane_down,
         };
         let mut answers = Vec::new();
-        for landed in self.wire.land(t, &mut api, &mut answers) {
+        let controller = &mut self.controller;
+        let mut judge = |at: Timestamp, action: &Action| match controller.as_mut() {
+            Some(c) => c.still_true(at, action),
+            None => Err("the controller is not running".to_string()),
+        };
+        for landed in self.wire.land(t, &mut api, &mut answers, &mut judge) {
             if let Some(v) = landed.applied.violation {
                 self.stats.contract_violations += 1;
                 self.stats.note_violation(format!("contract at {}: {v}", landed.at));

@@ -25,11 +25,18 @@
 //!   controller in the same instant, so a controller's loops start on the
 //!   grid the scenario contract gives them (t, t + period, ...), as one
 //!   whose caches have just synced;
+//! - writes to one object go out one after another: a write waits until
+//!   the previous one to the same object has landed, and is judged again
+//!   by the controller just before it goes out
+//!   ([`Controller::still_true`](nodewarden_controller::Controller::still_true)),
+//!   as the adapter's writer judges it; one no longer true is withdrawn
+//!   (answered `Withdrawn`, with the object as it is) and never lands;
 //! - a restarted controller gets no answer to what its previous life sent
 //!   ([`Wire::restart`]): those writes still land, as requests already on
-//!   the wire do.
+//!   the wire do; the writes its previous life had not sent yet die with
+//!   it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::str::FromStr;
@@ -249,9 +256,16 @@ pub struct Wire {
     seq: u64,
     revision: u64,
     writes: BTreeMap<(Timestamp, u64), InFlight>,
+    /// Writes waiting for the write to the same object ahead of them to
+    /// land, by object.
+    queued: HashMap<u64, VecDeque<Action>>,
     events: BTreeMap<(Timestamp, u64), Observation>,
     objects: HashMap<u64, ObjectTimes>,
 }
+
+/// Asked just before a queued write goes out, at the instant it goes: `Err`
+/// withdraws it, saying why.
+pub type Judge<'a> = dyn FnMut(Timestamp, &Action) -> Result<(), String> + 'a;
 
 /// An object's identity on the wire, hashed (64 bits). A collision would
 /// only be conservative: two objects' events ordered as if they were one's
@@ -281,6 +295,7 @@ impl Wire {
             seq: 0,
             revision: 0,
             writes: BTreeMap::new(),
+            queued: HashMap::new(),
             events: BTreeMap::new(),
             objects: HashMap::new(),
         }
@@ -378,34 +393,85 @@ impl Wire {
         for w in self.writes.values_mut() {
             w.orphan = true;
         }
+        self.queued.clear();
     }
 
-    /// The controller sends `action` at `now`; it lands after a write
-    /// latency. Events go too (they are writes to the API), unanswered.
+    /// The controller issues `action` at `now`: it goes out at once, or,
+    /// while a write to the same object is on its way, once that one has
+    /// landed (judged again then, in [`Wire::land`]). It lands after a
+    /// write latency. Events go too (they are writes to the API),
+    /// unanswered.
     pub fn send(&mut self, now: Timestamp, action: &Action) {
+        if let Some(id) = object_of(action)
+            && self.objects.get(&id).is_some_and(|t| t.landed_by > now)
+        {
+            self.queued.entry(id).or_default().push_back(action.clone());
+            return;
+        }
+        self.go_out(now, action.clone());
+    }
+
+    /// `action` leaves the controller at `now`.
+    fn go_out(&mut self, now: Timestamp, action: Action) {
         let latency = self.latency.write_latency.draw(&mut self.rng);
-        let mut at = now + latency;
+        let at = now + latency;
         let mut behind = false;
-        if let Some(id) = object_of(action) {
-            // One object's writes go out one after another: this one once
-            // the previous has landed.
+        if let Some(id) = object_of(&action) {
             let times = self.objects.entry(id).or_insert(ObjectTimes::new(Timestamp::MIN, Timestamp::MIN));
             behind = times.delivered_by > now;
-            at = now.max(times.landed_by) + latency;
             times.landed_by = at;
         }
         let seq = self.next_seq();
-        self.writes.insert((at, seq), InFlight { action: action.clone(), sent_at: now, behind, orphan: false });
+        self.writes.insert((at, seq), InFlight { action, sent_at: now, behind, orphan: false });
+    }
+
+    /// The write to object `id` ahead of the queued ones landed at `at`:
+    /// the next one goes out then, if it is still true; the ones no longer
+    /// true are answered `Withdrawn`, with the object as it is.
+    fn release(
+        &mut self,
+        id: u64,
+        at: Timestamp,
+        cluster: &mut dyn ClusterApi,
+        judge: &mut Judge<'_>,
+        answers: &mut Vec<Observation>,
+    ) {
+        while let Some(next) = self.queued.get_mut(&id).and_then(VecDeque::pop_front) {
+            match judge(at, &next) {
+                Ok(()) => {
+                    self.go_out(at, next);
+                    return;
+                }
+                Err(why) => {
+                    let outcome = nodewarden_engine::WriteOutcome::Withdrawn(why);
+                    answers.push(Observation::WriteFinished { id: next.id, outcome });
+                    if let Some((object @ ObjectRef::Node(_), _)) = next.kind.slot() {
+                        let version = self.objects.get(&id).map_or(0, |t| t.version);
+                        answers.extend(cluster.read(&object).into_iter().map(|mut o| {
+                            // As read: at the version it has, not a new one.
+                            if let Observation::NodeUpserted(n) = &mut o {
+                                n.version = version;
+                            }
+                            o
+                        }));
+                    }
+                }
+            }
+        }
+        self.queued.remove(&id);
     }
 
     /// Lands every write due by `now` on `cluster`, each at its own time,
     /// in order. The answers (to hand to the controller now) go to
     /// `answers`; the changes go on to the watch. Returns what landed.
+    ///
+    /// `judge` is asked about each queued write as it goes out.
     pub fn land(
         &mut self,
         now: Timestamp,
         cluster: &mut dyn ClusterApi,
         answers: &mut Vec<Observation>,
+        judge: &mut Judge<'_>,
     ) -> Vec<Landed> {
         let mut landed = Vec::new();
         while let Some(entry) = self.writes.first_entry() {
@@ -414,46 +480,60 @@ impl Wire {
                 break;
             }
             let w = entry.remove();
-            if let Some(why) = self.conflict(&w.action) {
-                // Refused with nothing changed; the node's newer version is
-                // on the watch already.
-                let outcome = nodewarden_engine::WriteOutcome::Failed(why);
-                let finished = Observation::WriteFinished { id: w.action.id, outcome: outcome.clone() };
-                if !w.orphan {
-                    answers.push(finished.clone());
-                }
-                let applied = Applied { observations: vec![finished], outcome: Some(outcome), violation: None };
-                landed.push(Landed { at, action: w.action, applied });
-                continue;
+            let w = self.land_one(at, w, cluster, answers);
+            if let Some(id) = object_of(&w.action) {
+                self.release(id, at, cluster, judge, answers);
             }
-            let mut applied = cluster.apply(at, &w.action);
-            let id = object_of(&w.action);
-            let changed_since = id.and_then(|id| self.objects.get(&id)).is_some_and(|t| t.changed_at >= w.sent_at);
-            if w.behind || changed_since {
-                applied.violation = None;
-            }
-            // The object as the write left it: stamped once, answered at
-            // once, and sent on to the watch with the same version.
-            let mut state = Vec::new();
-            for mut obs in std::mem::take(&mut applied.observations) {
-                if !matches!(obs, Observation::WriteFinished { .. }) {
-                    self.stamp(&mut obs);
-                    state.push(obs.clone());
-                }
-                applied.observations.push(obs);
-            }
-            let accepted = applied.outcome == Some(nodewarden_engine::WriteOutcome::Done);
-            if !w.orphan {
-                answers.extend(applied.observations.iter().cloned());
-            }
-            if accepted {
-                for obs in state {
-                    self.publish_stamped(at, obs);
-                }
-            }
-            landed.push(Landed { at, action: w.action, applied });
+            landed.push(w);
         }
         landed
+    }
+
+    /// One write lands at `at`.
+    fn land_one(
+        &mut self,
+        at: Timestamp,
+        w: InFlight,
+        cluster: &mut dyn ClusterApi,
+        answers: &mut Vec<Observation>,
+    ) -> Landed {
+        if let Some(why) = self.conflict(&w.action) {
+            // Refused with nothing changed; the node's newer version is
+            // on the watch already.
+            let outcome = nodewarden_engine::WriteOutcome::Failed(why);
+            let finished = Observation::WriteFinished { id: w.action.id, outcome: outcome.clone() };
+            if !w.orphan {
+                answers.push(finished.clone());
+            }
+            let applied = Applied { observations: vec![finished], outcome: Some(outcome), violation: None };
+            return Landed { at, action: w.action, applied };
+        }
+        let mut applied = cluster.apply(at, &w.action);
+        let id = object_of(&w.action);
+        let changed_since = id.and_then(|id| self.objects.get(&id)).is_some_and(|t| t.changed_at >= w.sent_at);
+        if w.behind || changed_since {
+            applied.violation = None;
+        }
+        // The object as the write left it: stamped once, answered at
+        // once, and sent on to the watch with the same version.
+        let mut state = Vec::new();
+        for mut obs in std::mem::take(&mut applied.observations) {
+            if !matches!(obs, Observation::WriteFinished { .. }) {
+                self.stamp(&mut obs);
+                state.push(obs.clone());
+            }
+            applied.observations.push(obs);
+        }
+        let accepted = applied.outcome == Some(nodewarden_engine::WriteOutcome::Done);
+        if !w.orphan {
+            answers.extend(applied.observations.iter().cloned());
+        }
+        if accepted {
+            for obs in state {
+                self.publish_stamped(at, obs);
+            }
+        }
+        Landed { at, action: w.action, applied }
     }
 
     /// [`Wire::publish`] for one change already stamped.
@@ -589,6 +669,11 @@ mod tests {
         }
     }
 
+    /// Every queued write is still true.
+    fn yes_judge() -> impl FnMut(Timestamp, &Action) -> Result<(), String> {
+        |_, _| Ok(())
+    }
+
     fn patch() -> Action {
         Action { id: ActionId(1), kind: ActionKind::PatchNodeLabels { node: "a".into(), labels: Default::default() } }
     }
@@ -598,8 +683,8 @@ mod tests {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
         wire.send(t(0), &patch());
         let mut answers = Vec::new();
-        assert!(wire.land(t(19), &mut Api, &mut answers).is_empty(), "not before 20 ms");
-        let landed = wire.land(t(200), &mut Api, &mut answers);
+        assert!(wire.land(t(19), &mut Api, &mut answers, &mut yes_judge()).is_empty(), "not before 20 ms");
+        let landed = wire.land(t(200), &mut Api, &mut answers, &mut yes_judge());
         assert_eq!(landed.len(), 1);
         assert!(landed[0].at >= t(20) && landed[0].at <= t(200));
         assert!(landed[0].applied.violation.is_some(), "the controller had seen everything: a real violation");
@@ -617,7 +702,7 @@ mod tests {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
         wire.publish(t(0), [node("a")]);
         wire.send(t(1), &patch());
-        let landed = wire.land(t(1_000), &mut Api, &mut Vec::new());
+        let landed = wire.land(t(1_000), &mut Api, &mut Vec::new(), &mut yes_judge());
         assert!(landed[0].applied.violation.is_none(), "sent while a change of the object was on its way");
     }
 
@@ -630,10 +715,46 @@ mod tests {
         let listed = wire.list(t(0), vec![node("a")]);
         assert!(version(&listed[0]) > 0);
         let mut answers = Vec::new();
-        assert_eq!(wire.land(t(1_000), &mut Api, &mut answers).len(), 1, "the old write still lands");
+        assert_eq!(wire.land(t(1_000), &mut Api, &mut answers, &mut yes_judge()).len(), 1, "the old write still lands");
         assert!(answers.is_empty(), "unanswered");
         let mut out = Vec::new();
         wire.deliver(t(10_000), &mut out);
         assert!(out.iter().all(|o| !matches!(o, Observation::NodeUpserted(n) if n.name == "b")), "{out:?}");
+    }
+
+    #[test]
+    fn a_queued_write_goes_out_when_the_one_ahead_lands_unless_it_is_no_longer_true() {
+        let mut wire = Wire::new(ApiLatency::REALISTIC, 5);
+        let second = Action { id: ActionId(2), ..patch() };
+        let third = Action { id: ActionId(3), ..patch() };
+        wire.send(t(0), &patch());
+        wire.send(t(0), &second);
+        wire.send(t(0), &third);
+        let mut asked = Vec::new();
+        let mut judge = |at: Timestamp, a: &Action| {
+            asked.push((at, a.id));
+            if a.id == ActionId(2) { Err("no longer true".to_string()) } else { Ok(()) }
+        };
+        let mut answers = Vec::new();
+        let landed = wire.land(t(10_000), &mut Api, &mut answers, &mut judge);
+        let ids: Vec<ActionId> = landed.iter().map(|l| l.action.id).collect();
+        assert_eq!(ids, [ActionId(1), ActionId(3)], "the withdrawn write never lands");
+        assert_eq!(asked.len(), 2, "each queued write is judged once, when it would go out");
+        assert_eq!(asked[0].0, landed[0].at, "judged when the write ahead landed");
+        assert!(answers.iter().any(|o| matches!(
+            o,
+            Observation::WriteFinished { id: ActionId(2), outcome: nodewarden_engine::WriteOutcome::Withdrawn(_) }
+        )));
+        assert!(landed[1].at >= landed[0].at + Span::from_millis(20), "sent after the first landed");
+    }
+
+    #[test]
+    fn a_restarted_controllers_unsent_writes_die_with_it() {
+        let mut wire = Wire::new(ApiLatency::REALISTIC, 5);
+        wire.send(t(0), &patch());
+        wire.send(t(0), &Action { id: ActionId(2), ..patch() });
+        wire.restart();
+        let landed = wire.land(t(10_000), &mut Api, &mut Vec::new(), &mut yes_judge());
+        assert_eq!(landed.len(), 1, "only the write already sent lands");
     }
 }

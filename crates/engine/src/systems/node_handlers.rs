@@ -14,7 +14,7 @@ use crate::components::*;
 use crate::resources::*;
 
 /// The NoSchedule taint a condition in a given status calls for.
-fn condition_taint(kind: &ConditionType, status: ConditionStatus) -> Option<&'static str> {
+pub fn condition_taint(kind: &ConditionType, status: ConditionStatus) -> Option<&'static str> {
     use ConditionStatus::*;
     match (kind, status) {
         (ConditionType::Ready, False) => Some(keys::TAINT_NOT_READY),
@@ -28,7 +28,7 @@ fn condition_taint(kind: &ConditionType, status: ConditionStatus) -> Option<&'st
 }
 
 /// Whether the NoSchedule pass owns a taint key.
-fn managed_key(key: &str) -> bool {
+pub fn managed_key(key: &str) -> bool {
     matches!(
         key,
         keys::TAINT_NOT_READY

@@ -64,7 +64,7 @@ pub fn client(served: &Served) -> kube::Client {
     let mut config = kube::Config::new(served.url().parse().expect("url"));
     config.read_timeout = Some(Duration::from_secs(10));
     config.connect_timeout = Some(Duration::from_secs(2));
-    kube::Client::try_from(config).expect("client")
+    kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client")
 }
 
 /// Stores `v` as given, bypassing decoding and validation, as a
@@ -200,7 +200,7 @@ impl Proxy {
         let mut config = kube::Config::new(format!("http://{}", self.addr).parse().expect("url"));
         config.read_timeout = Some(Duration::from_secs(10));
         config.connect_timeout = Some(Duration::from_secs(2));
-        kube::Client::try_from(config).expect("client")
+        kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client")
     }
 
     /// Every request answered so far.

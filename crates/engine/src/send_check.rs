@@ -1,0 +1,187 @@
+//! Is a write still true? Asked by whoever sends the engine's writes, just
+//! before each goes out ([`crate::engine::Engine::still_true`]).
+//!
+//! A write is decided at one instant and sent at a later one: it may wait
+//! behind a client rate limit, behind an earlier write to the same object,
+//! or through an outage. By then the facts it rested on may have changed:
+//! the node's Lease was renewed, the NoExecute taint came off, the pod
+//! was re-created. Upstream's controllers write synchronously from the
+//! pass that decided, so their decisions cannot age in a queue; ours can,
+//! and this is where an aged one is caught and withdrawn rather than sent.
+//!
+//! The check reads the engine's current view (observations taken in, and
+//! node lifecycle's own writes already on their way) and never changes it.
+//! It answers one question per kind of write: would the engine still make
+//! this change now? It is conservative in one direction only: when the
+//! answer is unclear for a deletion, the deletion is withdrawn (the engine
+//! decides again at its next pass, from what it then observes).
+
+use bevy_ecs::prelude::*;
+use nodewarden_model::{ConditionStatus, ConditionType, TaintEffect, Timestamp, keys};
+
+use crate::action::{ActionKind, WriteSlot};
+use crate::components::*;
+use crate::monitor::{Health, NodeTimers};
+use crate::resources::*;
+use crate::systems::legacy::heartbeat_since_last_pass;
+use crate::systems::node_handlers::{condition_taint, managed_key};
+
+/// `Ok` when `kind` is still what the engine would write at `now`;
+/// otherwise why not, in a phrase fit for a log line.
+pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<(), String> {
+    match kind {
+        ActionKind::UpdateNodeConditions { node, conditions, .. } => {
+            let goes_unknown =
+                conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::Unknown);
+            if goes_unknown { node_still_silent(world, now, node) } else { Ok(()) }
+        }
+        ActionKind::PatchNodeTaints { node, add, remove, slot } => taints_still_wanted(world, node, add, remove, *slot),
+        ActionKind::PatchNodeLabels { .. } | ActionKind::RecordEvent(_) | ActionKind::EvictForAddon { .. } => Ok(()),
+        ActionKind::MarkPodNotReady { pod, uid } => {
+            let p = pod_with_uid(world, pod, uid)?;
+            let node = p.node.as_deref().unwrap_or_default();
+            match node_entity(world, node).and_then(|e| world.get::<ReadyView>(e)) {
+                Some(ready) if ready.status == Some(ConditionStatus::True) => {
+                    Err(format!("node {node} is Ready again"))
+                }
+                _ => Ok(()),
+            }
+        }
+        ActionKind::AddPodDisruptionTarget { pod, uid } | ActionKind::SetPodNodeLost { pod, uid, .. } => {
+            let p = pod_with_uid(world, pod, uid)?;
+            if !p.progress.deletion_requested && matches!(kind, ActionKind::AddPodDisruptionTarget { .. }) {
+                return Err("its deletion was called off".into());
+            }
+            deletion_still_due(world, pod, p)
+        }
+        ActionKind::DeletePod { pod, uid, why, .. } => {
+            let p = pod_with_uid(world, pod, uid)?;
+            if p.node.as_deref() != Some(why.node.as_str()) {
+                return Err(format!("the pod is no longer bound to node {}", why.node));
+            }
+            if p.terminating {
+                return Err("the pod is already terminating".into());
+            }
+            deletion_still_due(world, pod, p)
+        }
+    }
+}
+
+fn node_entity(world: &World, name: &str) -> Option<Entity> {
+    world.resource::<NodeIndex>().0.get(name).copied()
+}
+
+fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<&'w Pod, String> {
+    let index = world.resource::<PodIndex>();
+    let entity = index.by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key)).ok_or("the pod is gone")?;
+    let pod = world.get::<Pod>(entity).ok_or("the pod is gone")?;
+    if &*pod.uid != uid {
+        return Err(format!("the pod was re-created (uid {} now)", pod.uid));
+    }
+    Ok(pod)
+}
+
+/// A node about to be written Unknown: still unheard of for its grace
+/// period. A heartbeat taken in since the pass that decided (a Lease
+/// renewal, a status post) withdraws it, even before the next pass.
+fn node_still_silent(world: &World, now: Timestamp, name: &str) -> Result<(), String> {
+    let e = node_entity(world, name).ok_or_else(|| format!("node {name} is gone"))?;
+    let (Some(health), Some(ready), Some(lease)) =
+        (world.get::<Health>(e), world.get::<ReadyView>(e), world.get::<LeaseView>(e))
+    else {
+        return Ok(());
+    };
+    let Some(rec) = health.record(world.resource::<NodeTimers>()) else { return Ok(()) };
+    if heartbeat_since_last_pass(&rec, ready, lease) {
+        return Err(format!("node {name} was heard from since the decision"));
+    }
+    let cfg = &world.resource::<Settings>().0;
+    let grace = if rec.saved_ready.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period };
+    if now - rec.probe < grace {
+        return Err(format!("node {name} was heard from {} ago, within its grace period", now - rec.probe));
+    }
+    Ok(())
+}
+
+/// A taint patch: each NoExecute taint added is the one the node's Ready
+/// condition calls for, each removed is not; likewise for the NoSchedule
+/// taints of conditions. The node's view includes node lifecycle's own
+/// writes on their way (its Unknown status before its taint).
+fn taints_still_wanted(
+    world: &World,
+    name: &str,
+    add: &[nodewarden_model::Taint],
+    remove: &[nodewarden_model::Taint],
+    slot: WriteSlot,
+) -> Result<(), String> {
+    if slot == WriteSlot::CriticalAddonsTaint {
+        return Ok(());
+    }
+    let e = node_entity(world, name).ok_or_else(|| format!("node {name} is gone"))?;
+    let wanted = |t: &nodewarden_model::Taint| -> Option<bool> {
+        match t.effect {
+            TaintEffect::NoExecute => {
+                let ready = world.get::<ReadyView>(e)?.status;
+                let calls_for = match ready {
+                    Some(ConditionStatus::True) => None,
+                    Some(ConditionStatus::False) => Some(keys::TAINT_NOT_READY),
+                    Some(ConditionStatus::Unknown) | None => Some(keys::TAINT_UNREACHABLE),
+                };
+                matches!(t.key.as_str(), keys::TAINT_NOT_READY | keys::TAINT_UNREACHABLE)
+                    .then(|| calls_for == Some(t.key.as_str()))
+            }
+            TaintEffect::NoSchedule if managed_key(&t.key) => {
+                if t.key == keys::TAINT_UNSCHEDULABLE {
+                    return Some(world.get::<NodeMeta>(e)?.unschedulable);
+                }
+                let conditions = world.get::<NodeConditions>(e)?;
+                Some(conditions.0.iter().any(|c| condition_taint(&c.kind, c.status) == Some(t.key.as_str())))
+            }
+            _ => None,
+        }
+    };
+    if let Some(t) = add.iter().find(|t| wanted(t) == Some(false)) {
+        return Err(format!("node {name} no longer calls for {}", t.short()));
+    }
+    if let Some(t) = remove.iter().find(|t| wanted(t) == Some(true)) {
+        return Err(format!("node {name} calls for {} again", t.short()));
+    }
+    Ok(())
+}
+
+/// A pod's deletion (or the status write that goes with it) is still due.
+/// Taint-based: the taint manager still holds the basis it decided on
+/// (it lets go of it when the node's NoExecute taints go or the pod comes
+/// to tolerate them), and the node is still observed carrying a NoExecute
+/// taint the pod does not tolerate for good. Legacy: the node is still
+/// marked for eviction and not Ready.
+fn deletion_still_due(world: &World, key: &str, pod: &Pod) -> Result<(), String> {
+    let node = pod.node.as_deref().unwrap_or_default();
+    let e = node_entity(world, node).ok_or_else(|| format!("node {node} is gone"))?;
+    if world.resource::<Settings>().0.enable_taint_manager {
+        let pod_entity = world
+            .resource::<PodIndex>()
+            .by_key
+            .get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
+            .ok_or("the pod is gone")?;
+        let basis = world.get::<PendingDeletion>(pod_entity).and_then(PendingDeletion::basis);
+        if basis.is_none() {
+            return Err("the taint manager called the deletion off".into());
+        }
+        let observed = world.get::<ObservedNode>(e).map(|o| o.noexecute.as_slice()).unwrap_or_default();
+        use nodewarden_model::taint::Decision;
+        return match nodewarden_model::taint::decide(observed, &pod.tolerations) {
+            Decision::NoTaints => Err(format!("node {node} carries no NoExecute taint now")),
+            Decision::Forever => Err(format!("the pod tolerates node {node}'s NoExecute taints now")),
+            Decision::Untolerated(_) | Decision::Expires { .. } => Ok(()),
+        };
+    }
+    let flags = world.get::<NodeFlags>(e).copied().unwrap_or_default();
+    if flags.eviction == EvictionStatus::Unmarked {
+        return Err(format!("node {node} is no longer marked for eviction"));
+    }
+    if world.get::<ReadyView>(e).is_some_and(|r| r.status == Some(ConditionStatus::True)) {
+        return Err(format!("node {node} is Ready again"));
+    }
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! The writer's client-side rate limit, handed out by priority.
+//!
+//! One token bucket (client-go's flowcontrol limiter: `--kube-api-qps`
+//! tokens a second, at most `--kube-api-burst` saved) is shared by every
+//! request the writer sends. When requests wait for tokens, the most
+//! urgent [`WriteClass`] goes first: a node's status and taints, then pod
+//! deletions, then pods marked not ready, then Events. Without the order,
+//! the status writes of a large failure (one per pod) would hold the
+//! deletions that are due behind them for minutes at 20 requests a second.
+//!
+//! Two guards keep the order from starving anyone who matters:
+//! - after [`NODE_STREAK`] node requests in a row, a waiting deletion goes
+//!   next, so node writes that fail and come back every pass cannot hold
+//!   every deletion back;
+//! - Events only spend tokens above half the bucket: a quiet client keeps
+//!   half its burst for the writes that follow (startup's `RegisteredNode`
+//!   Events, one per node, cannot drain the bucket ahead of the first
+//!   Unknown statuses).
+//!
+//! The Lease is not renewed through this limiter (leader election has a
+//! client of its own, as kube-controller-manager's has), and a `Retry-After`
+//! pauses only the request that received it.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use nodewarden_engine::ActionKind;
+use tokio::sync::{mpsc, oneshot};
+
+/// How urgent a request is, most urgent first; also the `class` label of
+/// the write path's metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WriteClass {
+    /// Node status, taints and labels.
+    Node = 0,
+    /// Pod deletions, and the status writes that go with one (the
+    /// `DisruptionTarget` condition, legacy mode's `NodeLost` reason):
+    /// they are sent just before it, to the same pod.
+    Deletion = 1,
+    /// Pods marked not ready.
+    PodStatus = 2,
+    /// Events.
+    Event = 3,
+}
+
+impl WriteClass {
+    /// Every class, most urgent first.
+    pub const ALL: [WriteClass; 4] = [WriteClass::Node, WriteClass::Deletion, WriteClass::PodStatus, WriteClass::Event];
+
+    /// The class of the requests an action makes.
+    pub fn of(kind: &ActionKind) -> WriteClass {
+        match kind {
+            ActionKind::UpdateNodeConditions { .. }
+            | ActionKind::PatchNodeTaints { .. }
+            | ActionKind::PatchNodeLabels { .. } => WriteClass::Node,
+            ActionKind::DeletePod { .. }
+            | ActionKind::EvictForAddon { .. }
+            | ActionKind::AddPodDisruptionTarget { .. }
+            | ActionKind::SetPodNodeLost { .. } => WriteClass::Deletion,
+            ActionKind::MarkPodNotReady { .. } => WriteClass::PodStatus,
+            ActionKind::RecordEvent(_) => WriteClass::Event,
+        }
+    }
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteClass::Node => "node",
+            WriteClass::Deletion => "deletion",
+            WriteClass::PodStatus => "pod_status",
+            WriteClass::Event => "event",
+        }
+    }
+}
+
+/// Node requests granted in a row after which a waiting deletion goes
+/// next: node status and taints keep their precedence, and deletions still
+/// get at least a quarter of a saturated client.
+pub const NODE_STREAK: u32 = 3;
+
+type Waiter = oneshot::Sender<()>;
+
+/// What waits for a token: its class, whether a request of the same write
+/// went out already, and where the token goes.
+struct Ask {
+    class: WriteClass,
+    continuing: bool,
+    waiter: Waiter,
+}
+
+/// See the module's description.
+pub struct Limiter {
+    asks: mpsc::UnboundedSender<Ask>,
+}
+
+/// The waiting requests, by class, a write's later requests (the update
+/// after its read, a retry) ahead of the first requests of writes not
+/// started yet: otherwise every write of a large batch would make its read
+/// before any made its update, and the first update would wait for the
+/// whole batch's reads.
+#[derive(Default)]
+struct Waiting {
+    queues: [[VecDeque<Waiter>; 2]; 4],
+}
+
+impl Waiting {
+    fn push(&mut self, ask: Ask) {
+        self.queues[ask.class as usize][usize::from(!ask.continuing)].push_back(ask.waiter);
+    }
+
+    fn pop(&mut self, class: WriteClass) -> Option<Waiter> {
+        let [continuing, starting] = &mut self.queues[class as usize];
+        continuing.pop_front().or_else(|| starting.pop_front())
+    }
+
+    fn has(&self, class: WriteClass) -> bool {
+        self.queues[class as usize].iter().any(|q| !q.is_empty())
+    }
+}
+
+impl Limiter {
+    /// Starts the dispenser task on the current tokio runtime.
+    pub fn new(qps: f64, burst: u32) -> Limiter {
+        let qps = qps.max(0.001);
+        let burst = f64::from(burst.max(1));
+        // An Event takes a token only when the bucket holds this many: the
+        // half of the burst below it is kept for writes.
+        let event_need = (burst / 2.0 + 1.0).min(burst);
+        let (asks, mut rx) = mpsc::unbounded_channel::<Ask>();
+        tokio::spawn(async move {
+            let (mut tokens, mut last) = (burst, Instant::now());
+            let mut node_streak = 0u32;
+            let mut waiting = Waiting::default();
+            let mut open = true;
+            loop {
+                while let Ok(ask) = rx.try_recv() {
+                    waiting.push(ask);
+                }
+                let now = Instant::now();
+                tokens = (tokens + now.duration_since(last).as_secs_f64() * qps).min(burst);
+                last = now;
+                let write = if node_streak >= NODE_STREAK && waiting.has(WriteClass::Deletion) {
+                    Some(WriteClass::Deletion)
+                } else {
+                    [WriteClass::Node, WriteClass::Deletion, WriteClass::PodStatus]
+                        .into_iter()
+                        .find(|c| waiting.has(*c))
+                };
+                let (class, need) = match write {
+                    Some(c) => (Some(c), 1.0),
+                    None if waiting.has(WriteClass::Event) => (Some(WriteClass::Event), event_need),
+                    None => (None, 1.0),
+                };
+                let Some(class) = class else {
+                    // Idle: a streak is of requests that waited in a row.
+                    node_streak = 0;
+                    if !open {
+                        return;
+                    }
+                    match rx.recv().await {
+                        Some(ask) => waiting.push(ask),
+                        None => open = false,
+                    }
+                    continue;
+                };
+                if tokens < need {
+                    // Until the bucket holds enough, or a more urgent ask
+                    // arrives (an Event's wait is cut short by a write).
+                    let refill = Duration::from_secs_f64((need - tokens) / qps);
+                    tokio::select! {
+                        () = tokio::time::sleep(refill) => {}
+                        ask = rx.recv(), if open => match ask {
+                            Some(ask) => waiting.push(ask),
+                            None => open = false,
+                        },
+                    }
+                    continue;
+                }
+                node_streak = match class {
+                    WriteClass::Node => node_streak + 1,
+                    _ => 0,
+                };
+                // A waiter that gave up (its task was aborted) costs nothing.
+                if let Some(w) = waiting.pop(class)
+                    && w.send(()).is_ok()
+                {
+                    tokens -= 1.0;
+                }
+            }
+        });
+        Limiter { asks }
+    }
+
+    /// Waits for a token at `class`'s turn; `continuing` when a request of
+    /// the same write went out already.
+    pub async fn acquire(&self, class: WriteClass, continuing: bool) {
+        let (waiter, rx) = oneshot::channel();
+        if self.asks.send(Ask { class, continuing, waiter }).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    async fn take(limiter: Arc<Limiter>, class: WriteClass, order: Arc<Mutex<Vec<WriteClass>>>) {
+        limiter.acquire(class, false).await;
+        order.lock().expect("order").push(class);
+    }
+
+    #[tokio::test]
+    async fn held_back_requests_go_most_urgent_first_at_the_configured_rate() {
+        // Two tokens saved (an Event takes one only while both are there),
+        // then 20 a second.
+        let limiter = Arc::new(Limiter::new(20.0, 2));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            tasks.push(tokio::spawn(take(limiter.clone(), WriteClass::Event, order.clone())));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let started = Instant::now();
+        for class in [WriteClass::PodStatus, WriteClass::Deletion, WriteClass::Node] {
+            tasks.push(tokio::spawn(take(limiter.clone(), class, order.clone())));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let order = order.lock().expect("order").clone();
+        // The first Event took a saved token; the writes come before the
+        // Events still waiting, most urgent first.
+        assert_eq!(
+            &order[..4],
+            &[WriteClass::Event, WriteClass::Node, WriteClass::Deletion, WriteClass::PodStatus],
+            "{order:?}"
+        );
+        // Eight tokens after the two saved at 20 a second: about 400 ms.
+        assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn events_leave_half_the_burst_to_the_writes_that_follow() {
+        let limiter = Arc::new(Limiter::new(1.0, 10));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..10 {
+            tasks.push(tokio::spawn(take(limiter.clone(), WriteClass::Event, order.clone())));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Five Events took the tokens above half the bucket; the rest wait.
+        assert_eq!(order.lock().expect("order").len(), 5);
+        let started = Instant::now();
+        for _ in 0..5 {
+            limiter.acquire(WriteClass::Deletion, false).await;
+        }
+        assert!(started.elapsed() < Duration::from_millis(500), "the reserve was there: {:?}", started.elapsed());
+        for t in tasks {
+            t.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_waiting_deletion_goes_after_a_streak_of_node_requests() {
+        // One token saved, then 50 a second; eight node requests and one
+        // deletion wait behind the first node request.
+        let limiter = Arc::new(Limiter::new(50.0, 1));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        limiter.acquire(WriteClass::Node, false).await;
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            tasks.push(tokio::spawn(take(limiter.clone(), WriteClass::Node, order.clone())));
+        }
+        tasks.push(tokio::spawn(take(limiter.clone(), WriteClass::Deletion, order.clone())));
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let order = order.lock().expect("order").clone();
+        let deletion = order.iter().position(|u| *u == WriteClass::Deletion);
+        // Node requests keep precedence, but not for ever.
+        assert_eq!(deletion, Some(NODE_STREAK as usize), "{order:?}");
+    }
+
+    #[tokio::test]
+    async fn a_started_write_goes_before_writes_not_started() {
+        let limiter = Arc::new(Limiter::new(50.0, 1));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        limiter.acquire(WriteClass::Deletion, false).await;
+        let mut tasks = Vec::new();
+        for continuing in [false, false, false, true] {
+            let (l, o) = (limiter.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                l.acquire(WriteClass::Deletion, continuing).await;
+                o.lock().expect("order").push(continuing);
+            }));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(order.lock().expect("order").first(), Some(&true), "the update after a read goes first");
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_gave_up_costs_no_token() {
+        let limiter = Arc::new(Limiter::new(1.0, 1));
+        limiter.acquire(WriteClass::Node, false).await;
+        // This one waits ~1 s for a token; abort it at once.
+        let gone = tokio::spawn({
+            let l = limiter.clone();
+            async move { l.acquire(WriteClass::Node, false).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        gone.abort();
+        let started = Instant::now();
+        limiter.acquire(WriteClass::Node, false).await;
+        assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+    }
+}

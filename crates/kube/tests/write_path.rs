@@ -1,0 +1,280 @@
+//! The write path under backlog, outages and throttling: every write is
+//! still true when it is sent.
+//!
+//! Against `nodewarden sim --serve` in-process on loopback, serving a
+//! scenario file, periods shortened about twenty times, and a client rate
+//! limit low enough that writes wait their turn for seconds, as 20 QPS
+//! makes them wait in a zone outage of hundreds of nodes. A recording
+//! proxy between the controller and the server says which requests reached
+//! the server, and when.
+
+mod common;
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{Proxy, client, eventually, fast_config, serve};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::ListParams;
+use nodewarden_apiserver::ServeSource;
+use nodewarden_apiserver::faults::ApiFault;
+use nodewarden_kube::writer::WriterOptions;
+use nodewarden_kube::{ElectionConfig, Fence, RunOptions, campaign, start as run};
+
+/// A scenario: `nodes` (name, zone), each heartbeating every 200 ms with
+/// 1 s Leases, `pods` untolerating pods on each node of `crowded`, and
+/// `events` as written. No default tolerations are admitted, so those pods
+/// are due for deletion as soon as their node is seen tainted.
+fn scenario(nodes: &[(&str, &str)], crowded: &[&str], pods: usize, events: &str) -> nodewarden_sim::Scenario {
+    let mut y = String::from(
+        "name: write path\n\
+         cluster:\n  \
+           default-not-ready-toleration-seconds: null\n  \
+           default-unreachable-toleration-seconds: null\n  \
+           kubelet: {node-lease-duration-seconds: 1, node-status-update-frequency: 200ms, \
+                     node-status-report-frequency: 2s}\n\
+         nodes:\n",
+    );
+    for (name, zone) in nodes {
+        let _ = writeln!(
+            y,
+            "- {{name: {name}, zone: {zone}, created: -1h, ready: 'True', heartbeat: 0s, transition: -1h, \
+             lease: 0s, kubelet: true}}"
+        );
+    }
+    y.push_str("pods:\n");
+    for node in crowded {
+        for i in 0..pods {
+            let _ = writeln!(y, "- {{name: default/p{i}-{node}, node: {node}}}");
+        }
+    }
+    y.push_str("events:\n");
+    y.push_str(events);
+    nodewarden_sim::parse_scenario(&y).unwrap_or_else(|e| panic!("scenario: {e}\n{y}"))
+}
+
+async fn serve_file(s: nodewarden_sim::Scenario) -> nodewarden_apiserver::Served {
+    let mut opts = common::options();
+    opts.source = ServeSource::File(Box::new(s));
+    opts.scenario_speed = 1.0;
+    serve(opts).await
+}
+
+fn has_noexecute(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.effect == "NoExecute"))
+}
+
+/// A node crashes with 30 pods that tolerate nothing and comes back while
+/// their deletions still wait behind a 4-requests-a-second client: the
+/// deletions still queued when the node's NoExecute taint comes off are
+/// withdrawn, never sent. Before writes were judged at send time, every
+/// queued deletion went out, minutes late, to pods of a healthy node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_cancelled_while_queued_is_never_sent() {
+    let nodes = [("n1", "a"), ("n2", "a"), ("n3", "b")];
+    let served =
+        serve_file(scenario(&nodes, &["n1"], 30, "- {at: 1s, kubelet-stop: [n1]}\n- {at: 9s, kubelet-start: [n1]}\n"))
+            .await;
+    let proxy = Proxy::start(&served).await;
+    let c = client(&served);
+    let config = nodewarden_model::ControllerConfig { node_eviction_rate: 10.0, ..fast_config() };
+    let writer = WriterOptions { qps: 4.0, burst: 1, ..WriterOptions::default() };
+    let running = run(proxy.client(), RunOptions { config, writer, ..RunOptions::default() }).expect("config");
+
+    // When the node was last seen carrying a NoExecute taint, and when seen
+    // without one after that.
+    let nodes_api: Api<Node> = Api::all(c.clone());
+    let started = Instant::now();
+    let (mut tainted_at, mut cleared_at) = (None::<SystemTime>, None::<SystemTime>);
+    while started.elapsed() < Duration::from_secs(25) {
+        let n = nodes_api.get("n1").await.expect("node n1");
+        match (has_noexecute(&n), tainted_at) {
+            (true, _) => tainted_at = Some(SystemTime::now()),
+            (false, Some(_)) if cleared_at.is_none() => cleared_at = Some(SystemTime::now()),
+            _ => {}
+        }
+        if cleared_at.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (Some(tainted_at), Some(cleared_at)) = (tainted_at, cleared_at) else {
+        panic!("n1 was not tainted and then cleared within 25 s (tainted {tainted_at:?}, cleared {cleared_at:?})");
+    };
+    // Time for anything still queued to go out, if it were going to.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    running.stop();
+
+    let deletions: Vec<_> =
+        proxy.seen().into_iter().filter(|s| s.method == "DELETE" && s.path.contains("/pods/")).collect();
+    // Sent once the taint was seen gone from the store: a deletion the
+    // node's recovery had already called off.
+    let after: Vec<_> = deletions.iter().filter(|s| s.at >= cleared_at).collect();
+    let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
+    for s in proxy.seen() {
+        let what = if s.path.contains("/pods/") {
+            "pod"
+        } else if s.path.contains("/nodes/") {
+            "node"
+        } else {
+            "other"
+        };
+        *by_kind.entry(format!("{} {what}", s.method)).or_default() += 1;
+    }
+    println!("requests: {by_kind:?}");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let left = pods.list(&ListParams::default()).await.expect("pods").items.len();
+    println!(
+        "deletions sent: {} ({} after the taint was seen gone, {:?} after it was last seen); pods left: {left}",
+        deletions.len(),
+        after.len(),
+        cleared_at.duration_since(tainted_at).unwrap_or_default()
+    );
+    assert!(!deletions.is_empty(), "some deletions went out while the node was down");
+    assert!(left > 0 && left < 30, "the rate limit let some deletions through, not all ({left} pods left)");
+    assert!(after.is_empty(), "deletions reached the server after the node's taint came off: {after:?}");
+}
+
+/// Twenty nodes crash at once; their Unknown statuses wait behind a
+/// 2-requests-a-second client; the API server goes away for 5 s, during
+/// which every kubelet comes back. Nothing decided before the outage goes
+/// out after it: no node is written Unknown once the API is back, since
+/// every one of them was renewing its Lease by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_decided_before_an_outage_is_not_sent_after_it() {
+    let names: Vec<String> = (0..22).map(|i| format!("n{i:02}")).collect();
+    let nodes: Vec<(&str, &str)> =
+        names.iter().enumerate().map(|(i, n)| (n.as_str(), if i < 11 { "a" } else { "b" })).collect();
+    let crashed: Vec<&str> = names.iter().take(20).map(String::as_str).collect();
+    let events = format!(
+        "- {{at: 1s, kubelet-stop: [{list}]}}\n- {{at: 6s, kubelet-start: [{list}]}}\n",
+        list = crashed.join(", ")
+    );
+    let served = serve_file(scenario(&nodes, &[], 0, &events)).await;
+    let proxy = Proxy::start(&served).await;
+    let config = fast_config();
+    let writer = WriterOptions { qps: 2.0, burst: 1, ..WriterOptions::default() };
+    let running = run(proxy.client(), RunOptions { config, writer, ..RunOptions::default() }).expect("config");
+    // The Unknown statuses are decided about 3.2 s in (crash + grace).
+    eventually(Duration::from_secs(10), "the first Unknown status written", || {
+        let proxy = &proxy;
+        let any = proxy.seen().iter().any(|s| s.method == "PUT" && s.path.ends_with("/status"));
+        async move { any }
+    })
+    .await;
+    served.faults().inject(ApiFault::Outage, Some(Duration::from_secs(5)));
+    let outage_ends = SystemTime::now() + Duration::from_secs(5);
+    let before = proxy.seen().iter().filter(|s| s.method == "PUT" && s.path.ends_with("/status")).count();
+    // The outage, then time for anything held back to go out, if it were
+    // going to.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    running.stop();
+    let after: Vec<_> = proxy
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "PUT" && s.path.ends_with("/status") && s.at >= outage_ends)
+        .collect();
+    println!("Unknown statuses sent before the outage: {before}; after it: {}", after.len());
+    assert!(before < 20, "the rate limit held most statuses back ({before} went out before the outage)");
+    assert!(after.is_empty(), "statuses decided before the outage were sent after it: {after:?}");
+}
+
+/// Thirty per cent of requests answered 429 with `Retry-After: 1` for
+/// 10 s: the leader keeps its Lease (renewed on a client of its own, one
+/// request a renewal, retried within a quarter of the retry period).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_renewed_through_throttling() {
+    let served = serve(common::options()).await;
+    let c = client(&served);
+    let config = ElectionConfig {
+        namespace: "kube-system".into(),
+        name: "nodewarden".into(),
+        identity: "replica-a".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(500),
+    };
+    let fence = Fence::closed();
+    let leadership = campaign(c.clone(), config, fence.clone()).await.expect("elected");
+    served.faults().inject(ApiFault::Throttle { rate: 0.3, retry_after: 1 }, Some(Duration::from_secs(10)));
+    let lost = tokio::time::timeout(Duration::from_secs(11), leadership.lost()).await;
+    assert!(lost.is_err(), "leadership was lost under 30% throttling");
+    assert!(fence.allows(), "the fence is still open");
+    leadership.release().await;
+}
+
+/// A node that goes down, stays down for a while and comes back is
+/// tainted once in one run: one patch adds `unreachable:NoSchedule`, one
+/// `unreachable:NoExecute`, nothing more while it stays down, and one
+/// patch takes each off when it is back, every one accepted the first
+/// time although the recovering kubelet posts its status every 200 ms
+/// (the patches are guarded by the taints they read, not by the node's
+/// resourceVersion, which every status post changes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_stays_down_is_tainted_once() {
+    let nodes = [("n1", "a"), ("n2", "a"), ("n3", "b")];
+    let events = "- {at: 1s, kubelet-stop: [n1]}\n- {at: 9s, kubelet-start: [n1]}\n";
+    let served = serve_file(scenario(&nodes, &["n1"], 3, events)).await;
+    let proxy = Proxy::start(&served).await;
+    let c = client(&served);
+    // A busy client: a patch goes out a third of a second after its read,
+    // while the kubelet posts its status every 200 ms.
+    let writer = WriterOptions { qps: 3.0, burst: 1, ..WriterOptions::default() };
+    let running =
+        run(proxy.client(), RunOptions { config: fast_config(), writer, ..RunOptions::default() }).expect("config");
+    let nodes_api: Api<Node> = Api::all(c.clone());
+    eventually(Duration::from_secs(15), "n1 tainted NoExecute", || {
+        let api = nodes_api.clone();
+        async move { api.get("n1").await.is_ok_and(|n| has_noexecute(&n)) }
+    })
+    .await;
+    // Down for twenty-five monitor periods and more, then back.
+    let down = proxy.writes_to("/api/v1/nodes/n1").len();
+    eventually(Duration::from_secs(15), "n1 untainted after its kubelet came back", || {
+        let api = nodes_api.clone();
+        async move { api.get("n1").await.is_ok_and(|n| n.spec.and_then(|s| s.taints).is_none_or(|t| t.is_empty())) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    running.stop();
+    let patches = proxy.writes_to("/api/v1/nodes/n1");
+    let statuses = proxy.writes_to("/api/v1/nodes/n1/status");
+    println!("n1: {} taint patches ({down} while down), {} status writes", patches.len(), statuses.len());
+    assert_eq!(down, 2, "one NoSchedule and one NoExecute taint while down: {patches:?}");
+    assert_eq!(patches.len(), 4, "each taint added once and removed once: {patches:?}");
+    assert!(patches.iter().all(|p| p.status == 200), "every patch accepted the first time: {patches:?}");
+    assert_eq!(statuses.len(), 1, "one Unknown status: {statuses:?}");
+}
+
+/// The API server and its kubelets freeze for 5 s (longer than the 3 s
+/// grace period): nothing answers, the watches fall silent without an
+/// error. Every node was healthy all along, so none may be written
+/// Unknown: the adapter's probe sees the server stop answering, the engine
+/// decides nothing meanwhile, and once the server answers it waits for the
+/// watches to deliver the heartbeats that came with the thaw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_api_server_is_not_taken_for_dead_nodes() {
+    let nodes = [("n1", "a"), ("n2", "a"), ("n3", "b"), ("n4", "b")];
+    let served = serve_file(scenario(&nodes, &[], 0, "- {at: 1h, kubelet-stop: [n1]}\n")).await;
+    let proxy = Proxy::start(&served).await;
+    let config = nodewarden_model::ControllerConfig {
+        node_monitor_grace_period: nodewarden_model::Span::from_secs(3),
+        ..fast_config()
+    };
+    let running = run(proxy.client(), RunOptions { config, ..RunOptions::default() }).expect("config");
+    let health = running.health.clone();
+    eventually(Duration::from_secs(10), "every cache synced", || {
+        let h = health.clone();
+        async move { h.synced.load(std::sync::atomic::Ordering::Relaxed) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    served.faults().inject(ApiFault::Freeze, Some(Duration::from_secs(5)));
+    tokio::time::sleep(Duration::from_secs(5 + 6)).await;
+    running.stop();
+    let statuses: Vec<_> =
+        proxy.seen().into_iter().filter(|s| s.method != "GET" && s.path.starts_with("/api/v1/nodes/")).collect();
+    println!("node writes: {statuses:?}");
+    assert!(statuses.is_empty(), "healthy nodes were written to across the freeze: {statuses:?}");
+}
