@@ -7,6 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod chaos;
 mod fuzz;
 mod image;
 mod load;
@@ -22,6 +23,12 @@ tasks:
           (presets: 10k nodes / 300k pods, 100k / 1M, 130k-1m: 130k / 1.04M;
           flags after a preset override it; the API's latency is realistic
           unless said otherwise)
+  chaos   `nodewarden run` replicas through a zone outage while the leader is
+          killed or stopped, the API fails, throttles, drops watches, goes away
+          or freezes, the controller restarts again and again, objects are
+          malformed; one JSON verdict a trial [TRIAL...] [--short] [--binary PATH]
+          (trials: failover-kill failover-stop api-errors api-throttle
+          dropped-watches api-outage freeze restart-storm malformed)
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
           [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
   image   builds the static release binary the Dockerfile builds, then the
@@ -88,6 +95,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("load") => load::load(args),
         Some("fuzz") => fuzz::fuzz(args),
+        Some("chaos") => chaos::chaos(args),
         Some("transcripts") => transcripts(args),
         Some("image") => image::image(args),
         Some("-h" | "--help") | None => {

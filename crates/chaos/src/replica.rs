@@ -1,0 +1,272 @@
+//! The `nodewarden run` replicas of a trial: real processes with leader
+//! election, their logs in files, their metrics scraped over HTTP before
+//! they are killed and at the end.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{ChaosError, Scale};
+
+/// One replica process.
+struct Replica {
+    child: Child,
+    /// Its `--bind-address` (metrics, probes).
+    addr: SocketAddr,
+    log: PathBuf,
+    /// Stopped with SIGSTOP, not yet continued.
+    stopped: bool,
+}
+
+/// What the replicas' metrics and logs said, summed over every replica
+/// that ran.
+#[derive(Debug, Default)]
+pub struct Scraped {
+    /// `nodewarden_safety_interlock_blocked_total`.
+    pub interlock_refusals: u64,
+    /// `nodewarden_writes_withdrawn_total`.
+    pub withdrawn: u64,
+    /// By class: the upper bound of the highest `nodewarden_write_lag_seconds`
+    /// bucket in use.
+    pub write_lag_max: BTreeMap<String, f64>,
+    /// Replicas that logged losing their Lease.
+    pub leadership_lost: usize,
+    /// Replicas started.
+    pub started: usize,
+}
+
+/// The replicas of a trial.
+pub struct Replicas {
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    flags: Vec<String>,
+    running: Vec<Replica>,
+    /// Scraped from replicas already gone.
+    scraped: Scraped,
+}
+
+fn free_port() -> Result<SocketAddr, ChaosError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| ChaosError::Io { what: "a free port".into(), source })?;
+    l.local_addr().map_err(|source| ChaosError::Io { what: "a free port".into(), source })
+}
+
+fn dur(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// `GET /metrics` over plain HTTP; empty when it cannot be read.
+fn scrape(addr: SocketAddr) -> String {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return String::new() };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+/// A sample's value, and its labels as `k="v"` text.
+fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    text.lines().filter(|l| !l.starts_with('#')).filter_map(move |l| {
+        let rest = l.strip_prefix(name)?;
+        let (labels, value) = match rest.strip_prefix('{') {
+            Some(r) => r.split_once('}').map(|(l, v)| (l, v.trim()))?,
+            None if rest.starts_with(' ') => ("", rest.trim()),
+            None => return None,
+        };
+        Some((labels, value.parse().ok()?))
+    })
+}
+
+fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix("=\"")?.strip_suffix('"'))
+}
+
+impl Scraped {
+    fn add(&mut self, metrics: &str, log: &str) {
+        self.interlock_refusals +=
+            samples(metrics, "nodewarden_safety_interlock_blocked_total").map(|(_, v)| v as u64).sum::<u64>();
+        self.withdrawn += samples(metrics, "nodewarden_writes_withdrawn_total").map(|(_, v)| v as u64).sum::<u64>();
+        // Per class: the count, and each bucket's cumulative count; the
+        // highest bucket in use is the smallest bound already holding the
+        // whole count.
+        let counts: BTreeMap<&str, f64> = samples(metrics, "nodewarden_write_lag_seconds_count")
+            .filter_map(|(l, v)| Some((label(l, "class")?, v)))
+            .collect();
+        for (class, count) in counts {
+            if count == 0.0 {
+                continue;
+            }
+            let bound = samples(metrics, "nodewarden_write_lag_seconds_bucket")
+                .filter(|(l, _)| label(l, "class") == Some(class))
+                .filter(|(_, v)| *v >= count)
+                .filter_map(|(l, _)| label(l, "le")?.parse::<f64>().ok())
+                .fold(f64::INFINITY, f64::min);
+            let e = self.write_lag_max.entry(class.to_string()).or_insert(0.0);
+            *e = e.max(bound);
+        }
+        if log.contains("leadership lost") {
+            self.leadership_lost += 1;
+        }
+    }
+}
+
+impl Replicas {
+    /// Replicas of `binary` against the cluster `kubeconfig` names, with
+    /// the scale's flags.
+    pub fn new(binary: &Path, kubeconfig: &Path, dir: &Path, scale: &Scale) -> Replicas {
+        let (lease, renew, retry) = scale.election;
+        let flags = [
+            ("--node-monitor-period", dur(scale.monitor_period)),
+            ("--node-monitor-grace-period", dur(scale.grace)),
+            ("--node-startup-grace-period", dur(scale.grace)),
+            ("--node-eviction-rate", scale.eviction_rate.to_string()),
+            ("--leader-elect-lease-duration", dur(lease)),
+            ("--leader-elect-renew-deadline", dur(renew)),
+            ("--leader-elect-retry-period", dur(retry)),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect();
+        Replicas {
+            binary: binary.to_path_buf(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            dir: dir.to_path_buf(),
+            flags,
+            running: Vec::new(),
+            scraped: Scraped::default(),
+        }
+    }
+
+    /// Starts one more replica.
+    pub fn start_one(&mut self) -> Result<(), ChaosError> {
+        let n = self.scraped.started;
+        let addr = free_port()?;
+        let log = self.dir.join(format!("replica-{n}.log"));
+        let io = |what: &str, source| ChaosError::Io { what: format!("{what} {}", log.display()), source };
+        let file = std::fs::File::create(&log).map_err(|e| io("creating", e))?;
+        let child = Command::new(&self.binary)
+            .args(["run", "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args(["--bind-address", &addr.to_string()])
+            .args(&self.flags)
+            .env("HOSTNAME", format!("chaos-{n}"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .map_err(|source| ChaosError::Io { what: format!("starting {}", self.binary.display()), source })?;
+        self.scraped.started += 1;
+        self.running.push(Replica { child, addr, log, stopped: false });
+        Ok(())
+    }
+
+    /// Starts a new replica for each that exited, as a Deployment would.
+    pub fn restart_exited(&mut self) -> Result<(), ChaosError> {
+        let mut gone = Vec::new();
+        for (i, r) in self.running.iter_mut().enumerate() {
+            if matches!(r.child.try_wait(), Ok(Some(_))) {
+                gone.push(i);
+            }
+        }
+        for i in gone.into_iter().rev() {
+            let r = self.running.remove(i);
+            let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+            if !log.contains("nodewarden run started") && !log.contains("waiting to become the leader") {
+                let tail: Vec<&str> = log.lines().rev().take(10).collect();
+                return Err(ChaosError::Replica(tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+            }
+            self.scraped.add("", &log);
+            self.start_one()?;
+        }
+        Ok(())
+    }
+
+    /// The index of the replica that leads now, if one does (by its
+    /// `leader_election_master_status` gauge).
+    async fn leader(&self) -> Option<usize> {
+        for _ in 0..40 {
+            for (i, r) in self.running.iter().enumerate() {
+                let addr = r.addr;
+                let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
+                if samples(&metrics, "leader_election_master_status").any(|(_, v)| v == 1.0) {
+                    return Some(i);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        None
+    }
+
+    /// SIGKILLs the leader (its metrics scraped first); a new replica
+    /// takes its place in the supervisor's next round.
+    pub async fn kill_leader(&mut self) -> Result<(), ChaosError> {
+        let Some(i) = self.leader().await else { return Ok(()) };
+        let mut r = self.running.remove(i);
+        let addr = r.addr;
+        let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
+        let _ = r.child.kill();
+        let _ = r.child.wait();
+        let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+        self.scraped.add(&metrics, &log);
+        self.start_one()
+    }
+
+    /// SIGSTOPs the leader; returns its index.
+    pub async fn stop_leader(&mut self) -> Result<Option<usize>, ChaosError> {
+        let Some(i) = self.leader().await else { return Ok(None) };
+        self.signal(i, "-STOP")?;
+        self.running[i].stopped = true;
+        Ok(Some(i))
+    }
+
+    /// SIGCONTs replica `i`.
+    pub fn cont(&mut self, i: usize) -> Result<(), ChaosError> {
+        if i < self.running.len() && self.running[i].stopped {
+            self.signal(i, "-CONT")?;
+            self.running[i].stopped = false;
+        }
+        Ok(())
+    }
+
+    fn signal(&self, i: usize, signal: &str) -> Result<(), ChaosError> {
+        let pid = self.running[i].child.id().to_string();
+        Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .map(drop)
+            .map_err(|source| ChaosError::Io { what: format!("kill {signal} {pid}"), source })
+    }
+
+    /// Scrapes and stops every replica; what they all said.
+    pub async fn finish(mut self) -> Scraped {
+        for i in 0..self.running.len() {
+            if self.running[i].stopped {
+                let _ = self.signal(i, "-CONT");
+            }
+        }
+        for mut r in std::mem::take(&mut self.running) {
+            let addr = r.addr;
+            let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+            let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+            self.scraped.add(&metrics, &log);
+        }
+        std::mem::take(&mut self.scraped)
+    }
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for r in &mut self.running {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
+    }
+}
