@@ -224,6 +224,10 @@ pub enum ChaosError {
     /// The served cluster did not start.
     #[error("serving the cluster: {0}")]
     Serve(String),
+    /// No replica led when the trial was to kill or stop the leader: the
+    /// trouble could not be made, so the trial says nothing.
+    #[error("no replica led when the trial was to kill or stop the leader")]
+    NoLeader,
     /// A replica exited before it started running (a flag it refused).
     #[error("a replica did not start; its log ends:\n{0}")]
     Replica(String),

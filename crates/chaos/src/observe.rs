@@ -98,19 +98,47 @@ impl Recorder {
                 return;
             };
             let mut nodes: Nodes = HashMap::new();
+            // One change of each kind held back, so the two feeds are
+            // merged in the store's order (resourceVersion): the store
+            // sends each change as it commits it, so when one feed holds
+            // change R, every earlier change of the other is in its
+            // channel already.
+            let mut held: [Option<Arc<Change>>; 2] = [None, None];
             loop {
-                // Nodes first when both have news, so a deletion is judged
-                // against every node change the store made before it.
-                let change = tokio::select! {
-                    biased;
-                    c = nodes_rx.recv() => c,
-                    c = pods_rx.recv() => c,
+                for (slot, rx) in held.iter_mut().zip([&mut nodes_rx, &mut pods_rx]) {
+                    if slot.is_none() {
+                        match rx.try_recv() {
+                            Ok(c) => *slot = Some(c),
+                            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
+                                h.lock().unwrap_or_else(PoisonError::into_inner).lagged = true;
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+                let next = match (&held[0], &held[1]) {
+                    (Some(a), Some(b)) => Some(usize::from(b.rv < a.rv)),
+                    (Some(_), None) => Some(0),
+                    (None, Some(_)) => Some(1),
+                    (None, None) => None,
                 };
-                let mut h = h.lock().unwrap_or_else(PoisonError::into_inner);
-                match change {
-                    Ok(c) => record(&mut h, &mut nodes, &lost, &c),
-                    Err(RecvError::Lagged(_)) => h.lagged = true,
-                    Err(RecvError::Closed) => return,
+                let Some(i) = next else {
+                    let got = tokio::select! {
+                        c = nodes_rx.recv() => (0, c),
+                        c = pods_rx.recv() => (1, c),
+                    };
+                    match got {
+                        (i, Ok(c)) => held[i] = Some(c),
+                        (_, Err(RecvError::Lagged(_))) => {
+                            h.lock().unwrap_or_else(PoisonError::into_inner).lagged = true
+                        }
+                        (_, Err(RecvError::Closed)) => return,
+                    }
+                    continue;
+                };
+                if let Some(c) = held[i].take() {
+                    let mut h = h.lock().unwrap_or_else(PoisonError::into_inner);
+                    record(&mut h, &mut nodes, &lost, &c);
                 }
             }
         });

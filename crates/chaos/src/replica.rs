@@ -19,6 +19,9 @@ struct Replica {
     log: PathBuf,
     /// Stopped with SIGSTOP, not yet continued.
     stopped: bool,
+    /// Its metrics as last scraped (a replica that exits by itself is
+    /// counted from these).
+    last: String,
 }
 
 /// What the replicas' metrics and logs said, summed over every replica
@@ -162,7 +165,7 @@ impl Replicas {
             .spawn()
             .map_err(|source| ChaosError::Io { what: format!("starting {}", self.binary.display()), source })?;
         self.scraped.started += 1;
-        self.running.push(Replica { child, addr, log, stopped: false });
+        self.running.push(Replica { child, addr, log, stopped: false, last: String::new() });
         Ok(())
     }
 
@@ -177,14 +180,27 @@ impl Replicas {
         for i in gone.into_iter().rev() {
             let r = self.running.remove(i);
             let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+            let metrics = r.last.clone();
             if !log.contains("nodewarden run started") && !log.contains("waiting to become the leader") {
                 let tail: Vec<&str> = log.lines().rev().take(10).collect();
                 return Err(ChaosError::Replica(tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
             }
-            self.scraped.add("", &log);
+            self.scraped.add(&metrics, &log);
             self.start_one()?;
         }
         Ok(())
+    }
+
+    /// Scrapes every running replica that is not stopped, keeping what it
+    /// said for when it is gone.
+    pub async fn scrape_all(&mut self) {
+        for r in self.running.iter_mut().filter(|r| !r.stopped) {
+            let addr = r.addr;
+            let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
+            if !metrics.is_empty() {
+                r.last = metrics;
+            }
+        }
     }
 
     /// The index of the replica that leads now, if one does (by its
@@ -206,7 +222,7 @@ impl Replicas {
     /// SIGKILLs the leader (its metrics scraped first); a new replica
     /// takes its place in the supervisor's next round.
     pub async fn kill_leader(&mut self) -> Result<(), ChaosError> {
-        let Some(i) = self.leader().await else { return Ok(()) };
+        let Some(i) = self.leader().await else { return Err(ChaosError::NoLeader) };
         let mut r = self.running.remove(i);
         let addr = r.addr;
         let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
@@ -217,17 +233,17 @@ impl Replicas {
         self.start_one()
     }
 
-    /// SIGSTOPs the leader; returns its index.
-    pub async fn stop_leader(&mut self) -> Result<Option<usize>, ChaosError> {
-        let Some(i) = self.leader().await else { return Ok(None) };
+    /// SIGSTOPs the leader; returns its process id.
+    pub async fn stop_leader(&mut self) -> Result<u32, ChaosError> {
+        let Some(i) = self.leader().await else { return Err(ChaosError::NoLeader) };
         self.signal(i, "-STOP")?;
         self.running[i].stopped = true;
-        Ok(Some(i))
+        Ok(self.running[i].child.id())
     }
 
-    /// SIGCONTs replica `i`.
-    pub fn cont(&mut self, i: usize) -> Result<(), ChaosError> {
-        if i < self.running.len() && self.running[i].stopped {
+    /// SIGCONTs the replica with process id `pid`.
+    pub fn cont(&mut self, pid: u32) -> Result<(), ChaosError> {
+        if let Some(i) = self.running.iter().position(|r| r.child.id() == pid && r.stopped) {
             self.signal(i, "-CONT")?;
             self.running[i].stopped = false;
         }

@@ -160,7 +160,7 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
     let mid = scale.mid_eviction() + offset;
     let heal = scale.heal_at + offset;
     let end = heal + scale.settle;
-    let supervise = |replicas: &mut Replicas| replicas.restart_exited();
+
     // The trouble, at its time; the replicas supervised meanwhile.
     let mut steps: Vec<(Duration, Step)> = match trial {
         Trial::FailoverKill => vec![(mid, Step::KillLeader)],
@@ -184,18 +184,24 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
     steps.push((end, Step::End));
     let mut stopped = None;
     for (at, step) in steps {
-        // Supervise until the step is due.
+        // Supervise until the step is due: exited replicas started again,
+        // every replica's metrics scraped every second or so.
+        let mut scraped = Instant::now();
         while start.elapsed() < at {
-            supervise(&mut replicas)?;
+            replicas.restart_exited()?;
+            if scraped.elapsed() >= Duration::from_secs(1) {
+                replicas.scrape_all().await;
+                scraped = Instant::now();
+            }
             let next = (start.elapsed() + Duration::from_millis(250)).min(at);
             until(start, next).await;
         }
         match step {
             Step::KillLeader => replicas.kill_leader().await?,
-            Step::StopLeader => stopped = replicas.stop_leader().await?,
+            Step::StopLeader => stopped = Some(replicas.stop_leader().await?),
             Step::ContinueStopped => {
-                if let Some(i) = stopped.take() {
-                    replicas.cont(i)?;
+                if let Some(pid) = stopped.take() {
+                    replicas.cont(pid)?;
                 }
             }
             Step::Fault(fault) => {

@@ -721,44 +721,50 @@ fn deletion_accepted(world: &World, why: &crate::explain::Explanation) {
 
 /// A write withdrawn before it was sent (no longer true): nothing was
 /// refused, so nothing is retried on its old basis and no failure is
-/// counted. The pod's marks of a write under way are cleared, so the
-/// deciding system starts from the pod as it is; a node's next observed
-/// state (the sender reads it) is taken in whatever its version.
+/// counted. What the deciding system applied to its own view when it
+/// issued the write is undone where the write says how (a pod's marks, its
+/// Ready bit); a node's next observed state (the sender reads it) is taken
+/// in whatever its version. Only the pod the write was for is touched (a
+/// pod re-created under its name is another).
 fn withdrawn(world: &mut World, kind: ActionKind, reason: &str) {
     debug!(?kind, %reason, "write withdrawn before it was sent");
-    let disruption_target = matches!(kind, ActionKind::AddPodDisruptionTarget { .. });
-    match kind {
-        ActionKind::DeletePod { pod, .. } => {
-            let Some(e) = pod_named(world, &pod) else { return };
+    let pod_for = |world: &World, key: &str, uid: &str| {
+        pod_named(world, key).filter(|&e| world.get::<Pod>(e).is_some_and(|p| &*p.uid == uid))
+    };
+    match &kind {
+        ActionKind::DeletePod { pod, uid, .. } | ActionKind::EvictForAddon { pod, uid, .. } => {
+            let Some(e) = pod_for(world, pod, uid) else { return };
             if let Some(mut p) = world.get_mut::<Pod>(e) {
                 p.progress.deletion_requested = false;
             }
             // Still due by the taint manager's own reckoning (the sender
-            // held it back for a reason of its own, such as a watch being
-            // down): due again at once, decided again at the next tick.
-            let still_based = world.get::<PendingDeletion>(e).is_some_and(|d| d.get().is_none() && d.basis().is_some());
-            if still_based && world.resource::<Settings>().0.enable_taint_manager {
-                let now = world.resource::<Now>().0;
-                let seq = world.resource_mut::<DeletionTimers>().push(now, e);
-                if let Some(mut pending) = world.get_mut::<PendingDeletion>(e) {
-                    pending.set(Some(Deadline { created: now, fire_at: now, seq }));
-                }
+            // held it back for a reason of its own: a watch down, the
+            // interlock's mirror): due again, after a monitor period, so a
+            // reason that persists costs one try a period, not a loop.
+            if world.resource::<Settings>().0.enable_taint_manager {
+                let later = world.resource::<Settings>().0.node_monitor_period;
+                rearm_taint_deletion(world, e, later);
             }
         }
-        ActionKind::AddPodDisruptionTarget { pod, .. } | ActionKind::SetPodNodeLost { pod, .. } => {
-            let Some(e) = pod_named(world, &pod) else { return };
+        ActionKind::AddPodDisruptionTarget { pod, uid } | ActionKind::SetPodNodeLost { pod, uid, .. } => {
+            let Some(e) = pod_for(world, pod, uid) else { return };
             if let Some(mut p) = world.get_mut::<Pod>(e) {
-                if disruption_target {
+                if matches!(kind, ActionKind::AddPodDisruptionTarget { .. }) {
                     p.progress.disruption_target = false;
                 } else {
                     p.progress.node_lost = false;
                 }
             }
         }
-        ActionKind::EvictForAddon { pod, .. } => {
-            let Some(e) = pod_named(world, &pod) else { return };
-            if let Some(mut p) = world.get_mut::<Pod>(e) {
-                p.progress.deletion_requested = false;
+        ActionKind::MarkPodNotReady { pod, uid } => {
+            // `mark_pods_not_ready` took the pod for not ready when it
+            // issued this; the pod is as it was (Ready), or the next
+            // observation says otherwise.
+            let Some(e) = pod_for(world, pod, uid) else { return };
+            if let Some(mut p) = world.get_mut::<Pod>(e)
+                && p.ready == Some(false)
+            {
+                p.ready = Some(true);
             }
         }
         ActionKind::UpdateNodeConditions { node, .. }
@@ -768,7 +774,23 @@ fn withdrawn(world: &mut World, kind: ActionKind, reason: &str) {
                 world.resource_mut::<ChangedNodes>().0.push(e);
             }
         }
-        ActionKind::MarkPodNotReady { .. } | ActionKind::RecordEvent(_) => {}
+        ActionKind::RecordEvent(_) => {}
+    }
+}
+
+/// A taint-based deletion of pod `e` whose deadline was consumed (it fired,
+/// and its write did not go through) while its basis stands: due again
+/// `after` from now.
+fn rearm_taint_deletion(world: &mut World, e: Entity, after: nodewarden_model::Span) {
+    let still_based = world.get::<PendingDeletion>(e).is_some_and(|d| d.get().is_none() && d.basis().is_some());
+    if !still_based {
+        return;
+    }
+    let now = world.resource::<Now>().0;
+    let at = now + after;
+    let seq = world.resource_mut::<DeletionTimers>().push(at, e);
+    if let Some(mut pending) = world.get_mut::<PendingDeletion>(e) {
+        pending.set(Some(Deadline { created: now, fire_at: at, seq }));
     }
 }
 
@@ -829,14 +851,7 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
             }
             // A taint-based deletion that came due while the eviction was
             // under way was passed over; it is due again now.
-            let passed_over = world.get::<PendingDeletion>(e).is_some_and(|d| d.get().is_none() && d.basis().is_some());
-            if passed_over {
-                let now = world.resource::<Now>().0;
-                let seq = world.resource_mut::<DeletionTimers>().push(now, e);
-                if let Some(mut pending) = world.get_mut::<PendingDeletion>(e) {
-                    pending.set(Some(Deadline { created: now, fire_at: now, seq }));
-                }
-            }
+            rearm_taint_deletion(world, e, nodewarden_model::Span::ZERO);
         }
         ActionKind::UpdateNodeConditions { node, .. }
         | ActionKind::PatchNodeTaints { node, .. }

@@ -157,7 +157,7 @@ fn taints_still_wanted(
 /// marked for eviction and not Ready.
 fn deletion_still_due(world: &World, key: &str, pod: &Pod) -> Result<(), String> {
     let node = pod.node.as_deref().unwrap_or_default();
-    let e = node_entity(world, node).ok_or_else(|| format!("node {node} is gone"))?;
+    let node_entity = node_entity(world, node);
     if world.resource::<Settings>().0.enable_taint_manager {
         let pod_entity = world
             .resource::<PodIndex>()
@@ -168,6 +168,9 @@ fn deletion_still_due(world: &World, key: &str, pod: &Pod) -> Result<(), String>
         if basis.is_none() {
             return Err("the taint manager called the deletion off".into());
         }
+        // A pending deletion outlives its node's deletion (I5): with the
+        // node gone, the basis decides.
+        let Some(e) = node_entity else { return Ok(()) };
         let observed = world.get::<ObservedNode>(e).map(|o| o.noexecute.as_slice()).unwrap_or_default();
         use nodewarden_model::taint::Decision;
         return match nodewarden_model::taint::decide(observed, &pod.tolerations) {
@@ -176,12 +179,22 @@ fn deletion_still_due(world: &World, key: &str, pod: &Pod) -> Result<(), String>
             Decision::Untolerated(_) | Decision::Expires { .. } => Ok(()),
         };
     }
+    let e = node_entity.ok_or_else(|| format!("node {node} is gone"))?;
     let flags = world.get::<NodeFlags>(e).copied().unwrap_or_default();
     if flags.eviction == EvictionStatus::Unmarked {
         return Err(format!("node {node} is no longer marked for eviction"));
     }
-    if world.get::<ReadyView>(e).is_some_and(|r| r.status == Some(ConditionStatus::True)) {
+    let (Some(ready), Some(lease), Some(health)) =
+        (world.get::<ReadyView>(e), world.get::<LeaseView>(e), world.get::<Health>(e))
+    else {
+        return Ok(());
+    };
+    if ready.status == Some(ConditionStatus::True) {
         return Err(format!("node {node} is Ready again"));
+    }
+    // As the eviction pass defers a queued node that shows signs of life.
+    if health.record(world.resource::<NodeTimers>()).is_some_and(|rec| heartbeat_since_last_pass(&rec, ready, lease)) {
+        return Err(format!("node {node} was heard from since the last pass"));
     }
     Ok(())
 }

@@ -182,8 +182,12 @@ impl EngineThread {
         let mut waiting: BTreeSet<Watched> = self.watches.iter().copied().collect();
         let mut down: BTreeSet<Watched> = BTreeSet::new();
         let mut quiet = Quiet::default();
+        // After the API server answers again, one grace period without a
+        // decision: every node has that long to be heard from again, as at
+        // a controller's start (a heartbeat stalled in a frozen server is
+        // no sign of a dead node).
         let settle = Duration::from_nanos(
-            u64::try_from(self.controller.config().node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(2),
+            u64::try_from(self.controller.config().node_monitor_grace_period.as_nanos()).unwrap_or(0),
         );
         for w in &waiting {
             metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);

@@ -433,10 +433,6 @@ tokio::task_local! {
 /// borrow it).
 static POST: PostParams = PostParams { dry_run: false, field_manager: None };
 
-/// How often a request waiting for a token looks whether it was lent a
-/// more urgent class.
-const LENT_CLASS_CHECK: Duration = Duration::from_millis(50);
-
 /// Conflict retries for a write recomputed on a fresh read (upstream's
 /// `retry.DefaultRetry` makes 5 attempts).
 const CONFLICT_ATTEMPTS: usize = 5;
@@ -453,7 +449,9 @@ struct Sending {
     action: Action,
     /// Its own class, counted in the queue-depth gauge.
     own: WriteClass,
-    class: std::sync::atomic::AtomicU8,
+    /// The class it waits at now; a request waiting for a token hears of a
+    /// raise at once.
+    class: tokio::sync::watch::Sender<WriteClass>,
     decided: Instant,
     sent: AtomicBool,
     /// Started once an earlier write to the same object finished.
@@ -470,7 +468,7 @@ impl Sending {
         Arc::new(Sending {
             action,
             own,
-            class: std::sync::atomic::AtomicU8::new(class as u8),
+            class: tokio::sync::watch::Sender::new(class),
             decided,
             sent: AtomicBool::new(false),
             chained,
@@ -478,12 +476,18 @@ impl Sending {
     }
 
     fn class(&self) -> WriteClass {
-        WriteClass::ALL[usize::from(self.class.load(Ordering::Relaxed)).min(3)]
+        *self.class.borrow()
     }
 
     /// Lends it `to`'s urgency, if that is greater.
     fn raise(&self, to: WriteClass) {
-        self.class.fetch_min(to as u8, Ordering::Relaxed);
+        self.class.send_if_modified(|c| {
+            let raised = to < *c;
+            if raised {
+                *c = to;
+            }
+            raised
+        });
     }
 }
 
@@ -533,17 +537,20 @@ impl Writer {
     /// wait starts again at that class.
     async fn acquire_as(&self, s: &Sending) {
         let continuing = s.chained || s.sent.load(Ordering::Relaxed);
-        let mut class = s.class();
-        let wait = self.limiter.acquire(class, continuing);
+        let mut lent = s.class.subscribe();
+        let wait = self.limiter.acquire(*lent.borrow_and_update(), continuing);
         tokio::pin!(wait);
         loop {
             tokio::select! {
                 () = &mut wait => return,
-                () = tokio::time::sleep(LENT_CLASS_CHECK) => {
-                    if s.class() != class {
-                        class = s.class();
-                        wait.set(self.limiter.acquire(class, continuing));
+                changed = lent.changed() => {
+                    if changed.is_err() {
+                        // Cannot happen while `s` lives; wait as we are.
+                        (&mut wait).await;
+                        return;
                     }
+                    let class = *lent.borrow_and_update();
+                    wait.set(self.limiter.acquire(class, continuing));
                 }
             }
         }
@@ -682,52 +689,75 @@ impl Writer {
         }
         let holds = matches!(action.kind, ActionKind::DeletePod { .. });
         let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(since, &action.kind)).await;
+        // What to send back: the outcome, then the object's state; `None`
+        // when the state must be read (after a failure or a withdrawal).
         let (outcome, state) = match result {
             Ok(Attempt::Done(state)) => {
                 self.failures.succeeded();
-                (WriteOutcome::Done, state)
+                (WriteOutcome::Done, Some(state))
             }
             Ok(Attempt::Refused(why, state)) => {
                 metrics::counter!("nodewarden_write_refusals_total", "action" => name).increment(1);
                 tracing::info!(action = name, "write refused: {why}");
-                (WriteOutcome::Failed(why), state)
+                (WriteOutcome::Failed(why), Some(state))
             }
             Err(e) => match withdrawn_reason(&e) {
                 // Node lifecycle applied the write to its own view when it
-                // decided: the node as it is puts that right.
+                // decided: the node as it is puts that right. (The engine
+                // undoes a pod write's marks itself.)
                 Some(why) if matches!(action.kind.slot(), Some((ObjectRef::Node(_), _))) => {
-                    (WriteOutcome::Withdrawn(why), self.fresh_state(&action.kind).await)
+                    (WriteOutcome::Withdrawn(why), None)
                 }
-                Some(why) => (WriteOutcome::Withdrawn(why), Vec::new()),
+                Some(why) => (WriteOutcome::Withdrawn(why), Some(Vec::new())),
                 None => {
                     let why = e.to_string();
                     self.failures.failed(name, &why);
-                    (WriteOutcome::Failed(why), self.fresh_state(&action.kind).await)
+                    (WriteOutcome::Failed(why), None)
                 }
             },
         };
         let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
+        let state = match state {
+            Some(state) => state,
+            None => self.fresh_state(&action.kind).await,
+        };
         for o in state {
             let _ = self.answers.send(Input::Observe(o));
         }
     }
 
-    /// The object's state after a failure, if it can be read now. Read
-    /// leniently ([`Trimmed`]), so a malformed object still tells the
-    /// engine what it can.
+    /// The object's state after a failure or a withdrawal. Read leniently
+    /// ([`Trimmed`]), so a malformed object still tells the engine what it
+    /// can. A node is read until the read succeeds (backing off, for up to
+    /// `give_up_after`): node lifecycle applied the write to its own view
+    /// when it decided, and only the node as it is puts that right (a
+    /// watch that resumes after an outage does not deliver a node that did
+    /// not change). The node's next writes wait meanwhile, so none is
+    /// judged against the view the write left. A pod is read once.
     async fn fresh_state(&self, kind: &ActionKind) -> Vec<Observation> {
+        let since = Instant::now();
         match kind.slot() {
             Some((ObjectRef::Node(n), _)) => {
-                self.limiter.acquire(SENDING.try_with(|s| s.class()).unwrap_or(WriteClass::Node), true).await;
-                let c = self.client.clone();
-                let read = match self.opts.detail {
-                    Detail::Lifecycle => get_reading(Api::<Trimmed<Node>>::all(c), &n).await,
-                    Detail::Scheduling => get_reading(Api::<Trimmed<Scheduled<Node>>>::all(c), &n).await,
-                };
-                match read {
-                    Ok(None) => vec![Observation::NodeDeleted { name: n }],
-                    Ok(Some(reading)) => reading.into_iter().collect(),
-                    Err(_) => Vec::new(),
+                let mut backoff = self.opts.initial_backoff;
+                loop {
+                    self.limiter.acquire(SENDING.try_with(|s| s.class()).unwrap_or(WriteClass::Node), true).await;
+                    let c = self.client.clone();
+                    let read = match self.opts.detail {
+                        Detail::Lifecycle => get_reading(Api::<Trimmed<Node>>::all(c), &n).await,
+                        Detail::Scheduling => get_reading(Api::<Trimmed<Scheduled<Node>>>::all(c), &n).await,
+                    };
+                    match read {
+                        Ok(None) => return vec![Observation::NodeDeleted { name: n }],
+                        Ok(Some(reading)) => return reading.into_iter().collect(),
+                        Err(e) if since.elapsed() >= self.opts.give_up_after => {
+                            tracing::warn!(node = %n, error = %e, "could not read the node back after a write; the engine waits for its next watch event");
+                            return Vec::new();
+                        }
+                        Err(_) => {
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(self.opts.max_backoff);
+                        }
+                    }
                 }
             }
             Some((ObjectRef::Pod(p), _)) => {
