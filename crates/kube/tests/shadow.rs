@@ -109,7 +109,10 @@ async fn a_shadow_replica_writes_nothing_and_would_have_done_what_the_leader_did
     // The shadow decides on the same facts, but it also sees the leader's
     // writes: a node the leader marked first needs nothing more, so the
     // shadow reports a subset, never an action the leader did not take.
-    assert!(unknown.is_subset(&leader_unknown) && unknown.len() >= 3, "{unknown:?}");
+    // How many Unknown statuses the shadow reports depends on whose monitor
+    // pass comes first (the two start a few milliseconds apart): any
+    // number, as long as the leader made each.
+    assert!(unknown.is_subset(&leader_unknown), "{unknown:?}");
     assert!(tainted.is_subset(&leader_tainted) && !tainted.is_empty(), "{tainted:?}");
     served.stop();
 }
