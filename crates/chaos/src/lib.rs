@@ -296,6 +296,9 @@ pub struct Verdict {
     pub pass: bool,
     /// The targets that did not.
     pub failures: Vec<String>,
+    /// Where the replicas' logs were kept (a failed trial, or
+    /// NODEWARDEN_CHAOS_KEEP set).
+    pub logs: Option<String>,
 }
 
 /// Where a trial keeps its files (scenario, kubeconfig, the replicas' logs).
@@ -315,8 +318,14 @@ pub fn run(binary: &Path, trial: Trial, scale: &Scale) -> Result<Verdict, ChaosE
         .map_err(|source| ChaosError::Io { what: "a tokio runtime".into(), source })?;
     let started = Instant::now();
     let outcome = runtime.block_on(world::play(binary, trial, scale, &dir));
-    let _ = std::fs::remove_dir_all(&dir);
+    // The replicas' logs are kept for a trial that failed (or when
+    // NODEWARDEN_CHAOS_KEEP is set), and the verdict says where.
+    let keep = std::env::var_os("NODEWARDEN_CHAOS_KEEP").is_some() || outcome.as_ref().is_ok_and(|v| !v.pass);
+    if !keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let mut verdict = outcome?;
     verdict.wall_seconds = started.elapsed().as_secs_f64();
+    verdict.logs = keep.then(|| dir.display().to_string());
     Ok(verdict)
 }

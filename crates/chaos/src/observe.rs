@@ -292,5 +292,6 @@ pub fn verdict(
         wall_seconds: 0.0,
         pass: failures.is_empty(),
         failures,
+        logs: None,
     }
 }
