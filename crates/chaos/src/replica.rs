@@ -223,14 +223,19 @@ impl Replicas {
     /// takes its place in the supervisor's next round.
     pub async fn kill_leader(&mut self) -> Result<(), ChaosError> {
         let Some(i) = self.leader().await else { return Err(ChaosError::NoLeader) };
-        let mut r = self.running.remove(i);
+        let r = self.running.remove(i);
+        self.retire(r).await;
+        self.start_one()
+    }
+
+    /// Scrapes `r`, kills it and counts what it said.
+    async fn retire(&mut self, mut r: Replica) {
         let addr = r.addr;
         let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
         let _ = r.child.kill();
         let _ = r.child.wait();
         let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-        self.scraped.add(&metrics, &log);
-        self.start_one()
+        self.scraped.add(if metrics.is_empty() { &r.last } else { &metrics }, &log);
     }
 
     /// SIGSTOPs the leader; returns its process id.
@@ -266,13 +271,8 @@ impl Replicas {
                 let _ = self.signal(i, "-CONT");
             }
         }
-        for mut r in std::mem::take(&mut self.running) {
-            let addr = r.addr;
-            let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
-            let _ = r.child.kill();
-            let _ = r.child.wait();
-            let log = std::fs::read_to_string(&r.log).unwrap_or_default();
-            self.scraped.add(&metrics, &log);
+        for r in std::mem::take(&mut self.running) {
+            self.retire(r).await;
         }
         std::mem::take(&mut self.scraped)
     }

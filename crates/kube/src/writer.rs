@@ -1,14 +1,18 @@
 //! Actions to API calls.
 //!
 //! [`KubeApi`] is the [`ClusterApi`] the engine thread steps through: it
-//! hands each action (already judged by the safety interlock, so a refused
-//! one never gets here) to the async writer and answers "later"
-//! (`outcome: None`). The writer ([`spawn_writer`]) carries it out under a
-//! client-side rate limit (kube-controller-manager's `--kube-api-qps` 20,
-//! `--kube-api-burst` 30), retries 429 and 5xx and transport errors with
-//! backoff (honouring `Retry-After`), and answers through the engine's
-//! channel: `WriteFinished`, then the object as the API returned it, or,
-//! after a refusal, as a fresh read shows it. Every action gets exactly one
+//! hands each action (judged by the safety interlock when it was decided,
+//! so a refused one never gets here) to the async writer and answers
+//! "later" (`outcome: None`). The writer ([`spawn_writer`]) carries it out
+//! under a client-side rate limit handed out by class ([`crate::limiter`]:
+//! kube-controller-manager's `--kube-api-qps` 20, `--kube-api-burst` 30),
+//! asks the engine thread again whether the write is still true before it
+//! waits for a token and right before each request ([`Input::Judge`]; one
+//! no longer true is withdrawn, never sent), retries 429 and 5xx and
+//! transport errors with backoff (a `Retry-After` delays only its own
+//! request), and answers through the engine's channel: `WriteFinished`,
+//! then the object as the API returned it, or, after a refusal or a
+//! withdrawal, as a fresh read shows it. Every action gets exactly one
 //! `WriteFinished` (Events, which are not writes, get none), so nothing is
 //! issued twice and nothing stays in flight.
 //!
@@ -19,8 +23,8 @@
 //! Preconditions: pod writes carry the pod's uid (a delete as a
 //! precondition, a status update by checking the uid of the object it
 //! updates under its resourceVersion); a taint change is one patch guarded
-//! by the node's resourceVersion, recomputed on a fresh read after a
-//! conflict (upstream's `RetryOnConflict`); a node status update that
+//! by the taints it read (a JSON patch `test`), recomputed on a fresh read
+//! when they changed (upstream's `RetryOnConflict`); a node status update that
 //! conflicts goes back to the engine with the fresh node, which decides
 //! again (upstream re-reads and recomputes).
 //!

@@ -287,15 +287,7 @@ type Crashed = [(&'static str, i64)];
 /// 250 ms (1 s Leases), three pods on each ([`pods_yaml`]); the kubelets of
 /// `crashed` stop at `crash_at`. No default tolerations are admitted.
 fn scenario(nodes: &[NodeDef], crashed: &Crashed, crash_at: &str) -> nodewarden_sim::Scenario {
-    let mut y = String::from(
-        "name: observed taints\n\
-         cluster:\n  \
-           default-not-ready-toleration-seconds: null\n  \
-           default-unreachable-toleration-seconds: null\n  \
-           kubelet: {node-lease-duration-seconds: 1, node-status-update-frequency: 200ms, \
-                     node-status-report-frequency: 2s}\n\
-         nodes:\n",
-    );
+    let mut y = common::scenario_preamble("observed taints");
     for n in nodes {
         let _ = writeln!(
             y,

@@ -27,15 +27,7 @@ use nodewarden_kube::{ElectionConfig, Fence, RunOptions, campaign, start as run}
 /// `events` as written. No default tolerations are admitted, so those pods
 /// are due for deletion as soon as their node is seen tainted.
 fn scenario(nodes: &[(&str, &str)], crowded: &[&str], pods: usize, events: &str) -> nodewarden_sim::Scenario {
-    let mut y = String::from(
-        "name: write path\n\
-         cluster:\n  \
-           default-not-ready-toleration-seconds: null\n  \
-           default-unreachable-toleration-seconds: null\n  \
-           kubelet: {node-lease-duration-seconds: 1, node-status-update-frequency: 200ms, \
-                     node-status-report-frequency: 2s}\n\
-         nodes:\n",
-    );
+    let mut y = common::scenario_preamble("write path");
     for (name, zone) in nodes {
         let _ = writeln!(
             y,

@@ -306,3 +306,18 @@ impl Recorder {
         std::mem::take(&mut *self.history.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }
+
+/// The start of a scenario file named `name`: kubelets heartbeating every
+/// 200 ms with 1 s Leases, no default tolerations admitted (so a pod
+/// tolerates exactly what the file says); the `nodes:` list follows.
+pub fn scenario_preamble(name: &str) -> String {
+    format!(
+        "name: {name}\n\
+         cluster:\n  \
+           default-not-ready-toleration-seconds: null\n  \
+           default-unreachable-toleration-seconds: null\n  \
+           kubelet: {{node-lease-duration-seconds: 1, node-status-update-frequency: 200ms, \
+                     node-status-report-frequency: 2s}}\n\
+         nodes:\n"
+    )
+}
