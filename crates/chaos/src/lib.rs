@@ -18,7 +18,8 @@
 //!   zone's kubelets stop at the outage and start at the heal;
 //! - two replicas with leader election, as deployed ([`replica`]): real
 //!   processes, killed with SIGKILL, stopped with SIGSTOP; one that exits
-//!   is started again, as its Deployment would;
+//!   is started again, as its Deployment would (the restart storm runs a
+//!   single replica without election, crash-looping);
 //! - the record ([`observe`]): the served store's own change feed, so every
 //!   deletion is judged against the node as the store held it at that
 //!   instant, not as a poller happened to see it.
@@ -59,8 +60,8 @@ pub enum Trial {
     /// The API server and its kubelets freeze (as under SIGSTOP) while
     /// every node is healthy, before the zone outage.
     Freeze,
-    /// The leader is killed and started again five times within a short
-    /// span, mid-eviction.
+    /// A single controller (no leader election) is killed (SIGKILL) and
+    /// started again five times within a short span, mid-eviction.
     RestartStorm,
     /// Objects no typed client can decode are in the cluster from the start.
     Malformed,

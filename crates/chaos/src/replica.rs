@@ -43,6 +43,10 @@ pub struct Scraped {
 
 /// The replicas of a trial.
 pub struct Replicas {
+    /// One replica, no leader election: it is "the leader".
+    single: bool,
+    /// How long to look for a leader before giving up.
+    takeover: Duration,
     binary: PathBuf,
     kubeconfig: PathBuf,
     dir: PathBuf,
@@ -121,10 +125,11 @@ impl Scraped {
 
 impl Replicas {
     /// Replicas of `binary` against the cluster `kubeconfig` names, with
-    /// the scale's flags.
-    pub fn new(binary: &Path, kubeconfig: &Path, dir: &Path, scale: &Scale) -> Replicas {
+    /// the scale's flags; `single`: one replica without leader election
+    /// (`--leader-elect=false`), as a crash-looping single controller.
+    pub fn new(binary: &Path, kubeconfig: &Path, dir: &Path, scale: &Scale, single: bool) -> Replicas {
         let (lease, renew, retry) = scale.election;
-        let flags = [
+        let mut flags: Vec<String> = [
             ("--node-monitor-period", dur(scale.monitor_period)),
             ("--node-monitor-grace-period", dur(scale.grace)),
             ("--node-startup-grace-period", dur(scale.grace)),
@@ -136,7 +141,14 @@ impl Replicas {
         .into_iter()
         .flat_map(|(k, v)| [k.to_string(), v])
         .collect();
+        if single {
+            flags.push("--leader-elect=false".into());
+        }
         Replicas {
+            single,
+            // Long enough for a standby to take over a killed leader's
+            // Lease (it waits out the lease duration).
+            takeover: lease + retry * 4,
             binary: binary.to_path_buf(),
             kubeconfig: kubeconfig.to_path_buf(),
             dir: dir.to_path_buf(),
@@ -206,7 +218,11 @@ impl Replicas {
     /// The index of the replica that leads now, if one does (by its
     /// `leader_election_master_status` gauge).
     async fn leader(&self) -> Option<usize> {
-        for _ in 0..40 {
+        if self.single {
+            return (!self.running.is_empty()).then_some(0);
+        }
+        let until = std::time::Instant::now() + self.takeover;
+        while std::time::Instant::now() < until {
             for (i, r) in self.running.iter().enumerate() {
                 let addr = r.addr;
                 let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();

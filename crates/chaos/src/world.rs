@@ -153,9 +153,14 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, served.kubeconfig())
         .map_err(|source| ChaosError::Io { what: format!("{}", kubeconfig.display()), source })?;
-    let mut replicas = Replicas::new(binary, &kubeconfig, dir, scale);
+    // The restart storm is a single controller crash-looping; every other
+    // trial runs two replicas with leader election, as deployed.
+    let single = trial == Trial::RestartStorm;
+    let mut replicas = Replicas::new(binary, &kubeconfig, dir, scale, single);
     replicas.start_one()?;
-    replicas.start_one()?;
+    if !single {
+        replicas.start_one()?;
+    }
 
     let mid = scale.mid_eviction() + offset;
     let heal = scale.heal_at + offset;
