@@ -37,7 +37,8 @@ pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
             crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            root.join("target/release/nodewarden")
+            let binary = root.join("target/release/nodewarden");
+            std::fs::canonicalize(&binary).unwrap_or(binary)
         }
     };
     if !binary.exists() {
