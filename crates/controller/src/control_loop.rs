@@ -349,6 +349,15 @@ impl Controller {
         verdict
     }
 
+    /// [`Controller::still_true`]'s answer when the sender's view is not
+    /// current (a watch down, the API server silent): withdrawn without
+    /// asking, counted alike, logged at DEBUG (a whole queue goes at once).
+    pub fn withdraw_unjudged(&self, action: &Action, why: String) -> Result<(), String> {
+        metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
+        tracing::debug!(write = action.kind.name(), "write withdrawn before it was sent: {why}");
+        Err(why)
+    }
+
     /// Keeps `action` from the API: logs why, counts it, and tells the
     /// engine the write failed so it is not left in flight (the engine
     /// treats it as any refused write and may try again later, when the

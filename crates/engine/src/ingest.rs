@@ -524,7 +524,8 @@ fn shared_node_name(
 }
 
 /// The pod entity named `key`.
-fn pod_named(world: &World, key: &str) -> Option<Entity> {
+/// The entity of the pod `key`, through the pod index.
+pub(crate) fn pod_named(world: &World, key: &str) -> Option<Entity> {
     world.resource::<PodIndex>().by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
 }
 

@@ -21,6 +21,7 @@ use nodewarden_model::{ConditionStatus, ConditionType, TaintEffect, Timestamp, k
 
 use crate::action::{ActionKind, WriteSlot};
 use crate::components::*;
+use crate::ingest::pod_named;
 use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 use crate::systems::legacy::heartbeat_since_last_pass;
@@ -38,7 +39,7 @@ pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<()
         ActionKind::PatchNodeTaints { node, add, remove, slot } => taints_still_wanted(world, node, add, remove, *slot),
         ActionKind::PatchNodeLabels { .. } | ActionKind::RecordEvent(_) | ActionKind::EvictForAddon { .. } => Ok(()),
         ActionKind::MarkPodNotReady { pod, uid } => {
-            let p = pod_with_uid(world, pod, uid)?;
+            let (_, p) = pod_with_uid(world, pod, uid)?;
             let node = p.node.as_deref().unwrap_or_default();
             match node_entity(world, node).and_then(|e| world.get::<ReadyView>(e)) {
                 Some(ready) if ready.status == Some(ConditionStatus::True) => {
@@ -48,21 +49,21 @@ pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<()
             }
         }
         ActionKind::AddPodDisruptionTarget { pod, uid } | ActionKind::SetPodNodeLost { pod, uid, .. } => {
-            let p = pod_with_uid(world, pod, uid)?;
+            let (e, p) = pod_with_uid(world, pod, uid)?;
             if !p.progress.deletion_requested && matches!(kind, ActionKind::AddPodDisruptionTarget { .. }) {
                 return Err("its deletion was called off".into());
             }
-            deletion_still_due(world, pod, p)
+            deletion_still_due(world, e, p)
         }
         ActionKind::DeletePod { pod, uid, why, .. } => {
-            let p = pod_with_uid(world, pod, uid)?;
+            let (e, p) = pod_with_uid(world, pod, uid)?;
             if p.node.as_deref() != Some(why.node.as_str()) {
                 return Err(format!("the pod is no longer bound to node {}", why.node));
             }
             if p.terminating {
                 return Err("the pod is already terminating".into());
             }
-            deletion_still_due(world, pod, p)
+            deletion_still_due(world, e, p)
         }
     }
 }
@@ -71,14 +72,13 @@ fn node_entity(world: &World, name: &str) -> Option<Entity> {
     world.resource::<NodeIndex>().0.get(name).copied()
 }
 
-fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<&'w Pod, String> {
-    let index = world.resource::<PodIndex>();
-    let entity = index.by_key.get(key, |e| world.get::<Pod>(e).map(|p| &*p.key)).ok_or("the pod is gone")?;
+fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<(Entity, &'w Pod), String> {
+    let entity = pod_named(world, key).ok_or("the pod is gone")?;
     let pod = world.get::<Pod>(entity).ok_or("the pod is gone")?;
     if &*pod.uid != uid {
         return Err(format!("the pod was re-created (uid {} now)", pod.uid));
     }
-    Ok(pod)
+    Ok((entity, pod))
 }
 
 /// A node about to be written Unknown: still unheard of for its grace
@@ -155,15 +155,10 @@ fn taints_still_wanted(
 /// to tolerate them), and the node is still observed carrying a NoExecute
 /// taint the pod does not tolerate for good. Legacy: the node is still
 /// marked for eviction and not Ready.
-fn deletion_still_due(world: &World, key: &str, pod: &Pod) -> Result<(), String> {
+fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<(), String> {
     let node = pod.node.as_deref().unwrap_or_default();
     let node_entity = node_entity(world, node);
     if world.resource::<Settings>().0.enable_taint_manager {
-        let pod_entity = world
-            .resource::<PodIndex>()
-            .by_key
-            .get(key, |e| world.get::<Pod>(e).map(|p| &*p.key))
-            .ok_or("the pod is gone")?;
         let basis = world.get::<PendingDeletion>(pod_entity).and_then(PendingDeletion::basis);
         if basis.is_none() {
             return Err("the taint manager called the deletion off".into());

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use nodewarden_controller::{ClusterApi, Controller, StepEvent, WITHDRAWN_METRIC};
+use nodewarden_controller::{ClusterApi, Controller, StepEvent};
 use nodewarden_engine::{Action, Observation};
 use nodewarden_model::{Span, Timestamp};
 
@@ -237,15 +237,10 @@ impl EngineThread {
                         let blind_by = down.iter().find(|w| w.blinds()).or(waiting.first()).map(|w| w.as_str());
                         let blind_by = blind_by.or(quiet.blinds().then_some("API server"));
                         let verdict = match blind_by {
-                            Some(w) => {
-                                let why = format!("the {w} view is not current: nothing decided before goes out");
-                                metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
-                                tracing::debug!(
-                                    write = action.kind.name(),
-                                    "write withdrawn before it was sent: {why}"
-                                );
-                                Err(why)
-                            }
+                            Some(w) => self.controller.withdraw_unjudged(
+                                &action,
+                                format!("the {w} view is not current: nothing decided before goes out"),
+                            ),
                             None => self.controller.still_true(self.clock.now(), &action),
                         };
                         let _ = reply.send(verdict);

@@ -301,7 +301,7 @@ async fn a_429_storm_is_waited_out_as_retry_after_asks() {
             assert!(gap >= Duration::from_millis(1900), "{} {} retried after {gap:?}", s.method, s.path);
         }
     }
-    // A 429 pauses every request of the writer for Retry-After, so the
+    // A 429 delays only the request that got it, for Retry-After; the
     // storm may meet only reads and Events: it must have met something.
     let met = proxy.seen().iter().filter(|s| s.status == 429).count();
     assert!(met + throttled > 0, "the storm met no request");
