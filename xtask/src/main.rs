@@ -11,11 +11,13 @@ mod chaos;
 mod fuzz;
 mod image;
 mod load;
+mod wire;
 
 const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
-  ci      what CI runs: cargo fmt --check, clippy (-D warnings), the test suite
+  ci      what CI runs: cargo fmt --check, clippy (-D warnings), the test suite,
+          `cargo xtask wire --ci`
   load    the controller on a large simulated cluster; prints one JSON report
           [--preset 10k|100k|130k-1m] [--nodes 10000] [--zones 3] [--pods-per-node 30]
           [--scenario zone-outage] [--hours 1] [--seed 1] [--legacy]
@@ -29,6 +31,12 @@ tasks:
           malformed; one JSON verdict a trial [TRIAL...] [--short] [--binary PATH]
           (trials: failover-kill failover-stop api-errors api-throttle
           dropped-watches api-outage freeze restart-storm malformed)
+  wire    every scenario file (tests/scenarios/ and ../shared/conformance/, or
+          the FILEs or directories given) through real `nodewarden sim --serve`
+          and `nodewarden run` processes on one compressed clock; a PASS/FAIL
+          line a file [FILE...] [--ci] [--json] [--binary PATH] [--rate 20]
+          [--parallel 3] [--keep] (--ci: the conformance files and a part of
+          tests/scenarios/, what CI plays)
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
           [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
   image   builds the static release binary the Dockerfile builds, then the
@@ -65,6 +73,7 @@ fn ci() -> Result<()> {
     step(&["fmt", "--all", "--check"])?;
     step(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     step(&["test", "--workspace"])?;
+    step(&["xtask", "wire", "--ci", "--binary", "target/debug/nodewarden"])?;
     Ok(())
 }
 
@@ -96,6 +105,7 @@ fn main() -> Result<()> {
         Some("load") => load::load(args),
         Some("fuzz") => fuzz::fuzz(args),
         Some("chaos") => chaos::chaos(args),
+        Some("wire") => wire::wire(args),
         Some("transcripts") => transcripts(args),
         Some("image") => image::image(args),
         Some("-h" | "--help") | None => {

@@ -8,8 +8,6 @@
 //! controller lives on Unix time, as the kube adapter does
 //! ([`TimeBase::UNIX`], [`TimeBase::unix_timestamp`]).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use nodewarden_model::Timestamp;
 
 /// Where the simulator's [`Timestamp::EPOCH`] sits on the Unix time line.
@@ -69,9 +67,11 @@ impl TimeBase {
     }
 }
 
-/// Unix time now, in nanoseconds.
+/// Unix time now, in nanoseconds, on the process's clock
+/// ([`nodewarden_model::wall`]: faster than real time under `cargo xtask
+/// wire`).
 pub fn unix_now_nanos() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    nodewarden_model::wall::unix_now_nanos()
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).

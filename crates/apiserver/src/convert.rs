@@ -314,8 +314,17 @@ pub fn pod_json(
         spec["nodeName"] = json!(node);
     }
     let mut v = json!({"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec});
-    v["status"] =
-        running_status(p.node.is_some() && host_ip.is_some(), p.ready.unwrap_or(true), created, host_ip, pod_ip, time);
+    let running = p.node.is_some() && host_ip.is_some();
+    v["status"] = running_status(running, p.ready.unwrap_or(true), created, host_ip, pod_ip, time);
+    if !running && let Some(ready) = p.ready {
+        // A pod the scenario says is (or is not) ready keeps that Ready
+        // condition while Pending (unbound, or on a node that is not
+        // Ready), as replay holds it: node lifecycle marks such a pod not
+        // ready when its node is, and only a pod with a Ready condition.
+        let r = if ready { "True" } else { "False" };
+        v["status"]["conditions"] = json!([{"type": "Ready", "status": r, "lastProbeTime": null,
+            "lastTransitionTime": time.time(created)}]);
+    }
     if let Some(sched) = &p.scheduling {
         with_scheduling(&mut v, sched, p.node.is_none(), time);
     }
@@ -433,9 +442,16 @@ fn with_scheduling(v: &mut Value, s: &PodScheduling, unbound: bool, time: &TimeB
             json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}});
     }
     if unbound && let Some(since) = s.unschedulable_since {
-        v["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        let scheduled = json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": "0/0 nodes are available (nodewarden sim)", "lastProbeTime": null,
-            "lastTransitionTime": time.time(since)}]);
+            "lastTransitionTime": time.time(since)});
+        match v.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+            Some(cs) => {
+                cs.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                cs.push(scheduled);
+            }
+            None => v["status"]["conditions"] = json!([scheduled]),
+        }
     }
 }
 

@@ -30,6 +30,10 @@ pub enum ApiError {
     /// a bad selector or parameter).
     #[error("{0}")]
     BadRequest(String),
+    /// 401: the request carries no valid bearer token (the served API over
+    /// HTTPS); worded as kube-apiserver words it.
+    #[error("Unauthorized")]
+    Unauthorized,
     /// 404: the object does not exist.
     #[error("{resource} \"{name}\" not found")]
     NotFound {
@@ -122,6 +126,7 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
             ApiError::NotFound { .. } | ApiError::NoRoute => 404,
             ApiError::MethodNotAllowed => 405,
             ApiError::NotAcceptable => 406,
@@ -142,6 +147,7 @@ impl ApiError {
     pub fn reason(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
             ApiError::NotFound { .. } | ApiError::NoRoute => "NotFound",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::NotAcceptable => "NotAcceptable",
@@ -255,5 +261,10 @@ mod tests {
         let e = ApiError::TooManyRequests { message: "slow down".into(), retry_after: Some(3), causes: vec![] };
         assert_eq!(e.status()["details"]["retryAfterSeconds"], 3);
         assert_eq!(e.code(), 429);
+        assert_eq!(
+            ApiError::Unauthorized.status(),
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+        );
     }
 }

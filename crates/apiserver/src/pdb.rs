@@ -164,6 +164,17 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
             message: format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", pod.uid),
         });
     }
+    if !dry && sh.refuses_deletion(&key) {
+        return Err(ApiError::TooManyRequests {
+            message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+            retry_after: None,
+            causes: vec![Cause::new(
+                "DisruptionBudget",
+                "",
+                "the scenario refuses this eviction (refuse-deletions)".to_string(),
+            )],
+        });
+    }
     let pv = pod.value();
     let terminal = matches!(pv.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
     let terminating = pv.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
@@ -210,8 +221,15 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
     }
     if !dry {
         let mut pv = pv;
-        mark_graceful(&mut pv, grace, &sh.time.time(sh.time.now()));
-        s.commit(Kind::Pod, &key, pv, true);
+        match sh.graceful_deletion(&s, &pv, grace) {
+            Some((grace, until)) => {
+                sh.start_graceful(&mut s, &key, pv, grace, until);
+            }
+            None => {
+                mark_graceful(&mut pv, grace, &sh.time.time(sh.time.now()));
+                s.commit(Kind::Pod, &key, pv, true);
+            }
+        }
     }
     drop(s);
     Ok(http::json_response(

@@ -75,6 +75,18 @@ pub fn replacement(old: &Value, name: &str, uid: &str, created: &str) -> Value {
     let mut status = Map::new();
     status.insert("phase".into(), json!("Pending"));
     status.insert("qosClass".into(), qos);
+    // Not ready until started, as replay's replacements are: a pod that
+    // had a Ready condition comes back with Ready=False.
+    let had_ready = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c.get("type").and_then(Value::as_str) == Some("Ready")));
+    if had_ready {
+        status.insert(
+            "conditions".into(),
+            json!([{"type": "Ready", "status": "False", "lastProbeTime": null, "lastTransitionTime": created}]),
+        );
+    }
     v["status"] = Value::Object(status);
     v
 }
@@ -206,6 +218,8 @@ mod tests {
             addr: std::sync::OnceLock::new(),
             writes: std::sync::Mutex::new(Vec::new()),
             requests: std::sync::Mutex::new(Vec::new()),
+            refusals: std::sync::Mutex::new(std::collections::HashMap::new()),
+            graceful: std::sync::Mutex::new(None),
         }
     }
 

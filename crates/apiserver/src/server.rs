@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response};
+use nodewarden_model::Timestamp;
 use nodewarden_sim::AdmissionDefaults;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -25,6 +26,7 @@ use crate::resource::{self, Kind, Resource};
 use crate::selector::{self, FieldSelector, LabelSelector};
 use crate::store::{Change, Continue, EventType, Obj, Store, key_of, parse_rv};
 use crate::table::{self, IncludeObject};
+use crate::tls::{Credentials, Security};
 use crate::{events, openapi, pdb, protobuf};
 
 /// Upstream's request body limit (3 MiB).
@@ -52,6 +54,9 @@ pub struct ServerConfig {
     /// as on a server without that group, so clients fall back to core/v1
     /// Events.
     pub events_v1: bool,
+    /// HTTPS with a bearer token (the default), or plain HTTP without
+    /// authentication ([`Security`]).
+    pub security: Security,
 }
 
 /// One write the server accepted: when, by which client, what.
@@ -78,6 +83,7 @@ impl Default for ServerConfig {
             record_writes: false,
             record_requests: false,
             events_v1: true,
+            security: Security::Https,
         }
     }
 }
@@ -100,10 +106,105 @@ pub struct Shared {
     pub writes: std::sync::Mutex<Vec<WriteRecord>>,
     /// Every request, when [`ServerConfig::record_requests`] is on.
     pub requests: std::sync::Mutex<Vec<crate::RequestRecord>>,
+    /// Deletions and evictions the API still refuses, by pod key: a
+    /// scenario file's `refuse-deletions: N`, as an admission webhook (or,
+    /// for an eviction, a budget) would refuse them.
+    pub refusals: std::sync::Mutex<HashMap<String, u32>>,
+    /// Pods terminating through a grace period a deletion asked for, by
+    /// key, with when it ends; `None` when the cluster removes every
+    /// deleted pod at once (see [`Shared::graceful_deletion`]).
+    pub graceful: std::sync::Mutex<Option<std::collections::BTreeMap<String, Timestamp>>>,
 }
 
-/// Serves until the listener fails or the task is dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+impl Shared {
+    /// When a deleted pod stays terminating: in a cluster about scheduling
+    /// (a scenario with `cluster.scheduler: true`, the critical-addon
+    /// cluster), a bound pod whose node is Ready is held by its kubelet
+    /// through its grace period (the deletion's `gracePeriodSeconds`, else
+    /// the pod's own), so the rescheduler's addon waits for the room; the
+    /// deletion ends when the grace does. Everything else goes at once, as
+    /// in replay: node lifecycle deletes pods of nodes that are not Ready,
+    /// whose kubelet cannot hold them. `Some((grace, end))` when it stays.
+    pub fn graceful_deletion(
+        &self,
+        s: &crate::store::Inner,
+        pod: &Value,
+        grace: Option<i64>,
+    ) -> Option<(i64, Timestamp)> {
+        self.graceful.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()?;
+        let grace = grace
+            .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .filter(|g| *g > 0)?;
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty())?;
+        let terminating = pod.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+        let node_ready =
+            s.get(Kind::Node, node).is_some_and(|n| n.field(crate::store::NODE_READY).as_deref() == Some("True"));
+        (node_ready && !terminating).then(|| (grace, self.time.now() + nodewarden_model::Span::from_secs(grace)))
+    }
+
+    /// Marks `pod` terminating until `until` and stores it.
+    pub fn start_graceful(
+        &self,
+        s: &mut crate::store::Inner,
+        key: &str,
+        mut pod: Value,
+        grace: i64,
+        until: Timestamp,
+    ) -> Arc<Obj> {
+        crate::pdb::mark_graceful(&mut pod, Some(grace), &self.time.time(self.time.now()));
+        if let Some(g) = self.graceful.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            g.insert(key.to_string(), until);
+        }
+        s.commit(Kind::Pod, key, pod, false)
+    }
+
+    /// Ends the graceful deletions due by `now`.
+    pub fn end_graceful(&self, now: Timestamp) {
+        let due: Vec<String> = {
+            let mut g = self.graceful.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(g) = g.as_mut() else { return };
+            let due: Vec<String> = g.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
+            for k in &due {
+                g.remove(k);
+            }
+            due
+        };
+        if due.is_empty() {
+            return;
+        }
+        let mut s = self.store.lock();
+        for key in due {
+            if let Some(p) = s.get(Kind::Pod, &key)
+                && p.value().pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null())
+            {
+                s.commit(Kind::Pod, &key, p.value(), true);
+            }
+        }
+    }
+
+    /// Takes one of the pod's remaining refusals: true when this deletion
+    /// (or eviction) is to be refused.
+    pub fn refuses_deletion(&self, key: &str) -> bool {
+        let mut r = self.refusals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match r.get_mut(key) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How long a client may take over the TLS handshake before its
+/// connection is dropped, so a stalled client holds no task for long
+/// (client-go gives up on its side after 10 s too).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves until the listener fails or the task is dropped: over TLS,
+/// requiring the bearer token, when `credentials` are given; plain HTTP
+/// without authentication otherwise.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, credentials: Option<Arc<Credentials>>) {
     if let Ok(a) = listener.local_addr() {
         let _ = shared.addr.set(a);
     }
@@ -127,19 +228,51 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             debug!(error = %e, "cannot set TCP_NODELAY");
         }
         let sh = shared.clone();
+        let credentials = credentials.clone();
+        // The handshake runs in the connection's own task, so a slow or
+        // broken client never holds up the next accept.
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(sh.clone(), req));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                debug!(%peer, error = %e, "connection ended");
+            match credentials {
+                None => serve_connection(stream, sh, None, peer).await,
+                Some(c) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, c.acceptor().accept(stream)).await {
+                    Ok(Ok(tls)) => serve_connection(tls, sh, Some(c), peer).await,
+                    Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => debug!(%peer, "TLS handshake timed out"),
+                },
             }
         });
     }
 }
 
-async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResBody>, Abort> {
+/// Serves HTTP/1.1 on one accepted (and, over HTTPS, handshaken)
+/// connection until it ends.
+async fn serve_connection<S>(stream: S, sh: Arc<Shared>, credentials: Option<Arc<Credentials>>, peer: SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| handle(sh.clone(), credentials.clone(), req));
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    if let Err(e) = conn.await {
+        debug!(%peer, error = %e, "connection ended");
+    }
+}
+
+async fn handle(
+    sh: Arc<Shared>,
+    credentials: Option<Arc<Credentials>>,
+    req: Request<Incoming>,
+) -> Result<Response<ResBody>, Abort> {
+    // Authentication first, as kube-apiserver's filter chain does: a
+    // request without the token is neither recorded (the request log is
+    // what an authorizer would see) nor subject to injected faults.
+    if let Some(c) = &credentials
+        && !c.authorized(req.headers().get(hyper::header::AUTHORIZATION))
+    {
+        debug!(method = %req.method(), path = req.uri().path(), "unauthenticated request refused");
+        return Ok(http::error_response(&ApiError::Unauthorized));
+    }
     let agent = req.headers().get(hyper::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
     if sh.config.record_requests {
         let record = crate::request_log::describe(
@@ -173,7 +306,15 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResB
             http::error_response(&e)
         }
     };
-    if sh.config.record_writes && resp.status().is_success() && !matches!(method, Method::GET | Method::HEAD) {
+    let is_write = !matches!(method, Method::GET | Method::HEAD);
+    let accepted_write = resp.status().is_success() && is_write;
+    if is_write
+        && let Some(j) = sh.store.journal()
+        && crate::journal::written_object(&path).is_some()
+    {
+        j.write(method.as_str(), &path, agent.as_deref().unwrap_or_default(), resp.status().as_u16());
+    }
+    if sh.config.record_writes && accepted_write {
         let record = WriteRecord {
             at: std::time::Instant::now(),
             user_agent: agent.unwrap_or_default(),
@@ -976,10 +1117,20 @@ fn write(
             cur
         }
     } else {
+        // As upstream's `ShouldDeleteDuringUpdate`: an update that leaves a
+        // terminating object without finalizers ends it when it took the
+        // last finalizer away, or when its grace period is already zero. A
+        // pod still within its grace period stays (its kubelet, or the pod
+        // garbage collector, deletes it), whatever status is written to it.
         let removing = res.kind == Kind::Pod || res.kind == Kind::Namespace;
+        let old = cur.value();
+        let had_finalizers =
+            old.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        let no_grace_left = old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64) == Some(0);
         let finalized = removing
             && new.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null())
-            && new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty);
+            && new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+            && (had_finalizers || no_grace_left);
         s.commit(res.kind, &key, new, finalized)
     };
     drop(s);
@@ -1036,6 +1187,11 @@ fn delete(sh: &Shared, r: &Req, res: &Resource, ns: &str, name: &str) -> Result<
     if dry {
         return Ok(http::json_response(200, view(res, &cur)));
     }
+    if res.kind == Kind::Pod && sh.refuses_deletion(&key) {
+        return Err(ApiError::BadRequest(format!(
+            "admission webhook \"refuse-deletions.sim.nodewarden.io\" denied the request: the scenario refuses this deletion of pod {name}"
+        )));
+    }
     let obj = if finalizers {
         if v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
             cur
@@ -1058,6 +1214,11 @@ fn delete(sh: &Shared, r: &Req, res: &Resource, ns: &str, name: &str) -> Result<
             }
         }
         if res.kind == Kind::Pod {
+            if let Some((grace, until)) = sh.graceful_deletion(&s, &v, grace) {
+                let obj = sh.start_graceful(&mut s, &key, v, grace, until);
+                drop(s);
+                return Ok(http::json_response(200, view(res, &obj)));
+            }
             crate::pdb::mark_graceful(&mut v, grace, &sh.time.time(sh.time.now()));
         }
         s.commit(res.kind, &key, v, true)

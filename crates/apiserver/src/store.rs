@@ -148,6 +148,7 @@ impl Default for StoreLimits {
 pub struct Store {
     inner: Mutex<Inner>,
     limits: StoreLimits,
+    journal: std::sync::OnceLock<Arc<crate::journal::Journal>>,
 }
 
 /// The store under its lock.
@@ -156,6 +157,7 @@ pub struct Inner {
     uid_seq: u64,
     tables: Vec<Table>,
     limits: StoreLimits,
+    journal: Option<Arc<crate::journal::Journal>>,
 }
 
 /// A consistent list: the resourceVersion it was read at and the
@@ -250,7 +252,26 @@ impl Store {
                 snapshots: VecDeque::new(),
             })
             .collect();
-        Store { inner: Mutex::new(Inner { rv: 0, uid_seq: 0, tables, limits }), limits }
+        Store {
+            inner: Mutex::new(Inner { rv: 0, uid_seq: 0, tables, limits, journal: None }),
+            limits,
+            journal: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Keeps a journal of every change from now on ([`crate::journal`]);
+    /// a second journal is refused (returns false).
+    pub fn keep_journal(&self, journal: Arc<crate::journal::Journal>) -> bool {
+        if self.journal.set(journal.clone()).is_err() {
+            return false;
+        }
+        self.lock().journal = Some(journal);
+        true
+    }
+
+    /// The journal, when one is kept.
+    pub fn journal(&self) -> Option<&Arc<crate::journal::Journal>> {
+        self.journal.get()
     }
 
     /// Locks the store for a read or an atomic write.
@@ -457,6 +478,11 @@ impl Inner {
         }
         // No receivers is not an error: nobody watches.
         let _ = t.tx.send(change);
+        if let Some(j) = &self.journal
+            && crate::journal::Journal::keeps(kind)
+        {
+            j.change(kind, key, deleted, &obj.json);
+        }
         obj
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nodewarden_controller::Controller;
 use nodewarden_engine::Observation;
-use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp};
+use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp, wall};
 use nodewarden_sim::faults::{Fault, FaultPlan};
 use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
 use nodewarden_sim::{AdmissionDefaults, Builtin, Cluster, EventAction, KubeletApi, KubeletTiming, Kubelets, Scenario};
@@ -27,6 +27,7 @@ use crate::resource::Kind;
 use crate::served_api::{self, Delivered, Reader, ServedApi};
 use crate::server::{ServerConfig, Shared};
 use crate::store::{Inner, NODE_READY, Store, StoreLimits, key_of};
+use crate::tls::{Credentials, Security};
 
 /// What cluster to serve.
 #[derive(Clone, Debug)]
@@ -57,7 +58,8 @@ pub struct ServeOptions {
     pub api_faults: Vec<PlannedApiFault>,
     /// Run nodewarden's engine in-process with this configuration.
     pub controller: Option<ControllerConfig>,
-    /// HTTP settings.
+    /// HTTP settings, and HTTPS with a token or plain HTTP
+    /// ([`ServerConfig::security`]).
     pub server: ServerConfig,
     /// Store limits.
     pub limits: StoreLimits,
@@ -70,6 +72,15 @@ pub struct ServeOptions {
     /// unbound until a client binds them, as before. With it, the pods a
     /// controller owns are recreated when deleted ([`crate::recreate`]).
     pub scheduler: bool,
+    /// The scenario's t=0 (`Timestamp::EPOCH`) at this Unix time of the
+    /// process's clock, in nanoseconds, rather than at the start: the
+    /// cluster is served at once and its timeline waits for it
+    /// (`cargo xtask wire` starts the controller then).
+    pub zero_unix_nanos: Option<i64>,
+    /// Keep a journal of every change to nodes, pods and Events, and of
+    /// every client write to a node or pod, in this file
+    /// ([`crate::journal`]; `cargo xtask wire` judges from it).
+    pub journal: Option<std::path::PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -85,6 +96,8 @@ impl Default for ServeOptions {
             limits: StoreLimits::default(),
             tick: Duration::from_millis(100),
             scheduler: false,
+            zero_unix_nanos: None,
+            journal: None,
         }
     }
 }
@@ -101,6 +114,9 @@ pub enum ServeError {
     /// The listener failed.
     #[error("cannot serve: {0}")]
     Io(#[from] std::io::Error),
+    /// The CA, serving certificate or token could not be made.
+    #[error("cannot serve over HTTPS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A one-line status, updated as the cluster runs.
@@ -143,13 +159,18 @@ pub struct Served {
     pub shared: Arc<Shared>,
     status: Arc<Mutex<StatusLine>>,
     tasks: Vec<JoinHandle<()>>,
+    /// The CA and token, over HTTPS ([`crate::Security::Https`]).
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl Served {
     /// Builds the cluster and serves it on `listener`.
     pub async fn start(opts: ServeOptions, listener: TcpListener) -> Result<Served, ServeError> {
         let addr = listener.local_addr()?;
-        let time = TimeBase::starting_now();
+        let time = match opts.zero_unix_nanos {
+            Some(unix_nanos_at_epoch) => TimeBase { unix_nanos_at_epoch },
+            None => TimeBase::starting_now(),
+        };
         let admission = match &opts.source {
             ServeSource::File(s) => AdmissionDefaults::from(&s.cluster),
             ServeSource::Fleet(..) => AdmissionDefaults::default(),
@@ -163,7 +184,13 @@ impl Served {
             addr: std::sync::OnceLock::new(),
             writes: std::sync::Mutex::new(Vec::new()),
             requests: std::sync::Mutex::new(Vec::new()),
+            refusals: std::sync::Mutex::new(std::collections::HashMap::new()),
+            graceful: std::sync::Mutex::new(None),
         });
+        if let Some(path) = &opts.journal {
+            let journal = crate::journal::Journal::create(path, time)?;
+            shared.store.keep_journal(Arc::new(journal));
+        }
         let Populated { kubelets, plan, name, tracks_scheduling } = populate(&opts, &shared)?;
         let critical_addon = matches!(opts.source, ServeSource::Fleet(_, Some(Builtin::CriticalAddon)));
         if critical_addon && opts.controller.is_none() {
@@ -195,7 +222,14 @@ impl Served {
         let status = Arc::new(Mutex::new(StatusLine::default()));
         let scheduler =
             opts.scheduler || critical_addon || matches!(&opts.source, ServeSource::File(f) if f.cluster.scheduler);
-        let server = tokio::spawn(crate::server::serve(listener, shared.clone()));
+        if tracks_scheduling || scheduler {
+            *shared.graceful.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Default::default());
+        }
+        let credentials = match opts.server.security {
+            Security::Https => Some(Arc::new(Credentials::generate(addr)?)),
+            Security::PlainHttp => None,
+        };
+        let server = tokio::spawn(crate::server::serve(listener, shared.clone(), credentials.clone()));
         let driver = Driver {
             shared: shared.clone(),
             kubelets,
@@ -219,7 +253,7 @@ impl Served {
         };
         info!(%addr, scenario = %name, "serving the simulated cluster");
         let driver = tokio::spawn(driver.run());
-        Ok(Served { addr, shared, status, tasks: vec![server, driver] })
+        Ok(Served { addr, shared, status, tasks: vec![server, driver], credentials })
     }
 
     /// Every write accepted so far (empty unless
@@ -239,14 +273,30 @@ impl Served {
         &self.shared.faults
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `https://127.0.0.1:PORT`, or `http://...` with
+    /// [`Security::PlainHttp`].
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.credentials.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
-    /// A kubeconfig pointing at it.
+    /// A kubeconfig for it: over HTTPS, with its CA and bearer token, so
+    /// whoever holds it can use (and change) the cluster.
     pub fn kubeconfig(&self) -> String {
-        kubeconfig(&self.url())
+        match &self.credentials {
+            Some(c) => secure_kubeconfig(&self.url(), c.ca_pem(), c.token()),
+            None => kubeconfig(&self.url()),
+        }
+    }
+
+    /// The CA that signed the serving certificate (PEM), over HTTPS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.credentials.as_deref().map(Credentials::ca_pem)
+    }
+
+    /// The bearer token every request must carry, over HTTPS.
+    pub fn token(&self) -> Option<&str> {
+        self.credentials.as_deref().map(Credentials::token)
     }
 
     /// The status line now.
@@ -264,8 +314,22 @@ impl Served {
 
 /// A kubeconfig for a server at `url` (plain HTTP, no credentials).
 pub fn kubeconfig(url: &str) -> String {
+    kubeconfig_with(url, "", " {}")
+}
+
+/// A kubeconfig for an HTTPS server at `url` whose certificate `ca_pem`
+/// signed, for the user holding `token`.
+pub fn secure_kubeconfig(url: &str, ca_pem: &str, token: &str) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    kubeconfig_with(url, &format!("\n    certificate-authority-data: {ca}"), &format!("\n    token: {token}"))
+}
+
+/// The kubeconfig, with `cluster` added under the cluster's `server` and
+/// `user` after `user:`.
+fn kubeconfig_with(url: &str, cluster: &str, user: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: nodewarden-sim\n  cluster:\n    server: {url}\ncontexts:\n- name: nodewarden-sim\n  context:\n    cluster: nodewarden-sim\n    user: nodewarden-sim\n    namespace: default\ncurrent-context: nodewarden-sim\nusers:\n- name: nodewarden-sim\n  user: {{}}\npreferences: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: nodewarden-sim\n  cluster:\n    server: {url}{cluster}\ncontexts:\n- name: nodewarden-sim\n  context:\n    cluster: nodewarden-sim\n    user: nodewarden-sim\n    namespace: default\ncurrent-context: nodewarden-sim\nusers:\n- name: nodewarden-sim\n  user:{user}\npreferences: {{}}\n"
     )
 }
 
@@ -374,6 +438,9 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<Populated, ServeError> {
         }
         ServeSource::File(scenario) => {
             let (c, k) = Cluster::from_scenario(scenario);
+            let mut refusals = sh.refusals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            refusals.extend(c.pods().filter(|p| p.refuse_deletions > 0).map(|p| (p.key.clone(), p.refuse_deletions)));
+            drop(refusals);
             cluster = c;
             kubelets = k;
             let mut p = FaultPlan::new();
@@ -640,7 +707,9 @@ struct Driver {
 
 impl Driver {
     async fn run(mut self) {
-        let mut tick = tokio::time::interval(self.tick);
+        // The tick is on the process's clock (`wall`): kubelets and the
+        // scenario's events keep their grain when time is compressed.
+        let mut tick = tokio::time::interval(wall::real(self.tick).max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_pdb = Instant::now();
         let mut last_status = Instant::now() - Duration::from_secs(10);
@@ -654,7 +723,14 @@ impl Driver {
                 continue;
             }
             let now = self.shared.time.now();
+            if now < Timestamp::EPOCH {
+                // The scenario has not begun (`zero_unix_nanos`): the
+                // cluster is served as the file starts it, and nothing in
+                // it moves yet (no scheduler, no kubelet, no fault).
+                continue;
+            }
             self.play_faults(now);
+            self.shared.end_graceful(now);
             {
                 let mut s = self.shared.store.lock();
                 let mut api = StoreKubelets { s: &mut s, time: self.shared.time, lease_duration: self.lease_duration };
@@ -663,7 +739,7 @@ impl Driver {
             if let Some(r) = &mut self.recreator {
                 r.pass(&self.shared, now);
             }
-            if last_pdb.elapsed() >= Duration::from_secs(1) {
+            if wall::since(last_pdb) >= Duration::from_secs(1) {
                 if self.scheduler {
                     crate::scheduler::pass(&self.shared);
                 }
@@ -696,7 +772,7 @@ impl Driver {
     }
 
     fn play_faults(&mut self, now: Timestamp) {
-        let elapsed = self.started.elapsed();
+        let elapsed = wall::since(self.started);
         while let Some(f) = self.api_faults.get(self.next_api_fault).cloned() {
             if f.at > elapsed {
                 break;
@@ -828,6 +904,12 @@ impl Driver {
                 // At the event's time (`unschedulable-since: now`), and with
                 // what the file says of its scheduling.
                 scratch.add_pod_at(spec, now);
+                if spec.refuse_deletions > 0 {
+                    sh.refusals
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(spec.name.clone(), spec.refuse_deletions);
+                }
                 if let Some(p) = scratch.pod(&spec.name) {
                     store_added_pod(&mut s, &time, p, now);
                 }

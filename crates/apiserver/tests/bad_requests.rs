@@ -37,6 +37,8 @@ struct Fixture {
 impl Fixture {
     async fn new() -> Fixture {
         let mut opts = options(1, 3);
+        // Raw HTTP over a TcpStream, to send what no client library would.
+        opts.server.security = nodewarden_apiserver::Security::PlainHttp;
         // Quiet kubelets: nothing changes the objects but the test.
         opts.timing = KubeletTiming {
             lease_every: Span::from_secs(7200),

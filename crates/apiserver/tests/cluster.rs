@@ -28,7 +28,7 @@ async fn kubelets_renew_on_the_wall_clock_and_a_crash_stops_one() {
     // node-crash crashes 1% (one node) at 1m: at 60x, after 1 s.
     opts.scenario_speed = 60.0;
     let served = start(opts).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let leases: Api<Lease> = Api::namespaced(c, "kube-node-lease");
     tokio::time::timeout(Duration::from_secs(20), async {
         tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -64,7 +64,7 @@ async fn in_process_controller_marks_and_taints_a_crashed_node() {
         ..ControllerConfig::default()
     });
     let served = start(opts).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let nodes: Api<Node> = Api::all(c.clone());
     tokio::time::timeout(Duration::from_secs(25), async {
         loop {
@@ -123,7 +123,7 @@ events:
     // Ten times real time: the events land at 0.1 s and 0.2 s.
     opts.scenario_speed = 10.0;
     let served = start(opts).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let nodes: Api<Node> = Api::all(c.clone());
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c, "default");
     tokio::time::timeout(Duration::from_secs(20), async {
@@ -176,7 +176,7 @@ pods:
     let mut opts = options(0, 0);
     opts.source = ServeSource::File(Box::new(scenario));
     let served = start(opts).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let node_a = Api::<Node>::all(c.clone()).get("a").await.or_fail("node a");
     let alloc = node_a.status.and_then(|s| s.allocatable).ok_or("no allocatable").or_fail("allocatable");
     assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("2000m"));
@@ -267,18 +267,20 @@ events:
     opts.scenario_speed = 2.0;
     let served = start(opts).await;
     let epoch_secs = served.shared.time.unix_nanos_at_epoch / 1_000_000_000;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let nodes: Api<Node> = Api::all(c.clone());
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
     let system: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "kube-system");
     let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(c.clone(), "default");
     tokio::time::timeout(Duration::from_secs(30), async {
-        // The budget, with the disruption controller's status once the
-        // bound pod is Ready (1 healthy, max 1 unavailable: 1 allowed).
+        // The budget, with the disruption controller's status (1 healthy:
+        // the file's pod is Ready, as the file says, before and after its
+        // bind; max 1 unavailable: 1 allowed), once the pod is bound.
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let Some(b) = pdbs.get_opt("web").await.or_fail("budget") else { continue };
-            if b.status.as_ref().is_some_and(|s| s.disruptions_allowed == 1 && s.expected_pods == 1) {
+            let bound = pods.get("web-1").await.or_fail("web-1").spec.and_then(|s| s.node_name).is_some();
+            if bound && b.status.as_ref().is_some_and(|s| s.disruptions_allowed == 1 && s.expected_pods == 1) {
                 break;
             }
         }

@@ -25,7 +25,7 @@ fn bounded<F: std::future::Future>(f: F) -> tokio::time::Timeout<F> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_get_list_paging_and_selectors() {
     let served = start(options(6, 5)).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     bounded(async {
         let v = c.apiserver_version().await.or_fail("version");
         assert_eq!(v.major, "1");
@@ -90,7 +90,7 @@ async fn watch_resumes_bookmarks_times_out_and_says_410_when_too_old() {
     let mut opts = options(2, 2);
     opts.limits = StoreLimits { history: 50, ..StoreLimits::default() };
     let served = start(opts).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     bounded(async {
         let nodes: Api<Node> = Api::all(c.clone());
         let rv = nodes.list(&ListParams::default()).await.or_fail("list").metadata.resource_version.unwrap_or_default();
@@ -163,7 +163,7 @@ async fn watch_resumes_bookmarks_times_out_and_says_410_when_too_old() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_updates_conflict_and_deletes_honour_preconditions() {
     let served = start(options(2, 3)).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     bounded(async {
         let nodes: Api<Node> = Api::all(c.clone());
         let mut stale = nodes.get("node-000000").await.or_fail("get");
@@ -208,7 +208,7 @@ async fn stale_updates_conflict_and_deletes_honour_preconditions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eviction_is_refused_with_429_when_a_budget_forbids() {
     let served = start(options(2, 4)).await;
-    let c = client(&served, false);
+    let c = client(&served, false).await;
     bounded(async {
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), "apps");
         let pdb: PodDisruptionBudget = serde_json::from_value(json!({
@@ -257,7 +257,7 @@ async fn eviction_is_refused_with_429_when_a_budget_forbids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budgets_evictions_with_grace_and_bindings_serve_the_rescheduler() {
     let served = start(options(2, 4)).await;
-    let c = client(&served, false);
+    let c = client(&served, false).await;
     bounded(async {
         let node = Api::<Node>::all(c.clone()).get("node-000000").await.or_fail("node");
         let alloc = node.status.and_then(|s| s.allocatable).or_fail_none();
@@ -381,8 +381,8 @@ impl<T> OrFailNone<T> for Option<T> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_api_fault_kind() {
     let served = start(options(2, 1)).await;
-    let raw = client(&served, false);
-    let retrying = client(&served, true);
+    let raw = client(&served, false).await;
+    let retrying = client(&served, true).await;
     bounded(async {
         let nodes: Api<Node> = Api::all(raw.clone());
         // 5xx storm.
@@ -423,11 +423,11 @@ async fn every_api_fault_kind() {
         let started = Instant::now();
         while let Some(Ok(_)) = stream.next().await {}
         assert!(started.elapsed() < Duration::from_secs(5), "an outage cuts open watches");
-        let fresh = client(&served, false);
+        let fresh = client(&served, false).await;
         let e = Api::<Node>::all(fresh).get("node-000000").await.err();
         assert!(e.is_some() && code(e.as_ref().or_fail_none()).is_none(), "no API answer during an outage: {e:?}");
         tokio::time::sleep(Duration::from_millis(900)).await;
-        Api::<Node>::all(client(&served, false)).get("node-000000").await.or_fail("after the outage");
+        Api::<Node>::all(client(&served, false).await).get("node-000000").await.or_fail("after the outage");
     })
     .await
     .or_fail("timed out");

@@ -74,7 +74,7 @@ fn reserved(n: &Node) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_process_controller_makes_room_where_the_budget_allows() {
     let served = serve_file(BUDGETED).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let nodes: Api<Node> = Api::all(c.clone());
@@ -114,7 +114,7 @@ async fn the_in_process_controller_makes_room_where_the_budget_allows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_flag_the_in_process_controller_leaves_the_addon_alone() {
     let served = serve_file(&BUDGETED.replace("enable-rescheduler: true", "enable-rescheduler: false")).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -157,7 +157,7 @@ async fn the_critical_addon_scenario_is_served_and_the_rescheduler_makes_room() 
         ..nodewarden_model::ControllerConfig::default()
     });
     let served = start(opts).await;
-    let c = client(&served, true);
+    let c = client(&served, true).await;
     let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
     let nodes: Api<Node> = Api::all(c.clone());
     let all_pods: Api<Pod> = Api::all(c.clone());

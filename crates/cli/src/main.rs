@@ -107,6 +107,18 @@ fn main() -> ExitCode {
         },
         json,
     );
+    // `cargo xtask wire` runs the served cluster and the controller on one
+    // compressed clock (`nodewarden_model::wall`).
+    match nodewarden_model::wall::install_from_env() {
+        Ok(d) if d.rate != 1.0 => {
+            tracing::info!(rate = d.rate, "the clock runs faster than real time ({})", nodewarden_model::wall::ENV)
+        }
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    }
     let code = match cli.command {
         Command::Replay(args) => replay(&args),
         Command::Run(args) => match run::run(&args) {

@@ -124,6 +124,11 @@ pub(crate) struct RunArgs {
     /// without evicting.
     #[arg(long, default_value = "*", value_name = "LIST", allow_hyphen_values = true)]
     controllers: String,
+    /// For `cargo xtask wire`: start the engine at this Unix time (seconds,
+    /// on the process's clock) rather than at once; until then the caches
+    /// fill and nothing is decided.
+    #[arg(long, hide = true, value_name = "UNIX_SECONDS")]
+    start_at: Option<f64>,
 }
 
 impl RunArgs {
@@ -308,13 +313,20 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
                 }
             }
         };
+        let start_at = match args.start_at {
+            Some(secs) if secs.is_finite() && secs >= 0.0 => {
+                Some(nodewarden_model::Timestamp::from_nanos((secs * 1e9) as i64))
+            }
+            Some(secs) => bail!("--start-at must be Unix seconds, got {secs}"),
+            None => None,
+        };
         let writer = WriterOptions {
             qps: args.kube_api_qps,
             burst: args.kube_api_burst,
             instance: identity.clone(),
             ..WriterOptions::default()
         };
-        let running = nodewarden_kube::start(client, RunOptions { config, dry_run: args.dry_run, writer, fence })
+        let running = nodewarden_kube::start(client, RunOptions { config, dry_run: args.dry_run, writer, fence, start_at })
             .context("invalid controller flags")?;
         let _ = role.running.set(running.health.clone());
         tracing::info!(dry_run = args.dry_run, addr = %args.bind_address, identity = %identity, "nodewarden run started");

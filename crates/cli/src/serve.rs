@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use nodewarden_apiserver::{PlannedApiFault, ServeOptions, ServeSource, Served};
+use nodewarden_apiserver::{PlannedApiFault, Security, ServeOptions, ServeSource, Served, ServerConfig};
 use nodewarden_sim::fleet::FleetSpec;
 use nodewarden_sim::{Builtin, KubeletTiming, load_scenario};
 
@@ -68,17 +68,43 @@ fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
         Some(s) => bail!("--speed must be a positive number, got {s}"),
         None => 1.0,
     };
-    Ok(ServeOptions { source, timing, scenario_speed: speed, api_faults, controller, ..ServeOptions::default() })
+    let zero_unix_nanos = match args.start_at {
+        Some(secs) if secs.is_finite() && secs >= 0.0 => Some((secs * 1e9) as i64),
+        Some(secs) => bail!("--start-at must be Unix seconds, got {secs}"),
+        None => None,
+    };
+    Ok(ServeOptions {
+        source,
+        timing,
+        scenario_speed: speed,
+        api_faults,
+        controller,
+        zero_unix_nanos,
+        journal: args.journal.clone(),
+        server: ServerConfig {
+            security: if args.plain_http { Security::PlainHttp } else { Security::Https },
+            ..ServerConfig::default()
+        },
+        ..ServeOptions::default()
+    })
 }
 
 /// Runs the server until Ctrl-C.
 pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     let Some(addr) = args.serve else { bail!("--serve needs an address") };
-    if !addr.ip().is_loopback() && !args.insecure_allow_remote {
-        bail!(
-            "refusing to serve on {addr}: the simulated API server has no authentication and no TLS, so anyone who can reach it \
-             can change the cluster; use a loopback address (127.0.0.1:PORT) or pass --insecure-allow-remote"
-        );
+    if !addr.ip().is_loopback() {
+        if !args.plain_http {
+            tracing::warn!(
+                %addr,
+                "serving beyond loopback over HTTPS: anyone holding the kubeconfig (its token) can change the simulated cluster"
+            );
+        } else if !args.insecure_allow_remote {
+            bail!(
+                "refusing to serve on {addr}: with --plain-http the simulated API server has no authentication and no TLS, \
+                 so anyone who can reach it can change the cluster; use a loopback address (127.0.0.1:PORT), drop \
+                 --plain-http (HTTPS with a token), or pass --insecure-allow-remote"
+            );
+        }
     }
     let opts = options(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -92,6 +118,10 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("cannot write {}", path.display()))?;
                 println!("kubeconfig: {}", path.display());
             }
+            None if served.token().is_some() => println!(
+                "serving on {url} (no kubeconfig written; pass --write-kubeconfig FILE: the CA and the bearer token \
+                 clients need are only in it)"
+            ),
             None => println!("serving on {url} (no kubeconfig written; pass --write-kubeconfig FILE)"),
         }
         let _ = io::stdout().flush();

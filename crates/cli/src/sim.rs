@@ -83,15 +83,31 @@ pub struct SimArgs {
     /// With --serve: run nodewarden's controller in-process against it.
     #[arg(long, requires = "serve")]
     pub(crate) controller: bool,
+    /// With --serve, for `cargo xtask wire`: the scenario's t=0 is this
+    /// Unix time (seconds, on the process's clock) rather than the start;
+    /// the cluster is served from the start, its timeline waits.
+    #[arg(long, hide = true, value_name = "UNIX_SECONDS", requires = "serve")]
+    pub(crate) start_at: Option<f64>,
+    /// With --serve, for `cargo xtask wire`: keep the served cluster's
+    /// journal (every stored change to a node, pod or Event, and every
+    /// client write to a node or pod, with its time) in this file.
+    #[arg(long, hide = true, value_name = "FILE", requires = "serve")]
+    pub(crate) journal: Option<PathBuf>,
     /// With --serve: inject an API fault, KIND[:ARGS]@START[+DURATION]
     /// (outage@60s+30s, errors:0.5:503@10s+20s, throttle:1:2@0s+10s,
     /// latency:200ms@0s+1m, drop-watches@30s, freeze@60s+100s: the server
     /// and its kubelets stopped, requests held); repeatable.
     #[arg(long, value_name = "SPEC", requires = "serve")]
     pub(crate) api_fault: Vec<String>,
-    /// With --serve: allow a non-loopback address. The server has no
-    /// authentication and no TLS: anyone who can reach it can change the
-    /// simulated cluster.
+    /// With --serve: serve plain HTTP without authentication instead of
+    /// HTTPS with a bearer token (for tools that speak raw HTTP); only on
+    /// loopback unless --insecure-allow-remote.
+    #[arg(long, requires = "serve")]
+    pub(crate) plain_http: bool,
+    /// With --serve --plain-http: allow a non-loopback address. Plain HTTP
+    /// has no authentication and no TLS: anyone who can reach it can change
+    /// the simulated cluster. (Over HTTPS, the default, any address is
+    /// allowed: only the kubeconfig's holders can use it.)
     #[arg(long, requires = "serve")]
     pub(crate) insecure_allow_remote: bool,
     /// What-if on a real cluster: a snapshot to simulate, as

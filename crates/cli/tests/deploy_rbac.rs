@@ -59,8 +59,11 @@ async fn serve(events_v1: bool) -> Served {
     Served::start(opts, listener).await.expect("start")
 }
 
-fn client(served: &Served) -> kube::Client {
-    let mut config = kube::Config::new(served.url().parse().expect("url"));
+async fn client(served: &Served) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
     config.read_timeout = Some(Duration::from_secs(10));
     config.headers.push((http::header::USER_AGENT, "deploy-rbac-test".parse().expect("agent")));
     kube::Client::try_from(config).expect("client")
@@ -81,7 +84,7 @@ async fn victim(served: &Served) {
         },
     }))
     .expect("pod");
-    Api::<Pod>::namespaced(client(served), "default")
+    Api::<Pod>::namespaced(client(served).await, "default")
         .create(&PostParams::default(), &pod)
         .await
         .expect("create the victim");
@@ -200,7 +203,7 @@ async fn active_run(args: &[String], mode: &str, events_v1: bool, tag: &str) -> 
     victim(&served).await;
     let path = kubeconfig(&served, &format!("{tag}-{mode}"));
     let mut replica = Replica::start(&format!("rbac-{tag}-{mode}"), &as_deployed(args, &fast(&path, Some(mode))));
-    let pods: Api<Pod> = Api::namespaced(client(&served), "default");
+    let pods: Api<Pod> = Api::namespaced(client(&served).await, "default");
     wait_for(&format!("the victim's deletion ({mode})"), &replica, Duration::from_secs(30), async || {
         pods.get_opt("victim").await.expect("get").is_none_or(|p| p.metadata.deletion_timestamp.is_some())
     })

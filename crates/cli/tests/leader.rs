@@ -108,8 +108,11 @@ impl Drop for Replica {
     }
 }
 
-fn client(served: &Served) -> kube::Client {
-    let mut config = kube::Config::new(served.url().parse().expect("url"));
+async fn client(served: &Served) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
     config.read_timeout = Some(Duration::from_secs(10));
     kube::Client::try_from(config).expect("client")
 }
@@ -170,7 +173,7 @@ fn split<'a>(a: &'a mut Replica, b: &'a mut Replica, holder: &str) -> (&'a mut R
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_writes_and_the_standby_takes_over_after_a_sigkill() {
     let served = serve().await;
-    let c = client(&served);
+    let c = client(&served).await;
     let path = kubeconfig(&served, "sigkill");
     let mut a = Replica::start("replica-a", &path);
     let mut b = Replica::start("replica-b", &path);
@@ -214,7 +217,7 @@ async fn one_leader_writes_and_the_standby_takes_over_after_a_sigkill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_cannot_renew_stops_writing_before_anyone_else_starts() {
     let served = serve().await;
-    let c = client(&served);
+    let c = client(&served).await;
     let path = kubeconfig(&served, "fence");
     let mut a = Replica::start("replica-c", &path);
     let mut b = Replica::start("replica-d", &path);
@@ -261,7 +264,7 @@ async fn a_leader_that_cannot_renew_stops_writing_before_anyone_else_starts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_releases_the_lease_so_the_standby_takes_over_at_once() {
     let served = serve().await;
-    let c = client(&served);
+    let c = client(&served).await;
     let path = kubeconfig(&served, "sigterm");
     let mut a = Replica::start("replica-e", &path);
     let mut b = Replica::start("replica-f", &path);

@@ -8,8 +8,8 @@ fn nodewarden() -> Command {
 }
 
 #[test]
-fn refuses_a_non_loopback_address_and_bad_faults_saying_why() {
-    let out = match nodewarden().args(["sim", "--serve", "0.0.0.0:0"]).output() {
+fn refuses_a_non_loopback_address_over_plain_http_and_bad_faults_saying_why() {
+    let out = match nodewarden().args(["sim", "--serve", "0.0.0.0:0", "--plain-http"]).output() {
         Ok(o) => o,
         Err(e) => panic!("run: {e}"),
     };
@@ -59,5 +59,54 @@ fn serves_and_writes_a_kubeconfig() {
     assert_eq!(line.trim(), format!("kubeconfig: {}", path.display()));
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let _ = std::fs::remove_file(&path);
-    assert!(text.contains("server: http://127.0.0.1:") && text.contains("current-context: nodewarden-sim"), "{text}");
+    // HTTPS by default: the kubeconfig carries the CA and the token.
+    assert!(
+        text.contains("server: https://127.0.0.1:")
+            && text.contains("\n    certificate-authority-data: ")
+            && text.contains("\n  user:\n    token: ")
+            && text.contains("current-context: nodewarden-sim"),
+        "{text}"
+    );
+}
+
+/// `--plain-http`: today's plain HTTP without authentication, on request.
+#[test]
+fn plain_http_serves_plain_http_without_credentials() {
+    use std::io::{Read, Write};
+    let path = std::env::temp_dir().join(format!("nodewarden-cli-serve-plain-{}.kubeconfig", std::process::id()));
+    let mut child = match nodewarden()
+        .args(["sim", "--serve", "127.0.0.1:0", "--plain-http", "--nodes", "2", "--zones", "1", "--pods-per-node", "1"])
+        .args(["--quiet", "--write-kubeconfig"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => panic!("spawn: {e}"),
+    };
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    let addr = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: http://"))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no plain HTTP server in the kubeconfig ({line}):\n{text}"));
+    assert!(text.contains("  user: {}\n") && !text.contains("certificate-authority-data"), "{text}");
+    let reply = (|| -> std::io::Result<String> {
+        let mut s = std::net::TcpStream::connect(&addr)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        write!(s, "GET /api/v1/nodes HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply)?;
+        Ok(reply)
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let reply = reply.unwrap_or_else(|e| panic!("GET over plain HTTP: {e}"));
+    assert!(reply.starts_with("HTTP/1.1 200") && reply.contains("\"kind\":\"NodeList\""), "{reply}");
 }

@@ -22,6 +22,19 @@ pub const ZONE_SIZE: &str = "node_collector_zone_size";
 /// True at the last monitor pass.
 pub const UNHEALTHY_NODES_IN_ZONE: &str = "node_collector_unhealthy_nodes_in_zone";
 
+/// Gauge {zone, state}, ours: 1 on the series of the zone's state after
+/// the last monitor pass (`Initial`, `Normal`, `PartialDisruption`,
+/// `FullDisruption`), 0 on the others; all 0 for a zone with no state.
+pub const ZONE_STATE: &str = "nodewarden_zone_state";
+
+/// Label on [`ZONE_STATE`]: the state.
+pub const STATE: &str = "state";
+
+/// Gauge {zone}, ours: nodes per second the zone's queue (tainting, or
+/// eviction in legacy mode) releases after the last monitor pass; 0 while
+/// paused.
+pub const ZONE_RATE: &str = "nodewarden_zone_rate";
+
 /// Counter {zone}, upstream: NoExecute taints added by the tainting pass,
 /// or, in legacy mode, nodes whose pods the eviction pass deleted.
 pub const EVICTIONS_TOTAL: &str = "node_collector_evictions_total";

@@ -104,8 +104,9 @@ fn node_still_silent(world: &World, now: Timestamp, name: &str) -> Result<(), St
 }
 
 /// A taint patch: each NoExecute taint added is the one the node's Ready
-/// condition calls for, each removed is not; likewise for the NoSchedule
-/// taints of conditions. The node's view includes node lifecycle's own
+/// condition calls for (a removal always stands: it evicts nothing); each
+/// NoSchedule taint of a condition added is called for, each removed is
+/// not. The node's view includes node lifecycle's own
 /// writes on their way (its Unknown status before its taint).
 fn taints_still_wanted(
     world: &World,
@@ -143,7 +144,11 @@ fn taints_still_wanted(
     if let Some(t) = add.iter().find(|t| wanted(t) == Some(false)) {
         return Err(format!("node {name} no longer calls for {}", t.short()));
     }
-    if let Some(t) = remove.iter().find(|t| wanted(t) == Some(true)) {
+    // Taking a NoExecute taint off evicts nothing, and node lifecycle does
+    // it on purpose where the conditions still call for it: at start-up and
+    // on entering master disruption mode every node is marked reachable,
+    // and the taint comes back through the zone's rate limiter (C3, G6).
+    if let Some(t) = remove.iter().filter(|t| t.effect != TaintEffect::NoExecute).find(|t| wanted(t) == Some(true)) {
         return Err(format!("node {name} calls for {} again", t.short()));
     }
     Ok(())

@@ -13,12 +13,12 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use nodewarden_controller::{ClusterApi, Controller, StepEvent};
 use nodewarden_engine::{Action, Observation};
-use nodewarden_model::{Span, Timestamp};
+use nodewarden_model::{Span, Timestamp, wall};
 
 use crate::watch::Watched;
 
@@ -60,7 +60,9 @@ pub enum Input {
     Stop,
 }
 
-/// The engine's time: Unix nanoseconds at start, then the monotonic clock.
+/// The engine's time: Unix nanoseconds at start, then the monotonic clock
+/// (at the rate of the process's clock, [`wall`]: faster than real time
+/// only under `cargo xtask wire`).
 #[derive(Clone, Copy, Debug)]
 pub struct EngineClock {
     start_instant: Instant,
@@ -70,20 +72,19 @@ pub struct EngineClock {
 impl EngineClock {
     /// Anchored now.
     pub fn starting_now() -> EngineClock {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
-        EngineClock { start_instant: Instant::now(), start: Timestamp::from_nanos(unix) }
+        EngineClock { start_instant: Instant::now(), start: Timestamp::from_nanos(wall::unix_now_nanos()) }
     }
 
     /// The engine's time now.
     pub fn now(&self) -> Timestamp {
-        let elapsed = i64::try_from(self.start_instant.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        let elapsed = i64::try_from(wall::since(self.start_instant).as_nanos()).unwrap_or(i64::MAX);
         self.start + Span::from_nanos(elapsed)
     }
 
     /// The monotonic instant of an engine time (now, for times past).
     pub fn instant_of(&self, t: Timestamp) -> Instant {
         let ahead = (t - self.now()).as_nanos();
-        Instant::now() + Duration::from_nanos(u64::try_from(ahead).unwrap_or(0))
+        Instant::now() + wall::real(Duration::from_nanos(u64::try_from(ahead).unwrap_or(0)))
     }
 }
 
@@ -99,13 +100,12 @@ pub struct Health {
 
 impl Health {
     fn beat(&self) {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
-        self.last_beat_unix_nanos.store(unix, Ordering::Relaxed);
+        self.last_beat_unix_nanos.store(wall::real_unix_nanos(), Ordering::Relaxed);
     }
 
     /// True when the loop has gone round within `limit`.
     pub fn alive_within(&self, limit: Duration) -> bool {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
+        let unix = wall::real_unix_nanos();
         let last = self.last_beat_unix_nanos.load(Ordering::Relaxed);
         u64::try_from(unix.saturating_sub(last)).unwrap_or(0) < u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)
     }
@@ -158,6 +158,13 @@ pub struct EngineThread {
     /// The watches that run ([`Watched::needed`]): each must list once
     /// before the first decision.
     pub watches: Vec<Watched>,
+    /// Start the engine at this time rather than at once (`run
+    /// --start-at`, for `cargo xtask wire`): until then what the watches
+    /// deliver is held, and at that moment the engine starts afresh and
+    /// takes it all in, as a controller started then and listing at once
+    /// would. A successor can so be ready the moment its scenario says the
+    /// controller restarts.
+    pub start_at: Option<Timestamp>,
 }
 
 impl EngineThread {
@@ -165,13 +172,36 @@ impl EngineThread {
     /// engine holds and the list did not show is reported deleted
     /// ([`Controller::relisted`]).
     pub fn relisted(&mut self, watched: Watched, present: &HashSet<String>) {
-        let gone = self.controller.relisted(self.clock.now(), watched.kind(), present);
+        let now = self.clock.now();
+        self.relisted_at(now, watched, present);
+    }
+
+    fn relisted_at(&mut self, now: Timestamp, watched: Watched, present: &HashSet<String>) {
+        let gone = self.controller.relisted(now, watched.kind(), present);
         if gone > 0 {
             tracing::info!(
                 kind = watched.as_str(),
                 deleted = gone,
                 "re-list found objects deleted while the watch was away"
             );
+        }
+    }
+
+    /// The start `start_at` asked for: the engine begins afresh at `at` and
+    /// takes in, at that time, everything held until then, in order.
+    fn start_held(&mut self, at: Timestamp, held: Vec<Input>) {
+        self.start_at = None;
+        if let Err(e) = self.controller.restart(at) {
+            tracing::error!(error = %e, "the engine could not start");
+            return;
+        }
+        tracing::info!(observations = held.len(), "the engine starts, as asked (--start-at)");
+        for input in held {
+            match input {
+                Input::Observe(o) => self.controller.observe(at, o),
+                Input::Relisted(w, present) => self.relisted_at(at, w, &present),
+                _ => {}
+            }
         }
     }
 
@@ -193,9 +223,21 @@ impl EngineThread {
             metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);
         }
         let started = Instant::now();
+        let mut held: Vec<Input> = Vec::new();
+        // The latest time the controller was given (a step's, an
+        // observation's, a verdict's): time never goes back for it.
+        let mut fed = Timestamp::MIN;
         loop {
             self.health.beat();
-            let deadline = if waiting.is_empty() && !down.iter().any(|w| w.blinds()) && !quiet.blinds() {
+            if let Some(at) = self.start_at
+                && self.clock.now() >= at
+            {
+                self.start_held(at, std::mem::take(&mut held));
+                fed = at;
+            }
+            let deadline = if let Some(at) = self.start_at {
+                self.clock.instant_of(at).min(Instant::now() + MAX_SLEEP)
+            } else if waiting.is_empty() && !down.iter().any(|w| w.blinds()) && !quiet.blinds() {
                 self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
             } else {
                 Instant::now() + MAX_SLEEP
@@ -205,11 +247,20 @@ impl EngineThread {
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
+            // One time for everything this wake takes in and decides.
+            let at = step_time(self.clock.now(), self.controller.next_due(), fed);
+            fed = at;
             let mut taken = 0;
             let mut next = first;
             while let Some(input) = next {
+                if self.start_at.is_some() && matches!(input, Input::Observe(_) | Input::Relisted(..)) {
+                    held.push(input);
+                    taken += 1;
+                    next = if taken < BATCH { rx.try_recv().ok() } else { None };
+                    continue;
+                }
                 match input {
-                    Input::Observe(o) => self.controller.observe(self.clock.now(), o),
+                    Input::Observe(o) => self.controller.observe(at, o),
                     Input::Synced(w) => {
                         waiting.remove(&w);
                         metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(1.0);
@@ -222,7 +273,7 @@ impl EngineThread {
                             );
                         }
                     }
-                    Input::Relisted(w, present) => self.relisted(w, &present),
+                    Input::Relisted(w, present) => self.relisted_at(at, w, &present),
                     Input::WatchDown(w) => {
                         if down.insert(w) && w.blinds() {
                             tracing::warn!(watch = w.as_str(), "watch down: no decisions until it has caught up");
@@ -241,7 +292,7 @@ impl EngineThread {
                                 &action,
                                 format!("the {w} view is not current: nothing decided before goes out"),
                             ),
-                            None => self.controller.still_true(self.clock.now(), &action),
+                            None => self.controller.still_true(at, &action),
                         };
                         let _ = reply.send(verdict);
                     }
@@ -259,7 +310,7 @@ impl EngineThread {
                                 settle_ms = settle.as_millis() as u64,
                                 "the API server answers again: deciding once the watches have caught up"
                             );
-                            quiet.settled_at = Some(Instant::now() + settle);
+                            quiet.settled_at = Some(Instant::now() + wall::real(settle));
                         }
                         quiet.unanswered = false;
                     }
@@ -271,18 +322,37 @@ impl EngineThread {
             // Pods and budgets carry no heartbeat: their watch being down
             // delays nothing (see `Watched::blinds`).
             let blind = down.iter().any(|w| w.blinds()) || quiet.blinds();
-            if waiting.is_empty() && !blind {
-                self.controller.step(self.clock.now(), api, events);
+            if self.start_at.is_some() {
+                // Not started: nothing is decided, nothing taken in.
+            } else if waiting.is_empty() && !blind {
+                self.controller.step(at, api, events);
             } else if taken > 0 {
                 // No decision yet, but what arrived is taken in now, in the
                 // engine's compact form: a first list of a million pods
                 // held as snapshots until every watch has synced would
                 // cost several times the engine's memory, and one long
                 // first tick.
-                self.controller.absorb(self.clock.now());
+                self.controller.absorb(at);
             }
         }
     }
+}
+
+/// How late a wake may be and still decide as of the instant its work was
+/// due ([`step_time`]).
+const WAKE_LAG: Span = Span::from_secs(1);
+
+/// The time a wake takes in and decides at: the instant the engine's work
+/// was due, when the thread woke a little after it (up to [`WAKE_LAG`]);
+/// else now. What arrived in those moments is taken as seen then, by the
+/// engine and the safety interlock alike. A pass is so judged as of its own
+/// instant: the thread's wake-up lateness (a busy machine, a descheduled
+/// thread) never ages a node past its grace, and the passes keep the grid
+/// replay keeps. Never before `fed`, the last time the controller was
+/// given, so its time never goes back.
+fn step_time(now: Timestamp, due: Timestamp, fed: Timestamp) -> Timestamp {
+    let at = if due <= now && now - due <= WAKE_LAG { due } else { now };
+    at.max(fed).min(now.max(fed))
 }
 
 #[cfg(test)]
@@ -293,6 +363,18 @@ mod tests {
     use nodewarden_model::ControllerConfig;
 
     use super::*;
+
+    #[test]
+    fn a_late_wake_decides_as_of_the_due_instant() {
+        let t = |ms: i64| Timestamp::from_nanos(ms * 1_000_000);
+        // Woke 60 ms after the pass was due: the pass's own instant.
+        assert_eq!(step_time(t(40_060), t(40_000), t(39_000)), t(40_000));
+        // Never before the last time given.
+        assert_eq!(step_time(t(40_060), t(40_000), t(40_030)), t(40_030));
+        // Woken early by an input, or far too late: now.
+        assert_eq!(step_time(t(39_000), t(40_000), t(39_000)), t(39_000));
+        assert_eq!(step_time(t(50_000), t(40_000), t(39_000)), t(50_000));
+    }
 
     fn node(name: &str) -> Observation {
         Observation::NodeUpserted(NodeSnapshot {
@@ -329,6 +411,7 @@ mod tests {
             clock,
             health: Arc::default(),
             watches: Watched::LIFECYCLE.to_vec(),
+            start_at: None,
         }
     }
 

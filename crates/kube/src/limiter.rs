@@ -121,7 +121,9 @@ impl Waiting {
 impl Limiter {
     /// Starts the dispenser task on the current tokio runtime.
     pub fn new(qps: f64, burst: u32) -> Limiter {
-        let qps = qps.max(0.001);
+        // Tokens come per second of the process's clock, which runs faster
+        // than real time under `cargo xtask wire` (`wall`).
+        let qps = qps.max(0.001) * nodewarden_model::wall::rate();
         let burst = f64::from(burst.max(1));
         // An Event takes a token only when the bucket holds this many: the
         // half of the burst below it is kept for writes.

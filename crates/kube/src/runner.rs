@@ -30,6 +30,9 @@ pub struct RunOptions {
     /// is no election (`--leader-elect=false`: one replica by the
     /// operator's word).
     pub fence: Option<Arc<Fence>>,
+    /// Start the engine at this time of the process's clock rather than at
+    /// once ([`EngineThread::start_at`]).
+    pub start_at: Option<nodewarden_model::Timestamp>,
 }
 
 /// A running controller.
@@ -53,7 +56,7 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     let mut tasks = spawn_watchers(&client, &tx, Watches { rescheduler });
     tasks.push(tokio::spawn(probe_api(client.clone(), tx.clone(), opts.config.node_monitor_period)));
     let watches = Watched::needed(rescheduler);
-    let mut thread = EngineThread { controller, clock, health: health.clone(), watches };
+    let mut thread = EngineThread { controller, clock, health: health.clone(), watches, start_at: opts.start_at };
     let engine = if opts.dry_run {
         std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
             let mut api = DryRunApi::default();

@@ -46,7 +46,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionKind, EventType, ObjectRef, Observation, WriteOutcome};
-use nodewarden_model::{DeletionMode, Taint, Timestamp};
+use nodewarden_model::{DeletionMode, Taint, Timestamp, wall};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -532,7 +532,7 @@ impl Writer {
         metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n.max(0) as f64);
         if sent {
             metrics::histogram!(WRITE_LAG_METRIC, "class" => class.as_str())
-                .record(sending.decided.elapsed().as_secs_f64());
+                .record(wall::since(sending.decided).as_secs_f64());
         }
     }
 
@@ -644,15 +644,15 @@ impl Writer {
                 Err(e) => {
                     let Some((asked, why)) = retry_after(&e) else { return Err(e) };
                     let first = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= self.opts.give_up_after
-                        || (!holds && first.elapsed() >= self.opts.stale_after)
+                    if wall::since(since) >= self.opts.give_up_after
+                        || (!holds && wall::since(first) >= self.opts.stale_after)
                     {
                         return Err(e);
                     }
                     metrics::counter!(RETRY_METRIC, "reason" => why).increment(1);
                     let wait = asked.map_or(backoff, |a| a.max(backoff));
                     tracing::debug!(error = %e, wait_ms = wait.as_millis() as u64, "API request failed; retrying");
-                    tokio::time::sleep(wait).await;
+                    tokio::time::sleep(wall::real(wait)).await;
                     backoff = (backoff * 2).min(self.opts.max_backoff);
                 }
             }
@@ -753,12 +753,12 @@ impl Writer {
                     match read {
                         Ok(None) => return vec![Observation::NodeDeleted { name: n }],
                         Ok(Some(reading)) => return reading.into_iter().collect(),
-                        Err(e) if since.elapsed() >= self.opts.give_up_after => {
+                        Err(e) if wall::since(since) >= self.opts.give_up_after => {
                             tracing::warn!(node = %n, error = %e, "could not read the node back after a write; the engine waits for its next watch event");
                             return Vec::new();
                         }
                         Err(_) => {
-                            tokio::time::sleep(backoff).await;
+                            tokio::time::sleep(wall::real(backoff)).await;
                             backoff = (backoff * 2).min(self.opts.max_backoff);
                         }
                     }

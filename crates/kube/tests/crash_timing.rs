@@ -31,7 +31,7 @@ fn seconds(t: &k8s_openapi::jiff::Timestamp) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detection_and_tainting_follow_the_replay_rules_to_within_a_monitor_period() {
     let served = serve(options()).await;
-    let client = kube::Client::try_from(kube::Config::new(served.url().parse().expect("url"))).expect("client");
+    let client = kube::Client::try_from(common::kube_config(&served).await).expect("client");
     let config = fast_config();
     let running = start(client.clone(), RunOptions { config, ..RunOptions::default() }).expect("config");
     let nodes: Api<Node> = Api::all(client.clone());

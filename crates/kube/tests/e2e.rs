@@ -15,7 +15,7 @@ use nodewarden_kube::{RunOptions, start as run};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_node_is_marked_unknown_and_tainted_through_the_api() {
     let served = serve(options()).await;
-    let c = client(&served);
+    let c = client(&served).await;
     let running = run(c.clone(), RunOptions { config: fast_config(), ..RunOptions::default() }).expect("config");
     let nodes: Api<Node> = Api::all(c.clone());
     let started = std::time::Instant::now();
@@ -60,7 +60,7 @@ async fn a_crashed_node_is_marked_unknown_and_tainted_through_the_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_writes_nothing_and_reports_what_it_would_do() {
     let served = serve(options()).await;
-    let c = client(&served);
+    let c = client(&served).await;
     let running =
         run(c.clone(), RunOptions { config: fast_config(), dry_run: true, ..RunOptions::default() }).expect("config");
     tokio::time::sleep(Duration::from_secs(7)).await;

@@ -18,7 +18,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_objects_do_not_keep_the_caches_from_syncing() {
     let served = serve(options()).await;
-    let c = client(&served);
+    let c = client(&served).await;
     // Objects no typed client can decode, as an older server or a
     // hand-edited etcd could leave them.
     let absurd = "9999-12-31T23:59:59Z";
@@ -99,7 +99,7 @@ async fn cluster() -> (nodewarden_apiserver::Served, Proxy, Recorder) {
     let served = serve(options()).await;
     let proxy = Proxy::start(&served).await;
     let recorder = Recorder::start(&served);
-    let c = client(&served);
+    let c = client(&served).await;
     for (name, secs) in VICTIMS {
         create_pod(&c, name, CRASHED, secs).await;
     }
@@ -120,7 +120,7 @@ async fn wait_synced(running: &Running) {
 }
 
 async fn wait_tainted(served: &nodewarden_apiserver::Served) {
-    let nodes: Api<Node> = Api::all(client(served));
+    let nodes: Api<Node> = Api::all(client(served).await);
     eventually(Duration::from_secs(20), "the crashed node Unknown and tainted", || {
         let nodes = nodes.clone();
         async move { nodes.get(CRASHED).await.is_ok_and(|n| unknown_and_tainted(&n) == (true, true)) }
@@ -129,7 +129,7 @@ async fn wait_tainted(served: &nodewarden_apiserver::Served) {
 }
 
 async fn wait_victims_gone(served: &nodewarden_apiserver::Served, limit: Duration) {
-    let pods: Api<Pod> = Api::namespaced(client(served), "default");
+    let pods: Api<Pod> = Api::namespaced(client(served).await, "default");
     eventually(limit, "every victim deleted", || {
         let pods = pods.clone();
         async move {
@@ -317,7 +317,7 @@ async fn a_restart_mid_eviction_deletes_nothing_twice_or_early() {
     wait_tainted(&served).await;
     // Stop the first controller just after the first victim went, with the
     // others' deletions scheduled, and start a second from nothing.
-    let pods: Api<Pod> = Api::namespaced(client(&served), "default");
+    let pods: Api<Pod> = Api::namespaced(client(&served).await, "default");
     eventually(Duration::from_secs(10), "the first victim deleted", || {
         let pods = pods.clone();
         async move { pods.get_opt(VICTIMS[0].0).await.is_ok_and(|p| p.is_none()) }

@@ -16,7 +16,7 @@ async fn a_closed_fence_sends_nothing_and_an_open_one_sends() {
     let mut opts = options();
     opts.server = ServerConfig { record_writes: true, ..opts.server };
     let served = serve(opts).await;
-    let client = kube::Client::try_from(kube::Config::new(served.url().parse().expect("url"))).expect("client");
+    let client = kube::Client::try_from(common::kube_config(&served).await).expect("client");
     let fence = Fence::closed();
     let running =
         start(client.clone(), RunOptions { config: config(), fence: Some(fence.clone()), ..RunOptions::default() })

@@ -354,7 +354,7 @@ async fn run_crash(nodes: &[NodeDef], crashed: &Crashed, limit: Duration) -> Fig
     let served = serve(opts).await;
     let started = Instant::now();
     let watcher = Watcher::start(&served);
-    let c = client(&served);
+    let c = client(&served).await;
     let running = run(c.clone(), RunOptions { config: config(), ..RunOptions::default() }).expect("config");
     let crash = started + Duration::from_secs(2);
 

@@ -54,8 +54,8 @@ fn quiet_cluster(nodes: usize) -> ServeOptions {
 /// The User-Agent of the tests' clients, which targeted faults match.
 const AGENT: &str = "rescheduler-test";
 
-fn agent_client(served: &nodewarden_apiserver::Served) -> kube::Client {
-    let mut config = kube::Config::new(served.url().parse().expect("url"));
+async fn agent_client(served: &nodewarden_apiserver::Served) -> kube::Client {
+    let mut config = common::kube_config(served).await;
     config.read_timeout = Some(Duration::from_secs(10));
     config.headers.push((http::header::USER_AGENT, AGENT.parse().expect("agent")));
     kube::Client::try_from(config).expect("client")
@@ -80,7 +80,7 @@ fn budget_requests(served: &nodewarden_apiserver::Served) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budgets_are_watched_and_waited_for_only_with_the_rescheduler() {
     let served = serve(quiet_cluster(3)).await;
-    let c = agent_client(&served);
+    let c = agent_client(&served).await;
     let off =
         run(c.clone(), RunOptions { config: fast_config(), dry_run: true, ..RunOptions::default() }).expect("config");
     eventually(Duration::from_secs(20), "the caches to sync", async || off.health.synced.load(Ordering::Relaxed)).await;
@@ -225,7 +225,7 @@ fn reserved(n: &Node) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unschedulable_critical_addon_gets_a_node_prepared_through_the_api() {
     let served = serve(quiet_cluster(3)).await;
-    let c = client(&served);
+    let c = client(&served).await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let nodes: Api<Node> = Api::all(c.clone());
     let names: Vec<String> = nodes
@@ -349,7 +349,7 @@ pods:
     let mut opts = quiet_cluster(1);
     opts.source = ServeSource::File(Box::new(scenario));
     let served = serve(opts).await;
-    let c = client(&served);
+    let c = client(&served).await;
     let config = ControllerConfig {
         enable_rescheduler: true,
         rescheduler_housekeeping_interval: Span::from_millis(500),

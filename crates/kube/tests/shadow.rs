@@ -28,8 +28,8 @@ fn config() -> ControllerConfig {
     ControllerConfig { node_eviction_rate: 5.0, ..common::fast_config() }
 }
 
-fn client(served: &Served, agent: &str) -> kube::Client {
-    let mut c = kube::Config::new(served.url().parse().expect("url"));
+async fn client(served: &Served, agent: &str) -> kube::Client {
+    let mut c = common::kube_config(served).await;
     c.read_timeout = Some(Duration::from_secs(10));
     c.headers.push((http::header::USER_AGENT, agent.parse().expect("agent")));
     kube::Client::try_from(c).expect("client")
@@ -61,14 +61,14 @@ fn summary(actions: &[Action]) -> (BTreeSet<String>, BTreeSet<String>) {
 async fn a_shadow_replica_writes_nothing_and_would_have_done_what_the_leader_did() {
     let served = serve().await;
     let shadow =
-        start(client(&served, "shadow"), RunOptions { config: config(), dry_run: true, ..RunOptions::default() })
+        start(client(&served, "shadow").await, RunOptions { config: config(), dry_run: true, ..RunOptions::default() })
             .expect("config");
-    let leader =
-        start(client(&served, "leader"), RunOptions { config: config(), ..RunOptions::default() }).expect("config");
+    let leader = start(client(&served, "leader").await, RunOptions { config: config(), ..RunOptions::default() })
+        .expect("config");
     // Outage at ~1 s, grace 2 s, six nodes tainted at 5/s: done by ~6 s on
     // an idle machine; wait for the leader's sixth taint write (at most
     // 40 s), then a moment for the shadow's last decisions.
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client(&served, "test"));
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client(&served, "test").await);
     let until = std::time::Instant::now() + Duration::from_secs(40);
     while std::time::Instant::now() < until {
         let list = nodes.list(&Default::default()).await.expect("list nodes");

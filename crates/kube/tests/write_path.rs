@@ -69,7 +69,7 @@ async fn a_deletion_cancelled_while_queued_is_never_sent() {
         serve_file(scenario(&nodes, &["n1"], 30, "- {at: 1s, kubelet-stop: [n1]}\n- {at: 9s, kubelet-start: [n1]}\n"))
             .await;
     let proxy = Proxy::start(&served).await;
-    let c = client(&served);
+    let c = client(&served).await;
     let config = nodewarden_model::ControllerConfig { node_eviction_rate: 10.0, ..fast_config() };
     let writer = WriterOptions { qps: 4.0, burst: 1, ..WriterOptions::default() };
     let running = run(proxy.client(), RunOptions { config, writer, ..RunOptions::default() }).expect("config");
@@ -178,7 +178,7 @@ async fn a_status_decided_before_an_outage_is_not_sent_after_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_is_renewed_through_throttling() {
     let served = serve(common::options()).await;
-    let c = client(&served);
+    let c = client(&served).await;
     let config = ElectionConfig {
         namespace: "kube-system".into(),
         name: "nodewarden".into(),
@@ -209,7 +209,7 @@ async fn a_node_that_stays_down_is_tainted_once() {
     let events = "- {at: 1s, kubelet-stop: [n1]}\n- {at: 9s, kubelet-start: [n1]}\n";
     let served = serve_file(scenario(&nodes, &["n1"], 3, events)).await;
     let proxy = Proxy::start(&served).await;
-    let c = client(&served);
+    let c = client(&served).await;
     // A busy client: a patch goes out a third of a second after its read,
     // while the kubelet posts its status every 200 ms.
     let writer = WriterOptions { qps: 3.0, burst: 1, ..WriterOptions::default() };

@@ -15,6 +15,7 @@ pub mod resources;
 pub mod scheduling;
 pub mod taint;
 pub mod time;
+pub mod wall;
 pub mod zone;
 
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};

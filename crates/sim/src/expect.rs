@@ -3,11 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use nodewarden_engine::{ObjectRef, ZoneReport};
+use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
 use nodewarden_model::{ConditionType, NodeCondition, TaintEffect, Timestamp, ZoneKey, keys};
 use serde_json::{Map, Value, json};
 
-use crate::cluster::{Cluster, RecordedEvent};
+use crate::cluster::{Cluster, SimPod};
 use crate::output::ExpectRecord;
 use crate::scenario::{EventMatch, Expectation, NodeChecks, PodChecks, Subject, ZoneChecks};
 
@@ -27,9 +27,56 @@ impl Tally {
     }
 }
 
+/// What an expectation is checked against: the cluster as it stands, and
+/// what was done to it so far. Replay's in-memory [`Cluster`] is one;
+/// `cargo xtask wire` builds another from the served cluster's journal, so
+/// a file means the same over the wire as in replay.
+pub trait Observed {
+    /// A node as stored now.
+    fn node(&self, name: &str) -> Option<&NodeSnapshot>;
+    /// Every node stored now.
+    fn nodes(&self) -> Box<dyn Iterator<Item = &NodeSnapshot> + '_>;
+    /// Whether the node was ever stored (a deleted one was).
+    fn node_ever_existed(&self, name: &str) -> bool;
+    /// A pod, stored now or deleted (its last state, `deleted` set).
+    fn pod(&self, key: &str) -> Option<&SimPod>;
+    /// Writes the controller made to the object so far (rule 11).
+    fn writes(&self, object: &ObjectRef) -> u64;
+    /// Every Event recorded so far, once per recording: (reason, object as
+    /// `node` or `namespace/name`).
+    fn recorded_events(&self) -> Vec<(&str, String)>;
+}
+
+impl Observed for Cluster {
+    fn node(&self, name: &str) -> Option<&NodeSnapshot> {
+        Cluster::node(self, name)
+    }
+    fn nodes(&self) -> Box<dyn Iterator<Item = &NodeSnapshot> + '_> {
+        Box::new(Cluster::nodes(self))
+    }
+    fn node_ever_existed(&self, name: &str) -> bool {
+        Cluster::node_ever_existed(self, name)
+    }
+    fn pod(&self, key: &str) -> Option<&SimPod> {
+        Cluster::pod(self, key)
+    }
+    fn writes(&self, object: &ObjectRef) -> u64 {
+        Cluster::writes(self, object)
+    }
+    fn recorded_events(&self) -> Vec<(&str, String)> {
+        self.events().iter().map(|e| (e.event.reason, e.event.object.to_string())).collect()
+    }
+}
+
 /// Checks expectation number `index` (from 1) at `at`, after everything due
 /// at that instant has run.
-pub fn evaluate(index: usize, at: Timestamp, x: &Expectation, cluster: &Cluster, zones: &[ZoneReport]) -> ExpectRecord {
+pub fn evaluate(
+    index: usize,
+    at: Timestamp,
+    x: &Expectation,
+    cluster: &dyn Observed,
+    zones: &[ZoneReport],
+) -> ExpectRecord {
     let mut tally = Tally::default();
     let mut record = ExpectRecord {
         expect: index,
@@ -61,12 +108,12 @@ pub fn evaluate(index: usize, at: Timestamp, x: &Expectation, cluster: &Cluster,
         }
         Subject::EventsInclude(list) => {
             record.want = json!({ "events-include": list });
-            let got = events_check(list, cluster.events(), true);
+            let got = events_check(list, &cluster.recorded_events(), true);
             tally.check("events-include", got.1, got.0);
         }
         Subject::EventsExclude(list) => {
             record.want = json!({ "events-exclude": list });
-            let got = events_check(list, cluster.events(), false);
+            let got = events_check(list, &cluster.recorded_events(), false);
             tally.check("events-exclude", got.1, got.0);
         }
     }
@@ -85,7 +132,7 @@ fn find_condition<'a>(conditions: &'a [NodeCondition], kind: &str) -> Option<&'a
     conditions.iter().find(|c| c.kind == kind)
 }
 
-fn node_checks(tally: &mut Tally, name: &str, checks: &NodeChecks, cluster: &Cluster) {
+fn node_checks(tally: &mut Tally, name: &str, checks: &NodeChecks, cluster: &dyn Observed) {
     let node = cluster.node(name);
     let present = node.is_some();
     if let Some(want) = checks.ready {
@@ -154,7 +201,7 @@ fn node_checks(tally: &mut Tally, name: &str, checks: &NodeChecks, cluster: &Clu
     }
 }
 
-fn pod_checks(tally: &mut Tally, key: &str, checks: &PodChecks, cluster: &Cluster) {
+fn pod_checks(tally: &mut Tally, key: &str, checks: &PodChecks, cluster: &dyn Observed) {
     // A deleted pod's last state stays checkable; a pod not created yet has none.
     let pod = cluster.pod(key);
     if let Some(want) = checks.deleted {
@@ -201,7 +248,7 @@ fn pod_checks(tally: &mut Tally, key: &str, checks: &PodChecks, cluster: &Cluste
 
 /// Nodes of `zone` (by their labels, as the controller computes zones)
 /// carrying a not-ready or unreachable NoExecute taint.
-pub fn tainted_in_zone(cluster: &Cluster, zone: &ZoneKey) -> u64 {
+pub fn tainted_in_zone(cluster: &dyn Observed, zone: &ZoneKey) -> u64 {
     let count = cluster
         .nodes()
         .filter(|n| ZoneKey::from_labels(&n.labels) == *zone)
@@ -219,7 +266,7 @@ fn same_rate(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
-fn zone_checks(tally: &mut Tally, zone: &str, checks: &ZoneChecks, cluster: &Cluster, zones: &[ZoneReport]) {
+fn zone_checks(tally: &mut Tally, zone: &str, checks: &ZoneChecks, cluster: &dyn Observed, zones: &[ZoneReport]) {
     let key = ZoneKey::parse(zone);
     let report = zones.iter().find(|z| z.key == key);
     if let Some(want) = &checks.state {
@@ -236,13 +283,13 @@ fn zone_checks(tally: &mut Tally, zone: &str, checks: &ZoneChecks, cluster: &Clu
     }
 }
 
-fn matches(m: &EventMatch, e: &RecordedEvent) -> bool {
-    e.event.reason == m.reason && m.object.as_ref().is_none_or(|o| *o == e.event.object.to_string())
+fn matches(m: &EventMatch, (reason, object): &(&str, String)) -> bool {
+    *reason == m.reason && m.object.as_ref().is_none_or(|o| o == object)
 }
 
 /// Counts each matcher's Events; returns what was found and whether the
 /// list holds (include: at least one, or exactly `count`; exclude: none).
-fn events_check(list: &[EventMatch], events: &[RecordedEvent], include: bool) -> (Value, bool) {
+fn events_check(list: &[EventMatch], events: &[(&str, String)], include: bool) -> (Value, bool) {
     let mut ok = true;
     let mut got = Vec::new();
     for m in list {

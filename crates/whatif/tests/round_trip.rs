@@ -77,7 +77,10 @@ async fn snapshot_of_a_served_fleet_plays_like_the_fleet_itself() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // --from-cluster's listing.
-    let mut config = kube::Config::new(served.url().parse().expect("url"));
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
     config.read_timeout = Some(Duration::from_secs(10));
     let client = kube::Client::try_from(config).expect("client");
     let live = nodewarden_whatif::live::list_cluster(&client, "served").await.expect("list");

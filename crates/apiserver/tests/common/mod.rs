@@ -45,19 +45,23 @@ pub async fn start(opts: ServeOptions) -> Served {
     }
 }
 
-/// A kube client for it; `retry` = kube's default retry on 429/503/504.
-pub fn client(served: &Served, retry: bool) -> kube::Client {
-    let uri = match served.url().parse() {
-        Ok(u) => u,
-        Err(e) => panic!("url: {e}"),
-    };
-    let mut config = kube::Config::new(uri);
+/// A kube client for it, configured from its kubeconfig as any client
+/// is (HTTPS, its CA, its bearer token); `retry` = kube's default retry
+/// on 429/503/504.
+pub async fn client(served: &Served, retry: bool) -> kube::Client {
+    let mut config = config(served).await;
     config.default_retry = retry;
     config.read_timeout = Some(Duration::from_secs(10));
     match kube::Client::try_from(config) {
         Ok(c) => c,
         Err(e) => panic!("client: {e}"),
     }
+}
+
+/// The kube config its kubeconfig gives.
+pub async fn config(served: &Served) -> kube::Config {
+    let kc = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).or_fail("kubeconfig");
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.or_fail("config")
 }
 
 /// Fails the test with the error.

@@ -52,9 +52,37 @@ pub fn handle_disruption(
     mut inbox: ResMut<TaintManagerInbox>,
     mut timers: ResMut<NodeTimers>,
 ) {
-    let now = now.0;
     let cfg = &settings.0;
+    decide_zones(
+        now.0,
+        cfg,
+        &scratch,
+        &zone_index,
+        &mut mode,
+        &mut zones,
+        &mut nodes,
+        &mut outbox,
+        &mut inbox,
+        &mut timers,
+    );
+    for zone in &zones {
+        record_zone_state(&zone.key.to_string(), zone.state, zone.queue.qps());
+    }
+}
 
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn decide_zones(
+    now: Timestamp,
+    cfg: &ControllerConfig,
+    scratch: &PassScratch,
+    zone_index: &ZoneIndex,
+    mode: &mut DisruptionMode,
+    zones: &mut Query<&mut Zone>,
+    nodes: &mut Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
+    outbox: &mut Outbox,
+    inbox: &mut TaintManagerInbox,
+    timers: &mut NodeTimers,
+) {
     // New states of zones with counted nodes; zones without any lose theirs (G9).
     let mut new_states: Vec<(Entity, ZoneState, usize)> = vec![];
     let mut all_are_full = true;
@@ -98,7 +126,7 @@ pub fn handle_disruption(
         mode.all_zones_down = true;
         // Every node is marked reachable: the parked ones have work again.
         timers.activate_parked();
-        enter_master_disruption(cfg, now, &mut zones, &mut nodes, &mut outbox, &mut inbox);
+        enter_master_disruption(cfg, now, zones, nodes, outbox, inbox);
         for (z, _, _) in &new_states {
             if let Ok(mut zone) = zones.get_mut(*z) {
                 zone.queue.swap_rate(0.0, now);
@@ -112,8 +140,8 @@ pub fn handle_disruption(
             "some zone has ready nodes again: leaving master disruption mode; every node gets a fresh grace period"
         );
         mode.all_zones_down = false;
-        for (_, _, mut health, ..) in &mut nodes {
-            if let Some(rec) = health.settle(&timers) {
+        for (_, _, mut health, ..) in nodes.iter_mut() {
+            if let Some(rec) = health.settle(timers) {
                 health.set(HealthRecord { probe: now, ready_transition: now, ..rec });
             }
         }
@@ -121,7 +149,7 @@ pub fn handle_disruption(
         timers.activate_parked();
         timers.refile_all_now();
         for (z, state, size) in &new_states {
-            set_zone(&mut zones, *z, *state, *size, cfg, now);
+            set_zone(zones, *z, *state, *size, cfg, now);
         }
         return;
     }
@@ -132,7 +160,7 @@ pub fn handle_disruption(
             continue;
         }
         tracing::info!(zone = %zone.key, from = zone.state.map_or("none", ZoneState::as_str), to = state.as_str(), "zone state changed");
-        set_zone(&mut zones, *z, *state, *size, cfg, now);
+        set_zone(zones, *z, *state, *size, cfg, now);
     }
 }
 
@@ -173,6 +201,17 @@ fn enter_master_disruption(
             super::cancel_pod_eviction(entity, &mut flags, &mut zone);
         }
     }
+}
+
+/// Each zone's state (1 on the current one's series) and the rate of its
+/// queue after the pass: what an operator (and `cargo xtask wire`) reads
+/// to see a zone slow down or stop.
+fn record_zone_state(zone: &str, state: Option<ZoneState>, rate: f64) {
+    for s in [ZoneState::Initial, ZoneState::Normal, ZoneState::PartialDisruption, ZoneState::FullDisruption] {
+        let labels = [(metric_names::ZONE, zone.to_string()), (metric_names::STATE, s.as_str().to_string())];
+        metrics::gauge!(metric_names::ZONE_STATE, &labels).set(if state == Some(s) { 1.0 } else { 0.0 });
+    }
+    metrics::gauge!(metric_names::ZONE_RATE, metric_names::ZONE => zone.to_string()).set(rate);
 }
 
 fn record_zone_metrics(zone: &str, tally: ZoneTally) {

@@ -59,9 +59,16 @@ pub async fn serve(opts: ServeOptions) -> Served {
     Served::start(opts, listener).await.expect("start")
 }
 
+/// The kube config of `served`'s kubeconfig, as `nodewarden run` reads
+/// one: HTTPS, the served CA, the bearer token.
+pub async fn kube_config(served: &Served) -> kube::Config {
+    let kc = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config")
+}
+
 /// A client of `served`.
-pub fn client(served: &Served) -> kube::Client {
-    let mut config = kube::Config::new(served.url().parse().expect("url"));
+pub async fn client(served: &Served) -> kube::Client {
+    let mut config = kube_config(served).await;
     config.read_timeout = Some(Duration::from_secs(10));
     config.connect_timeout = Some(Duration::from_secs(2));
     kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client")
@@ -135,8 +142,9 @@ pub struct Seen {
     pub at: std::time::SystemTime,
 }
 
-/// A recording HTTP/1 proxy in front of the served API: every request the
-/// server answered is logged, so tests count what reached the server per
+/// A recording HTTP/1 proxy in front of the served API (its clients speak
+/// plain HTTP to it; it speaks HTTPS with the token to the server): every
+/// request the server answered is logged, so tests count what reached the server per
 /// object. A request the server does not answer (an outage) is not logged,
 /// and the client's connection is cut, as the server would cut it.
 pub struct Proxy {
@@ -150,22 +158,70 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 type Log = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
 
-/// Sends one request on to the server, on a connection of its own, and
-/// logs the answer.
-async fn forward(
-    upstream: std::net::SocketAddr,
+/// Where the proxy sends requests: the served API's address and, over
+/// HTTPS, a TLS connector trusting its CA and its bearer token.
+#[derive(Clone)]
+struct Upstream {
+    addr: std::net::SocketAddr,
+    tls: Option<(tokio_rustls::TlsConnector, String)>,
+}
+
+impl Upstream {
+    fn of(served: &Served) -> Upstream {
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::CertificateDer;
+        use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+        let tls = served.ca_pem().zip(served.token()).map(|(ca, token)| {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(CertificateDer::from_pem_slice(ca.as_bytes()).expect("the CA's PEM")).expect("the CA");
+            let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            (tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)), token.to_string())
+        });
+        Upstream { addr: served.addr, tls }
+    }
+}
+
+/// One HTTP/1.1 exchange on `io`.
+async fn exchange<S>(
+    io: S,
     req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<hyper::body::Incoming>, BoxError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+        .await
+        .map_err(|e| Box::new(e) as BoxError)?;
+    tokio::spawn(conn);
+    sender.send_request(req).await.map_err(|e| Box::new(e) as BoxError)
+}
+
+/// Sends one request on to the server, on a connection of its own (over
+/// TLS, with the token, when the server is HTTPS), and logs the answer.
+async fn forward(
+    upstream: Upstream,
+    mut req: hyper::Request<hyper::body::Incoming>,
     log: Log,
 ) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let at = std::time::SystemTime::now();
-    let up = tokio::net::TcpStream::connect(upstream).await.map_err(|e| Box::new(e) as BoxError)?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(up))
-        .await
-        .map_err(|e| Box::new(e) as BoxError)?;
-    tokio::spawn(conn);
-    let resp = sender.send_request(req).await.map_err(|e| Box::new(e) as BoxError)?;
+    let up = tokio::net::TcpStream::connect(upstream.addr).await.map_err(|e| Box::new(e) as BoxError)?;
+    let resp = match &upstream.tls {
+        Some((connector, token)) => {
+            let bearer = format!("Bearer {token}").parse().map_err(|e| Box::new(e) as BoxError)?;
+            req.headers_mut().insert(hyper::header::AUTHORIZATION, bearer);
+            let name = tokio_rustls::rustls::pki_types::ServerName::from(upstream.addr.ip());
+            exchange(connector.connect(name, up).await.map_err(|e| Box::new(e) as BoxError)?, req).await?
+        }
+        None => exchange(up, req).await?,
+    };
     let seen = Seen { method, path, status: resp.status().as_u16(), at };
     log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(seen);
     Ok(resp)
@@ -174,7 +230,7 @@ async fn forward(
 impl Proxy {
     /// Proxies to `served`.
     pub async fn start(served: &Served) -> Proxy {
-        let upstream = served.addr;
+        let upstream = Upstream::of(served);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address");
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -183,8 +239,9 @@ impl Proxy {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
                 let log = shared.clone();
+                let upstream = upstream.clone();
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| forward(upstream, req, log.clone()));
+                    let service = hyper::service::service_fn(move |req| forward(upstream.clone(), req, log.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .keep_alive(true)
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)

@@ -1,0 +1,126 @@
+//! `cargo xtask wire`: scenario files through real `nodewarden sim --serve`
+//! and `nodewarden run` processes (`nodewarden-wire`). One line a file on
+//! stdout (`PASS`/`FAIL` and the path, failures indented; `--json`: one
+//! object a file), a summary on stderr; exits 1 unless every expectation
+//! of every file held.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use nodewarden_wire::{DEFAULT_RATE, FileReport, Options};
+
+/// The part of `tests/scenarios/` CI plays (with every public conformance
+/// file): restarts, legacy mode, the Eviction API, the rescheduler, zone
+/// rates and the taint manager.
+pub const CI_SCENARIOS: [&str; 10] = [
+    "tests/scenarios/14-noexecute-swap-not-rate-limited.yaml",
+    "tests/scenarios/21-more-than-two-not-ready.yaml",
+    "tests/scenarios/34-restart-full-grace.yaml",
+    "tests/scenarios/36-restart-marks-pods-on-unknown-node.yaml",
+    "tests/scenarios/39-tm-untolerated-deleted-at-once.yaml",
+    "tests/scenarios/45-legacy-unknown-from-last-heartbeat.yaml",
+    "tests/scenarios/50-refused-deletion-retried.yaml",
+    "tests/scenarios/51-evict-mode-legacy-refusal.yaml",
+    "tests/scenarios/59-resched-tier-1-quick-and-allowed.yaml",
+    "tests/scenarios/62-resched-refused-then-next-node.yaml",
+];
+
+/// Runs `cargo xtask wire [FILE...] [--ci] [--json] [--binary PATH]
+/// [--rate N] [--parallel N] [--keep]`.
+pub fn wire(args: impl Iterator<Item = String>) -> Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut json = false;
+    let mut ci = false;
+    let mut binary: Option<PathBuf> = None;
+    let mut rate = DEFAULT_RATE;
+    let mut parallel = 3usize;
+    let mut keep = false;
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--ci" => ci = true,
+            "--keep" => keep = true,
+            "--binary" => binary = Some(args.next().context("--binary needs a path")?.into()),
+            "--rate" => {
+                rate = args.next().context("--rate needs a number")?.parse().context("--rate needs a number")?;
+                if !(1.0..=200.0).contains(&rate) {
+                    bail!("--rate must be from 1 to 200, got {rate}");
+                }
+            }
+            "--parallel" => {
+                parallel =
+                    args.next().context("--parallel needs a number")?.parse().context("--parallel needs a number")?;
+                if parallel == 0 {
+                    bail!("--parallel must be at least 1");
+                }
+            }
+            flag if flag.starts_with("--") => bail!("unknown flag {flag}"),
+            file => {
+                let path = PathBuf::from(file);
+                if path.is_dir() {
+                    files.extend(nodewarden_wire::scenario_files(&[path]));
+                } else if path.is_file() {
+                    files.push(path);
+                } else {
+                    bail!("{file}: no such file or directory");
+                }
+            }
+        }
+    }
+    let shared = root.join("../shared/conformance");
+    if ci {
+        files.extend(nodewarden_wire::scenario_files(std::slice::from_ref(&shared)));
+        files.extend(CI_SCENARIOS.iter().map(|f| root.join(f)));
+    }
+    if files.is_empty() {
+        files = nodewarden_wire::scenario_files(&[root.join("tests/scenarios"), shared]);
+    }
+    let binary = match binary {
+        Some(b) => b,
+        None => {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
+            root.join("target/release/nodewarden")
+        }
+    };
+    let binary = std::fs::canonicalize(&binary).with_context(|| format!("{} does not exist", binary.display()))?;
+    let version =
+        Command::new(&binary).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let work_dir = std::env::temp_dir().join(format!("nodewarden-wire-{}", std::process::id()));
+    eprintln!(
+        "wire: {} file(s), {parallel} at a time, clock at {rate}x real time, with {} ({})",
+        files.len(),
+        binary.display(),
+        version.unwrap_or_default()
+    );
+    let opts = Options { binary, rate, parallel, work_dir: work_dir.clone(), keep };
+    let started = Instant::now();
+    let print = |r: &FileReport| {
+        if json {
+            println!("{}", r.json());
+        } else {
+            println!("{}", r.text());
+        }
+    };
+    let reports = nodewarden_wire::run_files(&files, &opts, &print);
+    let passed = reports.iter().filter(|r| r.ok).count();
+    let largest = reports.iter().map(|r| r.largest_deviation).max().unwrap_or_default();
+    eprintln!(
+        "wire: {passed} of {} file(s) passed in {:.0} s; largest deviation {:.3} s",
+        reports.len(),
+        started.elapsed().as_secs_f64(),
+        largest.as_secs_f64()
+    );
+    if !keep && passed == reports.len() {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
+    if passed != reports.len() {
+        bail!("{} file(s) failed over the wire", reports.len() - passed);
+    }
+    Ok(())
+}
