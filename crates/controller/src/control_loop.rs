@@ -299,6 +299,7 @@ impl Controller {
         summary: &mut StepSummary,
     ) -> bool {
         let zones = self.engine.zones();
+        self.checker.zones_ticked(now, &zones);
         let all_down = self.engine.all_zones_down();
         let mut again = false;
         for action in actions {

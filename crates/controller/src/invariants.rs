@@ -415,8 +415,10 @@ pub struct InvariantChecker {
     node_names: Shared<str, Vec<u32>>,
     /// Toleration lists, shared by the pods that carry the same one.
     toleration_lists: Shared<[Toleration], ()>,
-    /// Per zone: the last new NoExecute taint's time and the rate then.
-    zone_taints: HashMap<ZoneKey, (Timestamp, f64)>,
+    /// Per zone, upstream's token bucket (F1, F2) as the checker follows
+    /// it: the rate last reported and when the next token is due. A zone
+    /// without one has a full bucket.
+    zone_taints: HashMap<ZoneKey, ZoneBucket>,
     /// Writes issued in the current step (the driver applies writes before
     /// the next tick, so "in flight" is "issued in this step").
     /// Keyed by object and slot, so the check costs O(1) per write even
@@ -845,10 +847,27 @@ impl InvariantChecker {
                 }
                 let zone = mirror.zone.clone();
                 let rate = self.zone_rate(&zone, zones);
-                self.zone_taints.insert(zone, (now, rate));
+                self.zone_taints.insert(zone, ZoneBucket { rate, ready_at: now + token_interval(rate) });
             }
             ActionKind::UpdateNodeConditions { node, conditions, .. } => self.own_condition_write(node, conditions),
             _ => {}
+        }
+    }
+
+    /// The zones as a tick left them: a zone whose rate changed had its
+    /// limiter swapped at `now` (upstream `SwapLimiter`, F2): a full bucket
+    /// at the new rate when the old one had a token to spend, else one
+    /// drained by a token; rate 0 grants nothing. The control loop calls
+    /// it after every tick, so every swap is seen at its time.
+    pub fn zones_ticked(&mut self, now: Timestamp, zones: &[ZoneReport]) {
+        for z in zones {
+            let Some(bucket) = self.zone_taints.get_mut(&z.key) else { continue };
+            if (bucket.rate as f32) == (z.rate as f32) || (bucket.rate <= 0.0 && z.rate <= 0.0) {
+                continue;
+            }
+            let old_had_token = bucket.rate > 0.0 && now >= bucket.ready_at;
+            let ready_at = if z.rate <= 0.0 || old_had_token { now } else { now + token_interval(z.rate) };
+            *bucket = ZoneBucket { rate: z.rate, ready_at };
         }
     }
 
@@ -928,18 +947,21 @@ impl InvariantChecker {
                 Invariant::ZoneRateRespected,
                 format!("{} added to node {node} in zone {zone:?} whose rate is 0", added.short()),
             );
-        } else if let Some(&(last, last_rate)) = self.zone_taints.get(zone) {
-            let interval = Span::from_secs_f64(1.0 / rate.max(last_rate)).unwrap_or(Span::ZERO);
-            if now - last < interval {
-                violate(
-                    out,
-                    Invariant::ZoneRateRespected,
-                    format!(
-                        "node {node} tainted {} after the previous taint in zone {zone:?} (rate {rate}/s allows one per {interval})",
-                        now - last
-                    ),
-                );
-            }
+        } else if let Some(bucket) = self.zone_taints.get(zone)
+            // A rate the checker was not told of (no `zones_ticked` since
+            // the swap) leaves the bucket unknown: judged full.
+            && (bucket.rate as f32) == (rate as f32)
+            && now < bucket.ready_at
+        {
+            violate(
+                out,
+                Invariant::ZoneRateRespected,
+                format!(
+                    "node {node} tainted {} before zone {zone:?} has a token again (rate {rate}/s, next token at {})",
+                    bucket.ready_at - now,
+                    bucket.ready_at
+                ),
+            );
         }
     }
 
@@ -1034,6 +1056,20 @@ impl InvariantChecker {
     }
 }
 
+/// Upstream's per-zone limiter as the checker follows it (F1, F2).
+#[derive(Clone, Copy, Debug)]
+struct ZoneBucket {
+    /// The zone's rate when the bucket was last taken from or swapped.
+    rate: f64,
+    /// When the next token is due (meaningless at rate 0).
+    ready_at: Timestamp,
+}
+
+/// Time between two tokens at `rate` (burst 1).
+fn token_interval(rate: f64) -> Span {
+    Span::from_secs_f64(1.0 / rate).unwrap_or(Span::ZERO)
+}
+
 #[cfg(test)]
 mod tests {
     use nodewarden_engine::{ActionId, ZoneState};
@@ -1107,6 +1143,32 @@ mod tests {
         c.end_step(true);
         let v = c.check_action(t(70), &taint_patch("b", vec![unreachable()], vec![]), &zone(0.1), true);
         assert!(v.iter().any(|v| v.invariant == Invariant::NoTaintWhileAllZonesDown), "{v:?}");
+    }
+
+    /// Upstream's `SwapLimiter` (F2): a zone going back to a rate it
+    /// tainted at 90 s ago gets a full bucket when the rate it leaves had a
+    /// token, and waits a full interval when it had none.
+    #[test]
+    fn a_rate_swap_refills_the_zone_bucket_as_upstream_does() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        for n in ["a", "b", "c"] {
+            c.observe(t(0), &node(n, ConditionStatus::Unknown, vec![]));
+        }
+        let patch = |n| taint_patch(n, vec![unreachable()], vec![]);
+        c.zones_ticked(t(440), &zone(0.01));
+        assert!(c.check_action(t(440), &patch("a"), &zone(0.01), false).is_empty());
+        c.end_step(false);
+        // Old bucket empty: the new one is drained, next token at 475 s.
+        c.zones_ticked(t(455), &zone(0.05));
+        let v = c.check_action(t(470), &patch("b"), &zone(0.05), false);
+        assert_eq!(v.first().map(|v| v.invariant), Some(Invariant::ZoneRateRespected), "{v:?}");
+        c.end_step(false);
+        // The 0.05/s bucket has its token again: spent on a full 0.01/s one.
+        c.zones_ticked(t(530), &zone(0.01));
+        assert!(c.check_action(t(530), &patch("b"), &zone(0.01), false).is_empty());
+        c.end_step(false);
+        let v = c.check_action(t(600), &patch("c"), &zone(0.01), false);
+        assert_eq!(v.first().map(|v| v.invariant), Some(Invariant::ZoneRateRespected), "{v:?}");
     }
 
     #[test]
