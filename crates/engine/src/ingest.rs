@@ -287,6 +287,15 @@ fn delete_node(world: &mut World, name: &str) {
     if let Some(h) = health {
         world.resource_mut::<NodeTimers>().remove(h.slot());
     }
+    // The Lease is an object of its own: it outlives the node until its
+    // own deletion is observed (the watch may deliver the Lease's events
+    // before the node's). Kept for a node created again under the name, as
+    // upstream's lease lister would still show it.
+    if let Some(lease) = world.get::<LeaseView>(e).copied()
+        && lease.present
+    {
+        world.resource_mut::<OrphanLeases>().0.insert(name.to_string(), lease.renew);
+    }
     world.despawn(e);
     if registered {
         world.resource_mut::<Outbox>().event(
