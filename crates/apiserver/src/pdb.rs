@@ -164,6 +164,13 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
             message: format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", pod.uid),
         });
     }
+    if sh.terminating_gracefully(&key) {
+        // Evicted (or deleted) already and within its grace: nothing more.
+        return Ok(http::json_response(
+            201,
+            Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#),
+        ));
+    }
     if !dry && sh.refuses_deletion(&key) {
         return Err(ApiError::TooManyRequests {
             message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),

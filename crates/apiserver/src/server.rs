@@ -142,6 +142,16 @@ impl Shared {
         (node_ready && !terminating).then(|| (grace, self.time.now() + nodewarden_model::Span::from_secs(grace)))
     }
 
+    /// Whether the pod is terminating through a grace period a deletion
+    /// asked for.
+    pub fn terminating_gracefully(&self, key: &str) -> bool {
+        self.graceful
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|g| g.contains_key(key))
+    }
+
     /// Marks `pod` terminating until `until` and stores it.
     pub fn start_graceful(
         &self,
@@ -290,7 +300,7 @@ async fn handle(
         Verdict::Proceed(d) => (d, None),
     };
     if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
+        tokio::time::sleep(nodewarden_model::wall::real(delay)).await;
     }
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -1118,19 +1128,19 @@ fn write(
         }
     } else {
         // As upstream's `ShouldDeleteDuringUpdate`: an update that leaves a
-        // terminating object without finalizers ends it when it took the
-        // last finalizer away, or when its grace period is already zero. A
-        // pod still within its grace period stays (its kubelet, or the pod
-        // garbage collector, deletes it), whatever status is written to it.
+        // terminating object without finalizers ends it only when its
+        // grace period is unset or zero (as one whose last finalizer goes
+        // after a delete has). A pod still within its grace period stays
+        // (its kubelet deletes it), whatever status is written to it.
         let removing = res.kind == Kind::Pod || res.kind == Kind::Namespace;
         let old = cur.value();
-        let had_finalizers =
-            old.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
-        let no_grace_left = old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64) == Some(0);
+        let was_terminating = old.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+        let no_grace_left =
+            old.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).is_none_or(|g| g == 0);
         let finalized = removing
-            && new.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null())
+            && was_terminating
             && new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
-            && (had_finalizers || no_grace_left);
+            && no_grace_left;
         s.commit(res.kind, &key, new, finalized)
     };
     drop(s);
@@ -1185,6 +1195,11 @@ fn delete(sh: &Shared, r: &Req, res: &Resource, ns: &str, name: &str) -> Result<
     let mut v = cur.value();
     let finalizers = v.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
     if dry {
+        return Ok(http::json_response(200, view(res, &cur)));
+    }
+    if res.kind == Kind::Pod && sh.terminating_gracefully(&key) {
+        // Deleted already and within its grace: upstream leaves it as it
+        // is and answers with it.
         return Ok(http::json_response(200, view(res, &cur)));
     }
     if res.kind == Kind::Pod && sh.refuses_deletion(&key) {

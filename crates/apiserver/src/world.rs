@@ -777,7 +777,8 @@ impl Driver {
             if f.at > elapsed {
                 break;
             }
-            self.shared.faults.inject(f.fault.clone(), f.lasts);
+            // Its duration is on the process's clock, as its start is.
+            self.shared.faults.inject(f.fault.clone(), f.lasts.map(wall::real));
             self.note(format!(
                 "{}{}",
                 f.fault,

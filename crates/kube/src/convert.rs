@@ -126,10 +126,8 @@ pub fn timestamp(t: &k8s_openapi::jiff::Timestamp) -> Timestamp {
 /// Now, on the engine's production clock (Unix nanoseconds): the
 /// `seen_at` of an object decoded now.
 pub fn wall_clock_now() -> Timestamp {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    Timestamp::from_nanos(nanos)
+    // The process's clock, the engine's: compressed under `cargo xtask wire`.
+    Timestamp::from_nanos(nodewarden_model::wall::unix_now_nanos())
 }
 
 /// An API timestamp (RFC 3339) within the sane range, or `None`.

@@ -207,7 +207,8 @@ impl EngineThread {
 
     /// Runs until [`Input::Stop`] or until every sender is gone. Each wake:
     /// take in what arrived, then, once every watch has synced, one
-    /// `Controller::step` at the current time through `api`.
+    /// `Controller::step` through `api`, both at the wake's time
+    /// ([`step_time`]: the due instant on a slightly late wake, else now).
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
         let mut waiting: BTreeSet<Watched> = self.watches.iter().copied().collect();
         let mut down: BTreeSet<Watched> = BTreeSet::new();
@@ -352,7 +353,7 @@ const WAKE_LAG: Span = Span::from_secs(1);
 /// given, so its time never goes back.
 fn step_time(now: Timestamp, due: Timestamp, fed: Timestamp) -> Timestamp {
     let at = if due <= now && now - due <= WAKE_LAG { due } else { now };
-    at.max(fed).min(now.max(fed))
+    at.max(fed)
 }
 
 #[cfg(test)]

@@ -106,8 +106,11 @@ impl Running {
 /// server that refuses or drops it; only a request with a deadline notices
 /// one that has stopped answering.
 async fn probe_api(client: Client, tx: Sender<Input>, monitor_period: nodewarden_model::Span) {
-    let allowed =
-        Duration::from_nanos(u64::try_from(monitor_period.as_nanos()).unwrap_or(0)).max(Duration::from_secs(1));
+    // On the process's clock (`wall`), as everything the engine waits for.
+    let allowed = nodewarden_model::wall::real(
+        Duration::from_nanos(u64::try_from(monitor_period.as_nanos()).unwrap_or(0)).max(Duration::from_secs(1)),
+    );
+    let every = nodewarden_model::wall::real(Duration::from_millis(500));
     let mut answered = true;
     loop {
         let started = tokio::time::Instant::now();
@@ -119,6 +122,6 @@ async fn probe_api(client: Client, tx: Sender<Input>, monitor_period: nodewarden
                 return;
             }
         }
-        tokio::time::sleep_until(started + Duration::from_millis(500)).await;
+        tokio::time::sleep_until(started + every).await;
     }
 }

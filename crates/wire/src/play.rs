@@ -19,8 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nodewarden_engine::ZoneReport;
+use nodewarden_model::Timestamp;
 use nodewarden_model::wall::{self, Dilation};
-use nodewarden_model::{Span, Timestamp};
 use nodewarden_sim::{EventAction, Scenario};
 
 use crate::WireError;
@@ -63,8 +63,9 @@ fn free_port() -> Result<SocketAddr, WireError> {
 
 /// `GET /metrics` over plain HTTP; empty when it cannot be read.
 fn scrape(addr: SocketAddr) -> String {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return String::new() };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    // Short: the loop that kills a controller at its instant waits for it.
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(50)) else { return String::new() };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
     if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
         return String::new();
     }
@@ -125,7 +126,11 @@ fn secs(unix_nanos: i64) -> String {
 /// Plays the file; the processes are gone when it returns.
 pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -> Result<Played, WireError> {
     let io = |what: String| move |e| WireError::io(what, e);
-    let anchor = wall::real_unix_nanos() + i64::try_from(LEAD.as_nanos()).unwrap_or(0);
+    // On a whole second: objects carry times to the second (metav1.Time),
+    // so the scenario's whole seconds read back exactly, as in replay.
+    let anchor = (wall::real_unix_nanos() + i64::try_from(LEAD.as_nanos()).unwrap_or(0)).div_euclid(1_000_000_000)
+        * 1_000_000_000
+        + 1_000_000_000;
     let clock = Dilation { rate: opts.rate, anchor_unix_nanos: anchor };
     let env = format!("{}@{}", opts.rate, secs(anchor));
     let kubeconfig = opts.dir.join("kubeconfig");
@@ -210,8 +215,9 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     let mut current = start_controller(Timestamp::EPOCH)?;
     let mut successor: Option<Controller> = None;
     let mut scrapes = Vec::new();
-    let scrape_every =
-        wall_of(scenario.config.node_monitor_period, opts.rate).div_f64(5.0).max(Duration::from_millis(10));
+    let scrape_every = Duration::from_nanos(u64::try_from(scenario.config.node_monitor_period.as_nanos()).unwrap_or(0))
+        .div_f64(opts.rate * 5.0)
+        .max(Duration::from_millis(10));
     let mut next_scrape = Instant::now();
     loop {
         let t = now();
@@ -238,10 +244,13 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
         if let Some(why) = current.proc.exited() {
             return Err(WireError::Process(why));
         }
-        if Instant::now() >= next_scrape {
+        // Not in the moments before a restart: the kill must not wait.
+        let restart_near = restarts.peek().is_some_and(|&r| wall::real_unix_nanos() + 200_000_000 >= real_of(r));
+        if Instant::now() >= next_scrape && !restart_near {
+            let asked = now();
             let page = scrape(current.metrics);
             if !page.is_empty() {
-                scrapes.push((now(), zones_from_metrics(&page)));
+                scrapes.push((asked, zones_from_metrics(&page)));
             }
             next_scrape = Instant::now() + scrape_every;
         }
@@ -251,9 +260,4 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     drop(successor);
     server.kill();
     Ok(Played { journal, scrapes, zero_unix_nanos: anchor, controllers: started })
-}
-
-/// Real time of a clock span at `rate`.
-fn wall_of(span: Span, rate: f64) -> Duration {
-    Duration::from_nanos(u64::try_from(span.as_nanos()).unwrap_or(0)).div_f64(rate)
 }
