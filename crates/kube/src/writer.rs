@@ -785,41 +785,32 @@ impl Writer {
     async fn write(&self, since: Instant, kind: &ActionKind) -> ApiResult<Attempt> {
         match kind {
             ActionKind::UpdateNodeConditions { node, conditions, version } => {
+                // One request, as upstream's UpdateStatus from its cache: a
+                // strategic merge patch of the conditions (merged by type),
+                // guarded by the resourceVersion the decision was made on.
+                // Decided on an older node (a kubelet's post came since),
+                // it is refused with 409 and the engine decides again from
+                // the node as it is, as upstream's conflict makes it
+                // recompute.
                 let api = Api::<Node>::all(self.client.clone());
-                let Some(mut cur) = self.send(since, || api.get_opt(node)).await? else {
-                    return Ok(Attempt::Refused(
-                        format!("nodes {node:?} not found"),
-                        node_state(node, None, self.opts.detail),
-                    ));
-                };
-                // Decided on an older node (a kubelet's post came since):
-                // the engine decides again from this one, as upstream's
-                // UpdateStatus conflict makes it recompute.
-                let now_at = cur.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
-                if *version != 0
-                    && let Some(now_at) = now_at.filter(|v| v != version)
-                {
-                    return Ok(Attempt::Refused(
-                        format!("node {node} changed since the decision (resourceVersion {version}, now {now_at})"),
-                        node_state(node, Some(&cur), self.opts.detail),
-                    ));
-                }
-                let list = cur.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
-                for c in conditions {
-                    let k = KNodeCondition {
+                let list: Vec<KNodeCondition> = conditions
+                    .iter()
+                    .map(|c| KNodeCondition {
                         type_: c.kind.as_str().to_string(),
                         status: c.status.as_str().to_string(),
                         reason: Some(c.reason.clone()),
                         message: Some(c.message.clone()),
                         last_heartbeat_time: time(c.last_heartbeat),
                         last_transition_time: time(c.last_transition),
-                    };
-                    match list.iter_mut().find(|x| x.type_ == k.type_) {
-                        Some(x) => *x = k,
-                        None => list.push(k),
-                    }
+                    })
+                    .collect();
+                let mut body = json!({"status": {"conditions": list}});
+                if *version != 0 {
+                    body["metadata"] = json!({"resourceVersion": version.to_string()});
                 }
-                match self.send(since, || api.replace_status(node, &POST, &cur)).await {
+                let pp = PatchParams::default();
+                let patch = Patch::Strategic(&body);
+                match self.send(since, || api.patch_status(node, &pp, &patch)).await {
                     Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                     Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
                         let fresh = self.call(since, || api.get_opt(node)).await;

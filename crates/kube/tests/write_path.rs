@@ -129,6 +129,11 @@ async fn a_deletion_cancelled_while_queued_is_never_sent() {
 }
 
 /// Twenty nodes crash at once; their Unknown statuses wait behind a
+/// A node status write (one strategic merge patch of its conditions).
+fn node_status(s: &common::Seen) -> bool {
+    s.method == "PATCH" && s.path.starts_with("/api/v1/nodes/") && s.path.ends_with("/status")
+}
+
 /// 2-requests-a-second client; the API server goes away for 5 s, during
 /// which every kubelet comes back. Nothing decided before the outage goes
 /// out after it: no node is written Unknown once the API is back, since
@@ -151,22 +156,18 @@ async fn a_status_decided_before_an_outage_is_not_sent_after_it() {
     // The Unknown statuses are decided about 3.2 s in (crash + grace).
     eventually(Duration::from_secs(10), "the first Unknown status written", || {
         let proxy = &proxy;
-        let any = proxy.seen().iter().any(|s| s.method == "PUT" && s.path.ends_with("/status"));
+        let any = proxy.seen().iter().any(node_status);
         async move { any }
     })
     .await;
     served.faults().inject(ApiFault::Outage, Some(Duration::from_secs(5)));
     let outage_ends = SystemTime::now() + Duration::from_secs(5);
-    let before = proxy.seen().iter().filter(|s| s.method == "PUT" && s.path.ends_with("/status")).count();
+    let before = proxy.seen().iter().filter(|s| node_status(s)).count();
     // The outage, then time for anything held back to go out, if it were
     // going to.
     tokio::time::sleep(Duration::from_secs(11)).await;
     running.stop();
-    let after: Vec<_> = proxy
-        .seen()
-        .into_iter()
-        .filter(|s| s.method == "PUT" && s.path.ends_with("/status") && s.at >= outage_ends)
-        .collect();
+    let after: Vec<_> = proxy.seen().into_iter().filter(|s| node_status(s) && s.at >= outage_ends).collect();
     println!("Unknown statuses sent before the outage: {before}; after it: {}", after.len());
     assert!(before < 20, "the rate limit held most statuses back ({before} went out before the outage)");
     assert!(after.is_empty(), "statuses decided before the outage were sent after it: {after:?}");
