@@ -136,6 +136,16 @@ pub fn mark_graceful(pod: &mut Value, grace: Option<i64>, now: &str) {
     }
 }
 
+/// The Eviction API's refusal for a budget (429 with a `DisruptionBudget`
+/// cause), as upstream words it.
+fn budget_refusal(why: String) -> ApiError {
+    ApiError::TooManyRequests {
+        message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+        retry_after: None,
+        causes: vec![Cause::new("DisruptionBudget", "", why)],
+    }
+}
+
 /// `POST pods/{name}/eviction`.
 pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Result<Response<ResBody>, ApiError> {
     let kind = body.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
@@ -172,15 +182,7 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
         ));
     }
     if !dry && sh.refuses_deletion(&key) {
-        return Err(ApiError::TooManyRequests {
-            message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-            retry_after: None,
-            causes: vec![Cause::new(
-                "DisruptionBudget",
-                "",
-                "the scenario refuses this eviction (refuse-deletions)".to_string(),
-            )],
-        });
+        return Err(budget_refusal("the scenario refuses this eviction (refuse-deletions)".to_string()));
     }
     let pv = pod.value();
     let terminal = matches!(pv.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
@@ -205,18 +207,10 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
             let allowed = healthy - desired;
             let ok = if pod_healthy { allowed > 0 } else { healthy >= desired };
             if !ok {
-                return Err(ApiError::TooManyRequests {
-                    message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-                    retry_after: None,
-                    causes: vec![Cause::new(
-                        "DisruptionBudget",
-                        "",
-                        format!(
-                            "The disruption budget {} needs {desired} healthy pods and has {healthy} currently",
-                            b.name()
-                        ),
-                    )],
-                });
+                return Err(budget_refusal(format!(
+                    "The disruption budget {} needs {desired} healthy pods and has {healthy} currently",
+                    b.name()
+                )));
             }
             if !dry && pod_healthy {
                 let mut bv = b.value();

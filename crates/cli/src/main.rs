@@ -230,6 +230,15 @@ fn run_replay(file: &Path, opts: &ReplayOptions) -> anyhow::Result<bool> {
 /// `ExponentialBuckets(0.01, 4, 8)`, and
 /// `taint_eviction_controller_pod_deletion_duration_seconds` uses
 /// 0.005 .. 240 s.
+/// `--start-at`'s value (hidden, for `cargo xtask wire`): Unix seconds on
+/// the process's clock, as Unix nanoseconds.
+pub(crate) fn unix_seconds(text: &str) -> Result<i64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok((secs * 1e9) as i64),
+        _ => Err(format!("must be Unix seconds, got {text:?}")),
+    }
+}
+
 pub(crate) fn prometheus() -> metrics_exporter_prometheus::PrometheusBuilder {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let exponential: Vec<f64> = (0..8).map(|i| 0.01 * 4f64.powi(i)).collect();

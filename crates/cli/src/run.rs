@@ -127,8 +127,8 @@ pub(crate) struct RunArgs {
     /// For `cargo xtask wire`: start the engine at this Unix time (seconds,
     /// on the process's clock) rather than at once; until then the caches
     /// fill and nothing is decided.
-    #[arg(long, hide = true, value_name = "UNIX_SECONDS")]
-    start_at: Option<f64>,
+    #[arg(long, hide = true, value_name = "UNIX_SECONDS", value_parser = crate::unix_seconds)]
+    start_at: Option<i64>,
 }
 
 impl RunArgs {
@@ -313,13 +313,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
                 }
             }
         };
-        let start_at = match args.start_at {
-            Some(secs) if secs.is_finite() && secs >= 0.0 => {
-                Some(nodewarden_model::Timestamp::from_nanos((secs * 1e9) as i64))
-            }
-            Some(secs) => bail!("--start-at must be Unix seconds, got {secs}"),
-            None => None,
-        };
+        let start_at = args.start_at.map(nodewarden_model::Timestamp::from_nanos);
         let writer = WriterOptions {
             qps: args.kube_api_qps,
             burst: args.kube_api_burst,

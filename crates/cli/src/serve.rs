@@ -68,18 +68,13 @@ fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
         Some(s) => bail!("--speed must be a positive number, got {s}"),
         None => 1.0,
     };
-    let zero_unix_nanos = match args.start_at {
-        Some(secs) if secs.is_finite() && secs >= 0.0 => Some((secs * 1e9) as i64),
-        Some(secs) => bail!("--start-at must be Unix seconds, got {secs}"),
-        None => None,
-    };
     Ok(ServeOptions {
         source,
         timing,
         scenario_speed: speed,
         api_faults,
         controller,
-        zero_unix_nanos,
+        zero_unix_nanos: args.start_at,
         journal: args.journal.clone(),
         server: ServerConfig {
             security: if args.plain_http { Security::PlainHttp } else { Security::Https },

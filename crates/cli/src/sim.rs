@@ -86,8 +86,8 @@ pub struct SimArgs {
     /// With --serve, for `cargo xtask wire`: the scenario's t=0 is this
     /// Unix time (seconds, on the process's clock) rather than the start;
     /// the cluster is served from the start, its timeline waits.
-    #[arg(long, hide = true, value_name = "UNIX_SECONDS", requires = "serve")]
-    pub(crate) start_at: Option<f64>,
+    #[arg(long, hide = true, value_name = "UNIX_SECONDS", requires = "serve", value_parser = crate::unix_seconds)]
+    pub(crate) start_at: Option<i64>,
     /// With --serve, for `cargo xtask wire`: keep the served cluster's
     /// journal (every stored change to a node, pod or Event, and every
     /// client write to a node or pod, with its time) in this file.
