@@ -974,10 +974,14 @@ impl InvariantChecker {
             }
             let node_name = (pod.node != NO_NODE).then(|| self.node_names.get(pod.node));
             let node = node_name.and_then(|n| self.nodes.get(n));
+            // A node without a Ready condition is Unknown to the legacy
+            // decision (upstream's `tryUpdateNodeHealth` makes one up,
+            // heartbeat at creation), and counts from the probe time
+            // without waiting for the startup grace.
             let allowed_from = node.and_then(|n| match n.ready {
-                Some(ConditionStatus::True) | None => None,
+                Some(ConditionStatus::True) => None,
                 Some(ConditionStatus::False) => Some(n.last_transition + self.config.pod_eviction_timeout),
-                Some(ConditionStatus::Unknown) => Some(n.last_beat + self.config.pod_eviction_timeout),
+                Some(ConditionStatus::Unknown) | None => Some(n.last_beat + self.config.pod_eviction_timeout),
             });
             match allowed_from {
                 Some(from) if now > from => {}
@@ -1200,6 +1204,28 @@ mod tests {
         assert_eq!(c.check_action(t(300), &delete("ns/web"), &zone(0.1), false).len(), 1);
         c.end_step(false);
         assert!(c.check_action(t(301), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    /// Found by `rescheduler_steps`: a node object created again without
+    /// status is, to upstream's legacy decision, Unknown from the probe
+    /// on, startup grace or not; the checker allowed no deletion at all
+    /// until the controller wrote Unknown, and held back upstream's.
+    #[test]
+    fn legacy_mode_counts_a_node_without_ready_as_unknown() {
+        let config = ControllerConfig {
+            enable_taint_manager: false,
+            pod_eviction_timeout: Span::from_secs(20),
+            ..ControllerConfig::default()
+        };
+        let mut c = InvariantChecker::new(&config);
+        let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::Unknown, vec![]) else { unreachable!() };
+        n.created = t(100);
+        n.conditions.clear();
+        c.observe(t(100), &Observation::NodeUpserted(n));
+        c.observe(t(100), &pod("ns/web", "n", None, false));
+        assert_eq!(c.check_action(t(120), &delete("ns/web"), &zone(0.1), false).len(), 1);
+        c.end_step(false);
+        assert!(c.check_action(t(121), &delete("ns/web"), &zone(0.1), false).is_empty());
     }
 
     #[test]

@@ -37,7 +37,20 @@ pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<()
             if goes_unknown { node_still_silent(world, now, node) } else { Ok(()) }
         }
         ActionKind::PatchNodeTaints { node, add, remove, slot } => taints_still_wanted(world, node, add, remove, *slot),
-        ActionKind::PatchNodeLabels { .. } | ActionKind::RecordEvent(_) | ActionKind::EvictForAddon { .. } => Ok(()),
+        ActionKind::PatchNodeLabels { .. } | ActionKind::RecordEvent(_) => Ok(()),
+        // The rescheduler's eviction rests on the pod still running on the
+        // node being prepared; whether the room is still needed is the
+        // rescheduler's next pass to judge (it releases the node then).
+        ActionKind::EvictForAddon { pod, uid, why, .. } => {
+            let (_, p) = pod_with_uid(world, pod, uid)?;
+            if p.node.as_deref() != Some(why.node.as_str()) {
+                return Err(format!("the pod is no longer bound to node {}", why.node));
+            }
+            if p.terminating {
+                return Err("the pod is already terminating".into());
+            }
+            Ok(())
+        }
         ActionKind::MarkPodNotReady { pod, uid } => {
             let (_, p) = pod_with_uid(world, pod, uid)?;
             let node = p.node.as_deref().unwrap_or_default();

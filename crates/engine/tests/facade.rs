@@ -301,3 +301,48 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
     let why = again.still_true(t(60_100), &deletion.kind).expect_err("another pod");
     assert!(why.contains("re-created"), "{why}");
 }
+
+/// Found by `rescheduler_steps`: a rescheduler eviction waiting behind an
+/// earlier write to the same pod (a previous life's, across a restart)
+/// went out after the engine had seen the pod deleted, and reached the API
+/// server for a uid it had already removed. It is withdrawn now, as a
+/// node-lifecycle deletion is.
+#[test]
+fn an_addon_eviction_is_withdrawn_once_the_pod_is_seen_gone_or_moved() {
+    use nodewarden_engine::{AddonEviction, PreparationTier};
+    use nodewarden_model::Resources;
+    let mut engine = Engine::new(ControllerConfig { enable_rescheduler: true, ..Default::default() }, t(0)).unwrap();
+    engine.observe(node("a"));
+    engine.observe(plain_pod("default/p", "a"));
+    let _ = engine.tick(t(0));
+    let eviction = ActionKind::EvictForAddon {
+        pod: "default/p".into(),
+        uid: "uid-default/p".into(),
+        grace: None,
+        why: Box::new(AddonEviction {
+            pod: "default/p".into(),
+            node: "a".into(),
+            addon: "kube-system/dns".into(),
+            unschedulable_since: t(0),
+            needed: Resources::default(),
+            free_before: Resources::default(),
+            tier: PreparationTier::Allowed,
+            victims: vec!["default/p".into()],
+            freed: Resources::default(),
+            budgets: vec![],
+            pod_grace: Span::from_secs(30),
+            grace: Span::from_secs(30),
+            decided_at: t(0),
+        }),
+    };
+    assert_eq!(engine.still_true(t(100), &eviction), Ok(()));
+    let Observation::PodUpserted(mut terminating) = plain_pod("default/p", "a") else { unreachable!() };
+    terminating.terminating = true;
+    terminating.version = 2;
+    engine.observe(Observation::PodUpserted(terminating));
+    let why = engine.still_true(t(200), &eviction).expect_err("terminating");
+    assert!(why.contains("terminating"), "{why}");
+    engine.observe(Observation::PodDeleted { key: "default/p".into() });
+    let why = engine.still_true(t(300), &eviction).expect_err("the pod is gone");
+    assert!(why.contains("gone"), "{why}");
+}
