@@ -58,11 +58,13 @@ fn run(program: &str, args: &[&str]) -> Result<()> {
 
 fn ci() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    // As `.ci/run`: no incremental caches, they only take disk space.
+    // As `.ci/run`: no incremental caches, they only take disk space, and
+    // `CI` set, so the conformance tests fail without ../shared.
     let step = |args: &[&str]| -> Result<()> {
         let status = Command::new(&cargo)
             .args(args)
             .env("CARGO_INCREMENTAL", "0")
+            .env("CI", "true")
             .status()
             .with_context(|| format!("could not start {cargo}"))?;
         if !status.success() {

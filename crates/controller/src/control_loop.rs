@@ -120,6 +120,8 @@ pub struct Controller {
     logged: HashSet<(Invariant, Option<(ObjectRef, WriteSlot)>)>,
     /// An engine of the other eviction mode kept by [`Controller::reset`].
     spare: Option<Engine>,
+    /// The engine's monitor pass count the checker was last told of.
+    passes_told: u64,
 }
 
 impl Controller {
@@ -128,7 +130,7 @@ impl Controller {
     pub fn new(config: ControllerConfig, start: Timestamp) -> Result<Controller, ConfigError> {
         let engine = Engine::new(config.clone(), start)?;
         let checker = InvariantChecker::new(&config);
-        Ok(Controller { config, engine, checker, stopwatch: None, logged: HashSet::new(), spare: None })
+        Ok(Controller { config, engine, checker, stopwatch: None, logged: HashSet::new(), spare: None, passes_told: 0 })
     }
 
     /// Replaces the engine with a fresh one started at `at`, as a restarted
@@ -141,6 +143,7 @@ impl Controller {
             self.engine.measure_with(clock);
         }
         self.checker.controller_restarted();
+        self.passes_told = 0;
         self.logged.clear();
         Ok(())
     }
@@ -162,6 +165,7 @@ impl Controller {
         }
         self.engine.reset(config.clone(), start)?;
         self.checker = InvariantChecker::new(&config);
+        self.passes_told = 0;
         self.config = config;
         self.stopwatch = None;
         self.logged.clear();
@@ -273,6 +277,11 @@ impl Controller {
         for _ in 0..MAX_ANSWER_ROUNDS {
             let started = self.stopwatch.map(|clock| clock());
             let actions = self.engine.tick(now);
+            let passes = self.engine.monitor_passes();
+            if passes != self.passes_told {
+                self.passes_told = passes;
+                self.checker.monitor_passed();
+            }
             let took = self.stopwatch.zip(started).map(|(clock, s)| clock().duration_since(s));
             summary.ticks += 1;
             summary.actions += actions.len();

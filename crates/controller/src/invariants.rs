@@ -134,8 +134,15 @@ struct NodeMirror {
     ready_transition: Option<Timestamp>,
     lease: Option<Timestamp>,
     /// When the checker last saw a new heartbeat (status or Lease): never
-    /// later than the controller's own probe time.
+    /// later than the controller's own probe time once a monitor pass has
+    /// taken it in.
     last_beat: Timestamp,
+    /// The monitor pass count ([`InvariantChecker::monitor_passed`]) when
+    /// `last_beat` was raised: a pass since then has taken it in.
+    beat_pass: u64,
+    /// The newest heartbeat a monitor pass is known to have taken in,
+    /// while `last_beat` is one none has yet (see [`NodeMirror::taken_beat`]).
+    taken: Timestamp,
     /// When the checker last saw Ready's transition time change.
     last_transition: Timestamp,
     /// Since when the node has carried NoExecute taints without a break.
@@ -150,6 +157,32 @@ struct NodeMirror {
     /// condition write carried: seeing them is no heartbeat, even after a
     /// snapshot from before the write landed showed the older ones again.
     own_ready: Option<(Timestamp, Timestamp)>,
+}
+
+impl NodeMirror {
+    /// A heartbeat seen at `now`, while the monitor has run `passes` times.
+    fn beat(&mut self, now: Timestamp, passes: u64) {
+        if self.beat_pass < passes {
+            self.taken = self.last_beat;
+        }
+        self.last_beat = now;
+        self.beat_pass = passes;
+    }
+
+    /// The newest heartbeat the controller's monitor has taken in: its
+    /// probe time is no earlier. A heartbeat seen since the last pass is
+    /// not, and may never be (the node object replaced by one without
+    /// status before the next pass leaves the controller's record as it
+    /// was).
+    fn taken_beat(&self, passes: u64) -> Timestamp {
+        if self.beat_pass < passes { self.last_beat } else { self.taken.min(self.last_beat) }
+    }
+
+    /// Sets both heartbeat times to at most `at`.
+    fn lower_beats_to(&mut self, at: Timestamp) {
+        self.last_beat = self.last_beat.min(at);
+        self.taken = self.taken.min(at);
+    }
 }
 
 /// Whether a snapshot at `version` is older than the `held` one (both
@@ -444,6 +477,9 @@ pub struct InvariantChecker {
     idle_reservation: Option<(Timestamp, bool)>,
     /// The latest time the checker was told of.
     now: Timestamp,
+    /// How many health-monitor passes the controller has run, as the
+    /// control loop reports them.
+    passes: u64,
     /// What the last [`InvariantChecker::end_step`] found.
     step_violations: Vec<Violation>,
 }
@@ -471,6 +507,7 @@ impl InvariantChecker {
             waiting_addons: BTreeSet::new(),
             idle_reservation: None,
             now: Timestamp::MIN,
+            passes: 0,
             step_violations: Vec::new(),
         }
     }
@@ -520,25 +557,32 @@ impl InvariantChecker {
                 // health record when both happen between two monitor
                 // passes (upstream's pass sees no deletion), and counts a
                 // node it has no record of and that never posted status
-                // from its creation. The checker allows the earlier.
+                // from its creation. The checker allows the earlier. The
+                // record kept is the one the last monitor pass left: a
+                // heartbeat the old object posted since is not in it.
                 // One lookup: a status post every few minutes per node.
+                let passes = self.passes;
                 let (entry, known) = match self.nodes.entry(CompactName::from(n.name.as_str())) {
                     Entry::Occupied(o) => {
                         let m = o.into_mut();
                         if m.created != n.created {
-                            let basis = if ready.is_some() { now } else { n.created.min(now) };
-                            m.last_beat = m.last_beat.min(basis);
+                            let basis =
+                                if ready.is_some() { now } else { n.created.min(now).min(m.taken_beat(passes)) };
+                            m.lower_beats_to(basis);
                             m.last_transition = m.last_transition.min(basis);
                             m.created = n.created;
                         }
                         (m, true)
                     }
                     Entry::Vacant(v) => {
+                        let first = if ready.is_some() { now } else { n.created.min(now) };
                         let m = v.insert(NodeMirror {
                             // A node that never posted status counts from its
                             // creation, as the controller's startup grace does.
-                            last_beat: if ready.is_some() { now } else { n.created.min(now) },
-                            last_transition: if ready.is_some() { now } else { n.created.min(now) },
+                            last_beat: first,
+                            taken: first,
+                            beat_pass: passes,
+                            last_transition: first,
                             ready_heartbeat: ready.map(|c| c.last_heartbeat),
                             ready_transition: ready.map(|c| c.last_transition),
                             created: n.created,
@@ -551,7 +595,7 @@ impl InvariantChecker {
                     && entry.own_ready != Some((c.last_heartbeat, c.last_transition))
                 {
                     if entry.ready_heartbeat != Some(c.last_heartbeat) {
-                        entry.last_beat = now;
+                        entry.beat(now, passes);
                     }
                     if entry.ready_transition != Some(c.last_transition) {
                         entry.last_transition = now;
@@ -591,7 +635,7 @@ impl InvariantChecker {
             Observation::LeaseUpserted { node, renew } => {
                 if let Some(n) = self.nodes.get_mut(node.as_str()) {
                     if renew.is_some() && (n.lease.is_none() || *renew > n.lease) {
-                        n.last_beat = now;
+                        n.beat(now, self.passes);
                     }
                     n.lease = *renew;
                 }
@@ -854,6 +898,12 @@ impl InvariantChecker {
         }
     }
 
+    /// The controller's health monitor ran a pass: every heartbeat seen so
+    /// far is in its records now.
+    pub fn monitor_passed(&mut self) {
+        self.passes += 1;
+    }
+
     /// The zones as a tick left them: a zone whose rate changed had its
     /// limiter swapped at `now` (upstream `SwapLimiter`, F2): a full bucket
     /// at the new rate when the old one had a token to spend, else one
@@ -1054,7 +1104,7 @@ impl InvariantChecker {
         self.zone_taints.clear();
         self.step_writes.clear();
         for n in self.nodes.values_mut().filter(|n| n.ready.is_none()) {
-            n.last_beat = n.last_beat.min(n.created);
+            n.lower_beats_to(n.created);
             n.last_transition = n.last_transition.min(n.created);
         }
     }
@@ -1226,6 +1276,40 @@ mod tests {
         assert_eq!(c.check_action(t(120), &delete("ns/web"), &zone(0.1), false).len(), 1);
         c.end_step(false);
         assert!(c.check_action(t(121), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    /// Found by `rescheduler_steps`: a node posts a heartbeat and is
+    /// replaced by an object without status before the next monitor pass.
+    /// The controller keeps the record its last pass left (probe at 0 s),
+    /// so it may delete from 0 s + timeout; the checker counted from the
+    /// new object's creation, since the heartbeat it saw at 400 s was later.
+    /// Once a pass has taken that heartbeat in, it does count.
+    #[test]
+    fn a_heartbeat_no_pass_took_in_is_not_the_controllers_probe() {
+        let config = ControllerConfig {
+            enable_taint_manager: false,
+            pod_eviction_timeout: Span::from_secs(90),
+            ..ControllerConfig::default()
+        };
+        let run = |pass_after_the_heartbeat: bool| {
+            let mut c = InvariantChecker::new(&config);
+            let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::True, vec![]) else { unreachable!() };
+            c.observe(t(0), &Observation::NodeUpserted(n.clone()));
+            c.observe(t(0), &pod("ns/web", "n", None, false));
+            c.monitor_passed();
+            n.conditions[0].last_heartbeat = t(400);
+            c.observe(t(400), &Observation::NodeUpserted(n.clone()));
+            if pass_after_the_heartbeat {
+                c.monitor_passed();
+            }
+            n.created = t(380);
+            n.conditions.clear();
+            c.observe(t(400), &Observation::NodeUpserted(n));
+            c.check_action(t(405), &delete("ns/web"), &zone(0.1), false)
+        };
+        assert!(run(false).is_empty(), "{:?}", run(false));
+        // Counted from the new object's creation: 380 s + 90 s.
+        assert_eq!(run(true).len(), 1);
     }
 
     #[test]

@@ -350,6 +350,7 @@ impl Engine {
             let mut t = self.world.resource_mut::<LoopTimers>();
             let start = t.start;
             if t.monitor_now {
+                t.monitor_passes += 1;
                 t.next_monitor =
                     LoopTimers::grid_at_or_after(start, period, now + nodewarden_model::Span::from_nanos(1));
             }
@@ -578,6 +579,14 @@ impl Engine {
         crate::send_check::still_true(&self.world, self.world.resource::<Now>().0, kind)
     }
 
+    /// How many health-monitor passes this engine has run: a heartbeat
+    /// observed before the latest one is in its records. The safety
+    /// interlock needs this to know which heartbeats the controller's
+    /// probe times can rest on.
+    pub fn monitor_passes(&self) -> u64 {
+        self.world.resource::<LoopTimers>().monitor_passes
+    }
+
     /// Writes issued and not yet reported finished. A driver that stops (or
     /// a test that wants a quiet engine) waits for this to reach 0; a count
     /// that only grows means outcomes are not being reported back.
@@ -600,6 +609,7 @@ fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
         tainting_now: false,
         next_rescheduler: start,
         rescheduler_now: false,
+        monitor_passes: 0,
     });
     world.init_resource::<NodeIndex>();
     world.init_resource::<PodIndex>();

@@ -52,6 +52,8 @@ pub struct LoopTimers {
     pub next_rescheduler: Timestamp,
     /// Whether the rescheduler pass runs in the current tick.
     pub rescheduler_now: bool,
+    /// Health-monitor passes run since the start.
+    pub monitor_passes: u64,
 }
 
 impl LoopTimers {

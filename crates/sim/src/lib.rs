@@ -1,7 +1,7 @@
 //! A simulated Kubernetes cluster and the scenario format that drives
 //! nodewarden's engine on a virtual clock.
 //!
-//! A scenario (`shared/specs/scenario-format.md`) describes a cluster, a
+//! A scenario (`docs/scenarios.md`, a public contract) describes a cluster, a
 //! timeline of what happens to it and what the controller must have done by
 //! given times. [`parse_scenario`] reads and validates one; [`replay`]
 //! runs the real engine against a [`Cluster`] with simulated kubelets and

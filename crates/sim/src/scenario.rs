@@ -1,4 +1,4 @@
-//! The scenario file format (`shared/specs/scenario-format.md`), as Rust
+//! The scenario file format (`docs/scenarios.md`, a public contract), as Rust
 //! types that deserialize from YAML or JSON.
 //!
 //! Every struct refuses unknown fields, so a typo is an error naming its

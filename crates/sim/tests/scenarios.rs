@@ -4,9 +4,11 @@
 //! seeds), and checks that every file of `tests/invalid/` is refused with
 //! the message its first line announces.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use nodewarden_sim::{ApiLatency, ReplayOptions, load_scenario, replay};
+use nodewarden_sim::{ApiLatency, ReplayOptions, load_scenario, parse_scenario, replay};
 
 /// The seeds the latency runs use: each draws other delays.
 const LATENCY_SEEDS: [u64; 3] = [1, 2, 3];
@@ -97,18 +99,10 @@ fn repository_scenarios_pass_with_api_latency() {
     }
 }
 
-/// The shared conformance files, or `None` (said on stderr) when the folder
-/// is not there. CI always has it: there its absence fails the test.
+/// The shared conformance files, or `None` when the folder is not there
+/// (see [`common::conformance_dir`]).
 fn conformance_files() -> Option<Vec<PathBuf>> {
-    let dir = repo_root().join("../shared/conformance");
-    if !dir.is_dir() {
-        assert!(std::env::var_os("CI").is_none(), "{} is missing: CI always has it", dir.display());
-        eprintln!(
-            "skipped: {} is not present (the public conformance scenarios sit beside the repository)",
-            dir.display()
-        );
-        return None;
-    }
+    let dir = common::conformance_dir(&repo_root())?;
     let paths = files(&dir, is_visible);
     assert!(!paths.is_empty(), "{} is empty", dir.display());
     Some(paths)
@@ -171,5 +165,58 @@ fn replays_are_deterministic() {
             path.display(),
             first.iter().zip(&second).position(|(a, b)| a != b).unwrap_or(first.len().min(second.len()))
         );
+    }
+}
+
+/// docs/scenarios.md, which describes the format to users in full.
+fn format_doc() -> String {
+    let path = repo_root().join("docs/scenarios.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// The part of `doc` from the heading `from` to the next heading of the
+/// same level.
+fn doc_section<'a>(doc: &'a str, from: &str) -> &'a str {
+    let start = doc.find(from).unwrap_or_else(|| panic!("docs/scenarios.md has no {from:?}"));
+    let level = from.split(' ').next().unwrap_or("##");
+    let rest = &doc[start + from.len()..];
+    let end = rest.find(&format!("\n{level} ")).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// The example at the top of the format's description replays, and
+/// every expectation in it holds.
+#[test]
+fn the_format_docs_example_passes() {
+    let doc = format_doc();
+    let section = doc_section(&doc, "## The format");
+    let start = section.find("```yaml\n").expect("a YAML example under \"The format\"") + "```yaml\n".len();
+    let end = start + section[start..].find("```").expect("the example's closing fence");
+    let scenario = parse_scenario(&section[start..end]).unwrap_or_else(|e| panic!("the docs' example: {e}"));
+    let outcome = replay(&scenario, &ReplayOptions { quiet: true, ..ReplayOptions::default() }).unwrap();
+    assert!(outcome.ok(), "{:?}", outcome.failures().map(|r| r.to_json()).collect::<Vec<_>>());
+    assert!(outcome.summary.passed >= 2);
+}
+
+/// Every event action the format's description lists is one the parser
+/// takes, written as the table writes it.
+#[test]
+fn the_format_docs_event_actions_parse() {
+    let doc = format_doc();
+    let section = doc_section(&doc, "### `events`");
+    let actions: Vec<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(code, _)| code.to_string()))
+        .map(|a| a.replace("node-z, ...", "node-z").replace("default/p, ...", "default/p").replace("[...]", "[]"))
+        .collect();
+    assert!(actions.len() >= 17, "only {} actions found in the events table", actions.len());
+    for action in &actions {
+        let file = format!(
+            "nodes: [{{name: node-a}}, {{name: node-b}}]\npods: [{{name: default/web-1}}]\nevents:\n- {{at: 1s, {action}}}\n"
+        );
+        if let Err(e) = parse_scenario(&file) {
+            panic!("docs/scenarios.md lists `{action}`, which does not parse: {e}");
+        }
     }
 }

@@ -9,6 +9,8 @@
 //! this test), and the diff of `tests/transcripts/` in the same commit shows
 //! exactly which writes moved.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use nodewarden_sim::{ReplayOptions, load_scenario, replay};
@@ -104,11 +106,7 @@ fn repository_transcripts_are_unchanged() {
 #[test]
 fn conformance_transcripts_are_unchanged() {
     let root = repo_root();
-    let dir = root.join("../shared/conformance");
-    if !dir.is_dir() {
-        eprintln!("{} not present; skipped", dir.display());
-        return;
-    }
+    let Some(dir) = common::conformance_dir(&root) else { return };
     let problems = check(&dir, &root.join("tests/transcripts/conformance"));
     assert!(
         problems.is_empty(),
