@@ -1,9 +1,13 @@
-//! deploy/: every kustomize overlay builds (`kubectl kustomize`), every
-//! object it renders is a valid Kubernetes object (k8s-openapi's types,
-//! with any field the types do not know refused), the Helm chart renders
-//! the same objects, the Deployment's flags are flags `nodewarden run`
-//! accepts, the resources follow the sizing formula, and the alerts and
-//! the dashboard use metric names the code exports. The RBAC rules are
+//! deploy/: every kustomize overlay builds (`kubectl kustomize`), alone
+//! and with the monitoring component; without it nothing needs a CRD, so
+//! `kubectl apply -k` works on a bare cluster; every object it renders is
+//! a valid Kubernetes object (k8s-openapi's types, with any field the
+//! types do not know refused), the Helm chart renders the same objects,
+//! the image is a placeholder no one can mistake for a published one,
+//! docs/operations.md's Install commands run as written up to what needs
+//! a registry or a cluster, the Deployment's flags are flags `nodewarden
+//! run` accepts, the resources follow the sizing formula, and the alerts
+//! and the dashboard use metric names the code exports. The RBAC rules are
 //! checked against real requests in deploy_rbac.rs.
 
 mod deploy;
@@ -11,7 +15,10 @@ mod deploy;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use deploy::{deployment_args, key, kustomize, one, root};
+use deploy::{
+    PLACEHOLDER_IMAGE, checkout_copy, deployment_args, deployment_image, key, kustomize, kustomize_at, needs_crd, one,
+    root, with_image,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -153,19 +160,71 @@ fn the_validation_refuses_unknown_fields_and_wrong_types() {
     assert!(validate(&json!({"apiVersion": "v1", "kind": "Secret"})).is_err());
 }
 
+fn assert_valid(objs: &[Value], what: &str) {
+    let mut seen = BTreeSet::new();
+    for o in objs {
+        assert!(seen.insert(key(o)), "{what}: {} rendered twice", key(o));
+        if let Err(errors) = validate(o) {
+            panic!("{what}: {} is not valid:\n  {}", key(o), errors.join("\n  "));
+        }
+        assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/name"], "nodewarden", "{what}: {}", key(o));
+    }
+}
+
+/// The base and every overlay: valid objects, of built-in kinds only (a
+/// kind the cluster does not know fails `kubectl apply`, after the rest
+/// was applied), and the placeholder image.
 #[test]
 fn every_overlay_builds_and_every_object_is_a_valid_kubernetes_object() {
     for dir in OVERLAYS {
         let Some(objs) = kustomize(dir) else { return };
-        assert!(objs.len() >= 10, "{dir}: only {} objects", objs.len());
-        let mut seen = BTreeSet::new();
-        for o in &objs {
-            assert!(seen.insert(key(o)), "{dir}: {} rendered twice", key(o));
-            if let Err(errors) = validate(o) {
-                panic!("{dir}: {} is not valid:\n  {}", key(o), errors.join("\n  "));
-            }
-            assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/name"], "nodewarden", "{dir}: {}", key(o));
-        }
+        assert!(objs.len() >= 9, "{dir}: only {} objects", objs.len());
+        assert_valid(&objs, dir);
+        let crd: Vec<String> = objs.iter().filter(|o| needs_crd(o)).map(key).collect();
+        assert!(crd.is_empty(), "{dir}: kinds a bare cluster does not know: {crd:?}");
+        assert_eq!(deployment_image(&objs), format!("{PLACEHOLDER_IMAGE}:0.1.0"), "{dir}");
+    }
+    assert!(needs_crd(&json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor"})));
+    assert!(!needs_crd(&json!({"apiVersion": "v1", "kind": "Service"})));
+    assert!(!needs_crd(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"})));
+}
+
+/// An overlay of one's own (in a copy of deploy/) with `resources` and
+/// `components`, built: what a user writes beside the checkout.
+fn build_own_overlay(name: &str, resources: &[&str], components: &[&str]) -> Option<Vec<Value>> {
+    let work = checkout_copy(name);
+    let list = |xs: &[&str]| xs.iter().map(|x| format!("- ../deploy/kustomize/{x}\n")).collect::<String>();
+    let text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{}components:\n{}",
+        list(resources),
+        list(components)
+    );
+    std::fs::create_dir_all(work.join("site")).expect("site/");
+    std::fs::write(work.join("site/kustomization.yaml"), text).expect("write the overlay");
+    kustomize_at(&work.join("site"), &format!("an overlay of {resources:?} with {components:?}"))
+}
+
+/// components/monitoring, added to the base or any overlay, adds the
+/// ServiceMonitor and changes nothing else.
+#[test]
+fn the_monitoring_component_adds_the_service_monitor_and_nothing_else() {
+    for (i, dir) in OVERLAYS.into_iter().enumerate() {
+        let Some(plain) = kustomize(dir) else { return };
+        let Some(with) = build_own_overlay(&format!("monitoring-{i}"), &[dir], &["components/monitoring"]) else {
+            return;
+        };
+        assert_valid(&with, &format!("{dir} + monitoring"));
+        let (mut with, plain) = (by_key(with), by_key(plain));
+        let sm =
+            with.remove("ServiceMonitor/kube-system/nodewarden").unwrap_or_else(|| panic!("{dir}: no ServiceMonitor"));
+        assert_eq!(with, plain, "{dir}: the component changed more than the ServiceMonitor");
+        assert!(needs_crd(&sm));
+        assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");
+        assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+        assert_eq!(sm["spec"]["selector"]["matchLabels"], json!({"app.kubernetes.io/name": "nodewarden"}));
+        // The alerts' `job` and `mode` labels come from here.
+        assert_eq!(sm["spec"]["jobLabel"], "app.kubernetes.io/name");
+        assert_eq!(sm["spec"]["endpoints"][0]["relabelings"][0]["targetLabel"], "mode");
     }
 }
 
@@ -234,7 +293,6 @@ fn the_active_deployment_is_highly_available_locked_down_and_probed() {
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
     assert_eq!(np["spec"]["ingress"], json!([{"ports": [{"port": "metrics", "protocol": "TCP"}]}]));
     assert_eq!(one(&objs, "Service")["spec"]["ports"][0]["targetPort"], "metrics");
-    assert_eq!(one(&objs, "ServiceMonitor")["spec"]["endpoints"][0]["path"], "/metrics");
     // The same selector everywhere, and it selects the pods.
     let selector = json!({"app.kubernetes.io/name": "nodewarden"});
     assert_eq!(d["spec"]["selector"]["matchLabels"], selector);
@@ -365,6 +423,12 @@ fn the_helm_chart_renders_the_same_objects_as_kustomize() {
     let Some(shadow) = kustomize("overlays/shadow") else { return };
     let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &json!({})).expect("default values");
     assert_same_objects(helm, active, "helm (defaults) vs overlays/active");
+    let values = json!({"serviceMonitor": {"enabled": true}});
+    let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &values).expect("serviceMonitor");
+    let Some(monitored) = build_own_overlay("helm-monitoring", &["overlays/active"], &["components/monitoring"]) else {
+        return;
+    };
+    assert_same_objects(helm, monitored, "helm (serviceMonitor.enabled) vs overlays/active + components/monitoring");
     let helm = deploy::helm::render(&chart(), "nodewarden", "kube-system", &json!({"mode": "shadow"})).expect("shadow");
     assert_same_objects(helm, shadow, "helm (mode=shadow) vs overlays/shadow");
     for mode in ["active", "shadow"] {
@@ -402,14 +466,16 @@ fn the_rescheduler_overlays_add_the_flag_and_read_access_to_budgets_only() {
 #[test]
 fn the_helm_chart_values_change_what_they_say_and_bad_values_are_refused() {
     let over = json!({"controller": {"podDeletionMode": "evict"}, "extraArgs": ["--enable-taint-manager=false"],
-        "serviceMonitor": {"enabled": false}, "replicas": 3, "leaderElectionName": "nw"});
+        "serviceMonitor": {"enabled": true, "interval": "15s"}, "replicas": 3, "leaderElectionName": "nw",
+        "image": {"repository": "registry.example.com/platform/nodewarden", "tag": "0.1.0-rc1"}});
     let objs = deploy::helm::render(&chart(), "nw", "kube-system", &over).expect("render");
     let args = deployment_args(&objs);
     for a in ["--pod-deletion-mode=evict", "--enable-taint-manager=false", "--leader-elect-resource-name=nw"] {
         assert!(args.contains(&a.to_string()), "{a} not in {args:?}");
     }
     assert_eq!(one(&objs, "Deployment")["spec"]["replicas"], 3);
-    assert!(!objs.iter().any(|o| o["kind"] == "ServiceMonitor"));
+    assert_eq!(deployment_image(&objs), "registry.example.com/platform/nodewarden:0.1.0-rc1");
+    assert_eq!(one(&objs, "ServiceMonitor")["spec"]["endpoints"][0]["interval"], "15s");
     let role = objs.iter().find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kube-system").expect("Role");
     assert_eq!(role["rules"][1]["resourceNames"], json!(["nw"]));
     // Flags from values reach `nodewarden run` too.
@@ -419,6 +485,9 @@ fn the_helm_chart_values_change_what_they_say_and_bad_values_are_refused() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("/nonexistent/kubeconfig"), "{stderr}");
 
+    let err = deploy::helm::render(&chart(), "nw", "kube-system", &json!({"serviceMonitor": {"enabled": "yes"}}))
+        .unwrap_err();
+    assert_eq!(err, [r#"values.serviceMonitor.enabled: "yes" is not of type "boolean""#]);
     let err = deploy::helm::render(&chart(), "nw", "kube-system", &json!({"mode": "passive"})).unwrap_err();
     assert_eq!(err, [r#"values.mode: "passive" is not one of ["active","shadow"]"#]);
     let err = deploy::helm::render(&chart(), "nw", "kube-system", &json!({"controler": {}})).unwrap_err();
@@ -607,4 +676,153 @@ fn the_dockerfile_builds_a_static_binary_into_a_non_root_image() {
         let sc = &one(&objs, "Deployment")["spec"]["template"]["spec"]["securityContext"];
         assert_eq!(sc["runAsUser"].to_string(), uid);
     }
+}
+
+/// The chart with its default values renders built-in kinds only and the
+/// placeholder image; the ServiceMonitor's template is wrapped in its
+/// flag, as is anything else of a kind a CRD defines.
+#[test]
+fn the_helm_chart_needs_no_crd_by_default_and_names_the_placeholder_image() {
+    let objs = deploy::helm::render(&chart(), "nodewarden", "kube-system", &json!({})).expect("default values");
+    let crd: Vec<String> = objs.iter().filter(|o| needs_crd(o)).map(key).collect();
+    assert!(crd.is_empty(), "the chart's defaults render kinds a bare cluster does not know: {crd:?}");
+    assert_eq!(deployment_image(&objs), format!("{PLACEHOLDER_IMAGE}:0.1.0"));
+    let values: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(chart().join("values.yaml")).expect("values.yaml"))
+            .expect("values.yaml is YAML");
+    assert_eq!(values["serviceMonitor"]["enabled"], false);
+    assert_eq!(values["image"]["repository"], PLACEHOLDER_IMAGE);
+
+    for entry in std::fs::read_dir(chart().join("templates")).expect("templates/") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("template");
+        let crd_kind = text.lines().any(|l| {
+            l.trim_start().strip_prefix("apiVersion:").is_some_and(|v| needs_crd(&json!({"apiVersion": v.trim()})))
+        });
+        if !crd_kind {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(
+            (lines.first().copied(), lines.last().copied()),
+            (Some("{{- if .Values.serviceMonitor.enabled }}"), Some("{{- end }}")),
+            "{}: a kind a CRD defines, not wrapped in serviceMonitor.enabled",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn helm_set_reads_values_as_helm_does() {
+    let mut v = json!({});
+    deploy::install::helm_set(&mut v, "mode=shadow,image.tag=0.1.0");
+    deploy::install::helm_set(&mut v, "image.repository=r.example/x/nodewarden");
+    deploy::install::helm_set(&mut v, "rescheduler.enabled=true,replicas=3");
+    assert_eq!(
+        v,
+        json!({"mode": "shadow", "image": {"tag": "0.1.0", "repository": "r.example/x/nodewarden"},
+            "rescheduler": {"enabled": true}, "replicas": 3})
+    );
+}
+
+/// The commands the stand-ins may see (deploy/install.rs); another one in
+/// the docs must be taught to the test first.
+fn assert_known(calls: &[deploy::install::Call]) {
+    for c in calls {
+        let words: Vec<&str> = c.iter().map(String::as_str).collect();
+        let known = matches!(
+            words.as_slice(),
+            ["docker", "build", ..]
+                | ["docker", "push", _]
+                | ["kubectl", "kustomize", _]
+                | ["kubectl", "apply", "-k", _]
+                | ["kubectl", "-n", "kube-system", "rollout", "status", _]
+                | ["helm", "install", ..]
+        );
+        assert!(known, "the Install section runs `{}`, which this test has no stand-in for", c.join(" "));
+    }
+}
+
+/// `docker build -t IMAGE .` then `docker push IMAGE`: the image.
+fn built_and_pushed(calls: &[deploy::install::Call]) -> String {
+    let docker: Vec<&deploy::install::Call> = calls.iter().filter(|c| c[0] == "docker").collect();
+    assert_eq!(docker.len(), 2, "expected a docker build and a docker push: {docker:?}");
+    let build = &docker[0];
+    assert_eq!(build[1], "build", "{build:?}");
+    let t = build.iter().position(|a| a == "-t").unwrap_or_else(|| panic!("docker build without -t: {build:?}"));
+    let image = build[t + 1].clone();
+    assert_eq!(build.last().map(String::as_str), Some("."), "the build context is the checkout: {build:?}");
+    assert_eq!(docker[1][1..], ["push".to_string(), image.clone()], "the pushed image is the built one");
+    assert!(!image.starts_with(PLACEHOLDER_IMAGE), "the docs build the placeholder {image}");
+    image
+}
+
+/// docs/operations.md's Install section, run as written (deploy/install.rs
+/// says what stands in for the registry and the cluster): the image block
+/// with the kustomize block, then with the Helm block, each in a fresh
+/// copy of the checkout. What would be applied is the shadow overlay with
+/// the pushed image, and nothing else changed.
+#[test]
+fn install_commands_run_as_written() {
+    use deploy::install::{block, helm_call, install_blocks, run};
+    let ops = std::fs::read_to_string(root().join("docs/operations.md")).expect("docs/operations.md");
+    assert!(ops.contains("**No image is published.**") && ops.contains(PLACEHOLDER_IMAGE));
+    let blocks = install_blocks();
+    assert_eq!(blocks.len(), 3, "the Install section's ```sh blocks: {blocks:#?}");
+    let image = block(&blocks, "# 1. The image");
+    let with_kustomize = block(&blocks, "# 2. kustomize");
+    let with_helm = block(&blocks, "# 2. Helm");
+    let work = checkout_copy("install-kustomize");
+    let Some(r) = run(&work, &format!("{image}{with_kustomize}")) else { return };
+    let Some(shadow) = kustomize("overlays/shadow") else { return };
+    assert_known(&r.calls);
+    let pushed = built_and_pushed(&r.calls);
+    assert_eq!(r.applied.len(), 1, "one kubectl apply -k: {:?}", r.calls);
+    let applied = deploy::yaml_docs(&r.applied[0], "what kubectl apply -k would apply");
+    assert!(!applied.iter().any(needs_crd), "the install applies a kind a bare cluster does not know");
+    assert_same_objects(applied, with_image(&shadow, &pushed), "the docs' overlay vs overlays/shadow");
+    assert!(r.stdout.contains(&format!("image: {pushed}")), "the docs' check does not show the image:\n{}", r.stdout);
+    assert!(!r.stdout.contains(PLACEHOLDER_IMAGE), "{}", r.stdout);
+
+    let work = checkout_copy("install-helm");
+    let Some(r) = run(&work, &format!("{image}{with_helm}")) else { return };
+    assert_known(&r.calls);
+    let pushed = built_and_pushed(&r.calls);
+    let helm: Vec<&deploy::install::Call> = r.calls.iter().filter(|c| c[0] == "helm").collect();
+    assert_eq!(helm.len(), 1, "{:?}", r.calls);
+    let (name, chart, namespace, values) = helm_call(helm[0]);
+    assert_eq!((name.as_str(), namespace.as_str()), ("nodewarden", "kube-system"));
+    let objs = deploy::helm::render(&work.join(&chart), &name, &namespace, &values)
+        .unwrap_or_else(|e| panic!("the docs' helm values are refused: {e:?}"));
+    assert_same_objects(objs, with_image(&shadow, &pushed), "the docs' helm install vs overlays/shadow");
+}
+
+/// `kustomize edit set image`, which the docs give as the alternative to
+/// writing `images:` by hand, names the same image: run only where the
+/// standalone kustomize binary is installed (kubectl has no `edit`).
+#[test]
+fn kustomize_edit_set_image_names_the_image() {
+    let Some(kustomize_bin) = deploy::which("kustomize") else {
+        eprintln!(
+            "SKIPPED: the standalone kustomize binary is not installed, so `kustomize edit set image` was not run"
+        );
+        return;
+    };
+    let work = checkout_copy("edit-set-image");
+    let site = work.join("site");
+    std::fs::create_dir_all(&site).expect("site/");
+    std::fs::write(
+        site.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../deploy/kustomize/overlays/shadow\n",
+    )
+    .expect("write");
+    let image = "registry.example.com/platform/nodewarden:0.1.0";
+    let out = Command::new(kustomize_bin)
+        .args(["edit", "set", "image", &format!("{PLACEHOLDER_IMAGE}={image}")])
+        .current_dir(&site)
+        .output()
+        .expect("run kustomize");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (Some(objs), Some(shadow)) = (kustomize_at(&site, "site"), kustomize("overlays/shadow")) else { return };
+    assert_same_objects(objs, with_image(&shadow, image), "kustomize edit set image");
 }
