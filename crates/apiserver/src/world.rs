@@ -483,6 +483,19 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<Populated, ServeError> {
         }
         node_uids.insert(n.name.clone(), (uid, i));
     }
+    // A generated fleet's workload pods get the owners and labels their
+    // controllers would have given them (a scenario file's pods say their
+    // own); the ReplicaSets and StatefulSets themselves are not served.
+    let workloads = match &opts.source {
+        ServeSource::Fleet(spec, builtin) if *builtin != Some(Builtin::CriticalAddon) => fleet::workloads(spec),
+        _ => Vec::new(),
+    };
+    let owner_uids: Vec<String> = workloads.iter().map(|_| s.next_uid()).collect();
+    let owned: std::collections::HashMap<&str, (usize, usize)> = workloads
+        .iter()
+        .enumerate()
+        .flat_map(|(w, wl)| wl.pods.iter().enumerate().map(move |(ordinal, key)| (key.as_str(), (w, ordinal))))
+        .collect();
     let mut daemonsets = std::collections::BTreeMap::new();
     for (j, p) in cluster.pods().filter(|p| !p.deleted).enumerate() {
         let mut snap = p.snapshot();
@@ -510,6 +523,9 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<Populated, ServeError> {
         if let Some(reason) = &p.reason {
             v["status"]["reason"] = json!(reason);
         }
+        if let Some(&(w, ordinal)) = owned.get(snap.key.as_str()) {
+            owned_by_workload(&mut v, &workloads[w], ordinal, &owner_uids[w]);
+        }
         s.commit(Kind::Pod, &snap.key, v, false);
     }
     let n_nodes = cluster.nodes().count();
@@ -531,6 +547,29 @@ fn populate(opts: &ServeOptions, sh: &Shared) -> Result<Populated, ServeError> {
         store_budget(&mut s, &time, &b.spec);
     }
     Ok(Populated { kubelets, plan, name, tracks_scheduling: tracks })
+}
+
+/// Writes into a fleet pod what its workload's controller puts there: the
+/// controlling owner reference (the Deployment's ReplicaSet, or the
+/// StatefulSet) and the labels the controller adds (`pod-template-hash`;
+/// a StatefulSet's revision, pod name and index), under `app: <workload>`.
+fn owned_by_workload(v: &mut Value, w: &fleet::Workload, ordinal: usize, uid: &str) {
+    let (kind, owner) = w.owner();
+    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let labels = match w.kind {
+        fleet::WorkloadKind::Deployment => json!({"app": w.name, "pod-template-hash": w.revision}),
+        fleet::WorkloadKind::StatefulSet => json!({
+            "app": w.name,
+            "controller-revision-hash": format!("{}-{}", w.name, w.revision),
+            "statefulset.kubernetes.io/pod-name": name,
+            "apps.kubernetes.io/pod-index": ordinal.to_string(),
+        }),
+    };
+    v["metadata"]["labels"] = labels;
+    v["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": uid,
+        "controller": true, "blockOwnerDeletion": true,
+    }]);
 }
 
 /// Called when a client creates an object, before it is stored: what

@@ -67,8 +67,20 @@ async fn discovery_get_list_paging_and_selectors() {
         let ds =
             pods.list(&ListParams::default().fields("metadata.namespace=kube-system")).await.or_fail("ns selector");
         assert_eq!(ds.items.len(), 12);
-        let by_label = pods.list(&ListParams::default().labels("app=workload")).await.or_fail("labels");
-        assert_eq!(by_label.items.len(), 18);
+        // The fleet's workloads: Deployments of 3, 5 and 6 replicas and a
+        // StatefulSet of 4 (db-0001), each pod with its controller's labels.
+        let by_label = pods.list(&ListParams::default().labels("pod-template-hash")).await.or_fail("labels");
+        assert_eq!(by_label.items.len(), 14, "the Deployments' pods");
+        let sts = pods.list(&ListParams::default().labels("app=db-0001")).await.or_fail("labels");
+        assert_eq!(sts.items.len(), 4);
+        assert!(
+            sts.items.iter().all(|p| p.metadata.owner_references.as_ref().is_some_and(|o| o.len() == 1
+                && o[0].kind == "StatefulSet"
+                && o[0].name == "db-0001"
+                && o[0].controller == Some(true))),
+            "{:?}",
+            sts.items.iter().map(|p| &p.metadata.owner_references).collect::<Vec<_>>()
+        );
         let any = pods.list(&ListParams::default().match_any()).await.or_fail("rv=0");
         assert_eq!(any.items.len(), 30);
         let bad = pods.list(&ListParams::default().fields("spec.bogus=1")).await.err();
@@ -214,7 +226,7 @@ async fn eviction_is_refused_with_429_when_a_budget_forbids() {
         let pdb: PodDisruptionBudget = serde_json::from_value(json!({
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": "workload"},
-            "spec": {"minAvailable": 5, "selector": {"matchLabels": {"app": "workload"}}},
+            "spec": {"minAvailable": 5, "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}},
         }))
         .or_fail("pdb json");
         pdbs.create(&PostParams::default(), &pdb).await.or_fail("create pdb");
@@ -268,7 +280,7 @@ async fn budgets_evictions_with_grace_and_bindings_serve_the_rescheduler() {
         let pdb: PodDisruptionBudget = serde_json::from_value(json!({
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": "workload"},
-            "spec": {"minAvailable": 5, "selector": {"matchLabels": {"app": "workload"}}},
+            "spec": {"minAvailable": 5, "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}},
         }))
         .or_fail("pdb json");
         let created = pdbs.create(&PostParams::default(), &pdb).await.or_fail("create pdb");

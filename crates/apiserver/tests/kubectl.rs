@@ -106,3 +106,150 @@ async fn kubectl_get_describe_taint_cordon_delete_and_watch() {
     tokio::time::timeout(Duration::from_secs(50), faults_check).await.or_fail("timed out").or_fail("kubectl checks");
     served.stop();
 }
+
+/// Splits a line of kubectl's table into its cells (columns are padded
+/// with at least three spaces; a cell has at most single spaces inside).
+fn cells(line: &str) -> Vec<String> {
+    line.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(str::to_string).collect()
+}
+
+/// The row of `name` in kubectl's output.
+fn row_of(out: &str, name: &str) -> Vec<String> {
+    out.lines().map(cells).find(|c| c.first().map(String::as_str) == Some(name)).unwrap_or_default()
+}
+
+/// The node and pod tables as kubectl prints them: upstream's headers,
+/// `-o wide` included, and upstream's words (NotReady for a Ready that is
+/// Unknown, Unknown only without a Ready condition, roles from both role
+/// labels, `<unknown>` for what a node did not report, Terminating, and
+/// Unknown for a deleted pod of a lost node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_tables_have_upstreams_columns_and_status_words() {
+    let Some(bin) = kubectl_path() else {
+        println!("skipped: kubectl is not on PATH");
+        return;
+    };
+    let served = start(options(2, 5)).await;
+    let kubeconfig = std::env::temp_dir().join(format!("nodewarden-kubectl-tables-{}.kubeconfig", served.addr.port()));
+    std::fs::write(&kubeconfig, served.kubeconfig()).or_fail("write kubeconfig");
+    // Nodes without kubelets (none is simulated for a node a client
+    // creates), in the states a controller and an operator leave them.
+    let manifest = std::env::temp_dir().join(format!("nodewarden-kubectl-tables-{}.json", served.addr.port()));
+    let node = |name: &str, labels: serde_json::Value, ready: Option<&str>, cordoned: bool| {
+        let conditions: Vec<serde_json::Value> = ready
+            .map(|r| {
+                serde_json::json!({"type": "Ready", "status": r, "reason": "NodeStatusUnknown",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+            })
+            .into_iter()
+            .collect();
+        serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": {"unschedulable": cordoned},
+            "status": {"conditions": conditions, "nodeInfo": {"kubeletVersion": "v1.33.0"}}})
+    };
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "held", "namespace": "apps", "finalizers": ["example.com/hold"]},
+        "spec": {"nodeName": "node-000000", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}});
+    // One object a line: kubectl reads a stream of JSON objects as it
+    // reads a multi-document YAML file.
+    let objects = [
+        node("lost", serde_json::json!({"node-role.kubernetes.io/control-plane": ""}), Some("Unknown"), false),
+        node(
+            "down",
+            serde_json::json!({"kubernetes.io/role": "worker", "node-role.kubernetes.io/infra": ""}),
+            Some("False"),
+            true,
+        ),
+        node("fresh", serde_json::json!({}), None, false),
+        pod,
+    ];
+    let text: String = objects.iter().map(|o| format!("{o}\n")).collect();
+    std::fs::write(&manifest, text).or_fail("write manifest");
+    let check = tokio::task::spawn_blocking(move || {
+        let k = |args: &[&str]| kubectl(&bin, &kubeconfig, args);
+        let (ok, _, err) = k(&["create", "-f", &manifest.to_string_lossy()]);
+        assert!(ok, "{err}");
+
+        let (ok, out, err) = k(&["get", "nodes", "-o", "wide"]);
+        assert!(ok, "{err}");
+        let header = out.lines().next().map(cells).unwrap_or_default();
+        assert_eq!(
+            header,
+            [
+                "NAME",
+                "STATUS",
+                "ROLES",
+                "AGE",
+                "VERSION",
+                "INTERNAL-IP",
+                "EXTERNAL-IP",
+                "OS-IMAGE",
+                "KERNEL-VERSION",
+                "CONTAINER-RUNTIME"
+            ],
+            "{out}"
+        );
+        let lost = row_of(&out, "lost");
+        assert_eq!(
+            (&lost[1..3], &lost[4..]),
+            (
+                &["NotReady".to_string(), "control-plane".to_string()][..],
+                &["v1.33.0", "<none>", "<none>", "<unknown>", "<unknown>", "<unknown>"].map(String::from)[..]
+            ),
+            "{out}"
+        );
+        assert_eq!(row_of(&out, "down")[1..3], ["NotReady,SchedulingDisabled", "infra,worker"], "{out}");
+        assert_eq!(row_of(&out, "fresh")[1..3], ["Unknown", "<none>"], "{out}");
+        let fleet = row_of(&out, "node-000001");
+        assert_eq!(fleet[1], "Ready", "{out}");
+        assert_eq!(
+            fleet[5..],
+            ["10.64.0.1", "<none>", "nodewarden simulated node", "6.8.0-nodewarden", "containerd://2.0.0"]
+        );
+        let (ok, out, err) = k(&["get", "nodes"]);
+        assert!(ok, "{err}");
+        assert_eq!(out.lines().next().map(cells).unwrap_or_default(), ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
+
+        let (ok, _, err) = k(&["delete", "pod", "-n", "apps", "held", "--wait=false"]);
+        assert!(ok, "{err}");
+        let (ok, out, err) = k(&["get", "pods", "-n", "apps", "-o", "wide"]);
+        assert!(ok, "{err}");
+        let header = out.lines().next().map(cells).unwrap_or_default();
+        assert_eq!(
+            header,
+            ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
+            "{out}"
+        );
+        let running = row_of(&out, "w000001-04");
+        assert_eq!(
+            (&running[1..4], &running[6..]),
+            (
+                &["1/1", "Running", "0"].map(String::from)[..],
+                &["node-000001", "<none>", "<none>"].map(String::from)[..]
+            ),
+            "{out}"
+        );
+        assert_eq!(row_of(&out, "held")[2], "Terminating", "{out}");
+        let (ok, _, err) = k(&[
+            "patch",
+            "pod",
+            "-n",
+            "apps",
+            "held",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"reason":"NodeLost"}}"#,
+        ]);
+        assert!(ok, "{err}");
+        let (_, out, _) = k(&["get", "pod", "-n", "apps", "held"]);
+        assert_eq!(row_of(&out, "held")[2], "Unknown", "{out}");
+        let (ok, out, err) = k(&["get", "pods", "-n", "apps"]);
+        assert!(ok, "{err}");
+        assert_eq!(out.lines().next().map(cells).unwrap_or_default(), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+        let _ = std::fs::remove_file(&kubeconfig);
+        let _ = std::fs::remove_file(&manifest);
+    });
+    tokio::time::timeout(Duration::from_secs(50), check).await.or_fail("timed out").or_fail("kubectl checks");
+    served.stop();
+}

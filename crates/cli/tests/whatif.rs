@@ -153,3 +153,81 @@ fn bad_input_exits_2_with_a_message() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+fn kubectl_path() -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join("kubectl")).find(|p| p.is_file())
+}
+
+/// The README's loop: `sim --serve`, a kubectl snapshot of it, what-if on
+/// the snapshot. The served fleet's pods carry their controllers' owners
+/// and labels, so the report groups them into Deployments (through their
+/// ReplicaSets), a StatefulSet and the DaemonSets, not one bare pod each.
+#[test]
+fn what_if_on_a_snapshot_of_the_served_fleet_groups_pods_into_workloads() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let Some(kubectl) = kubectl_path() else {
+        println!("skipped: kubectl is not on PATH");
+        return;
+    };
+    let kubeconfig = dir().join(format!("served-{}.kubeconfig", std::process::id()));
+    let mut server = Command::new(env!("CARGO_BIN_EXE_nodewarden"))
+        .args(["sim", "--serve", "127.0.0.1:0", "--nodes", "12", "--zones", "3", "--pods-per-node", "8", "--quiet"])
+        .arg("--write-kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sim --serve");
+    let mut line = String::new();
+    if let Some(out) = server.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    let snap = Command::new(kubectl)
+        .env("KUBECONFIG", &kubeconfig)
+        .args(["get", "nodes,pods,leases,daemonsets,poddisruptionbudgets", "-A", "-o", "json"])
+        .args(["--request-timeout", "20s"])
+        .output();
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_file(&kubeconfig);
+    let snap = snap.expect("run kubectl");
+    assert!(snap.status.success(), "{line}{}", String::from_utf8_lossy(&snap.stderr));
+    let file = write(&format!("served-{}.json", std::process::id()), &String::from_utf8_lossy(&snap.stdout));
+    let o = nodewarden(&[
+        "sim",
+        "--from-snapshot",
+        file.to_str().expect("utf-8"),
+        "--fail-zone",
+        "zone-a",
+        "--duration",
+        "15m",
+        "--json",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let report = &v["a"]["workloads"];
+    let affected = report["workloads"].as_array().expect("workloads");
+    let kinds: Vec<(&str, &str, u64)> = affected
+        .iter()
+        .map(|w| {
+            (w["kind"].as_str().unwrap_or(""), w["name"].as_str().unwrap_or(""), w["replicas"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    // 12 nodes of 6 workload pods: ten workloads of 3 to 11 replicas (the
+    // last of 9), plus the two DaemonSets.
+    assert_eq!(affected.len() as u64 + report["unaffected_workloads"].as_u64().unwrap_or(0), 12, "{kinds:?}");
+    assert!(kinds.iter().all(|(k, _, _)| ["Deployment", "StatefulSet", "DaemonSet"].contains(k)), "{kinds:?}");
+    assert!(kinds.contains(&("StatefulSet", "db-0001", 4)), "{kinds:?}");
+    assert!(kinds.contains(&("Deployment", "svc-0000", 3)), "{kinds:?}");
+    assert!(kinds.contains(&("DaemonSet", "ds0", 12)), "{kinds:?}");
+    // Some lose every replica (all in zone-a), some keep replicas elsewhere.
+    let lost = |w: &Value| w["lost_all_ready"].as_bool() == Some(true);
+    assert!(affected.iter().any(lost), "{kinds:?}");
+    assert!(
+        affected.iter().any(|w| !lost(w) && w["kind"] != "DaemonSet" && w["on_failed_nodes"].as_u64() > Some(0)),
+        "{kinds:?}"
+    );
+}
