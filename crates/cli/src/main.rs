@@ -22,6 +22,7 @@ use nodewarden_sim::{
 };
 use tracing_subscriber::EnvFilter;
 
+mod memory;
 mod run;
 mod serve;
 mod sim;
@@ -94,18 +95,21 @@ fn main() -> ExitCode {
     // A simulated control-plane outage refuses every write: one warning per
     // refused write would bury the progress line, so `sim` keeps those quiet
     // (ingest logs refused writes; the taint manager and legacy eviction log
-    // their refused deletions as they retry them).
+    // their refused deletions as they retry them). `--from-cluster` reports
+    // a failed listing itself, with the server's URL and the cause.
     let json = matches!(&cli.command, Command::Run(args) if args.json_logs());
+    let run = matches!(&cli.command, Command::Run(_));
     init_logging(
         match cli.command {
             Command::Sim(_) => {
                 "warn,nodewarden_engine::ingest=error,nodewarden_engine::systems::taint_manager=error,\
-                 nodewarden_engine::systems::legacy=error"
+                 nodewarden_engine::systems::legacy=error,kube_client::client::builder=off"
             }
             Command::Replay(_) => "warn",
             Command::Run(_) => "info",
         },
         json,
+        run,
     );
     // `cargo xtask wire` runs the served cluster and the controller on one
     // compressed clock (`nodewarden_model::wall`).
@@ -141,18 +145,58 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// kube-rs's log target for a request that failed: one line per failure,
+/// naming neither the server nor the cause (`client error (Connect)`).
+const KUBE_CLIENT_FAILURES: &str = "kube_client::client::builder";
+
+/// Undoes the quieting of [`KUBE_CLIENT_FAILURES`]; set by [`init_logging`].
+static ON_API_REACHED: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>> = std::sync::OnceLock::new();
+
+/// `nodewarden run` reached the API server for the first time: from now
+/// on kube-rs's line per failed request is logged again (by default).
+pub(crate) fn api_reached() {
+    if let Some(restore) = ON_API_REACHED.get() {
+        restore();
+    }
+}
+
 /// Logs go to stderr, filtered by `RUST_LOG` (or else by `default`), so
 /// that stdout carries only the output. `json`: one JSON object a line
 /// (timestamp, level, target, message and fields), for log pipelines that
 /// parse what a controller running in a cluster writes.
-fn init_logging(default: &str, json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    // A second initialisation cannot happen here; ignore it rather than panic.
+///
+/// `quiet_until_reached` (`run`, without `RUST_LOG`): until the API server
+/// has answered once, kube-rs's own line per failed request is left out,
+/// since `run` logs every failed attempt to reach it with the server's URL
+/// and the cause; [`api_reached`] brings those lines back.
+fn init_logging(default: &str, json: bool, quiet_until_reached: bool) {
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let quiet = quiet_until_reached && from_env.is_none();
+    let filter = from_env.unwrap_or_else(|| match quiet {
+        true => EnvFilter::new(format!("{default},{KUBE_CLIENT_FAILURES}=off")),
+        false => EnvFilter::new(default),
+    });
     let builder = tracing_subscriber::fmt().with_writer(io::stderr).with_env_filter(filter);
+    fn restore_on_reach<S: 'static>(handle: tracing_subscriber::reload::Handle<EnvFilter, S>, default: &str) {
+        let default = default.to_string();
+        // Only `main` sets it, once.
+        let _ = ON_API_REACHED.set(Box::new(move || {
+            let _ = handle.reload(EnvFilter::new(&default));
+        }));
+    }
+    // A second initialisation cannot happen here; ignore it rather than panic.
     let _ = if json {
-        builder.json().flatten_event(true).try_init()
+        let builder = builder.json().flatten_event(true).with_filter_reloading();
+        if quiet {
+            restore_on_reach(builder.reload_handle(), default);
+        }
+        builder.try_init()
     } else {
-        builder.with_ansi(io::stderr().is_terminal()).try_init()
+        let builder = builder.with_ansi(io::stderr().is_terminal()).with_filter_reloading();
+        if quiet {
+            restore_on_reach(builder.reload_handle(), default);
+        }
+        builder.try_init()
     };
 }
 

@@ -1,13 +1,13 @@
 //! `nodewarden run`: the controller against a real API server, with
 //! kube-controller-manager's flag names and defaults.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use clap::{ArgAction, Args};
 use nodewarden_kube::leader;
 use nodewarden_kube::{ElectionConfig, Fence, Health, RunOptions, WriterOptions};
@@ -17,8 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Flags of `nodewarden run` (kube-controller-manager's names).
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Path to a kubeconfig; in-cluster configuration (then $KUBECONFIG,
-    /// then ~/.kube/config) when absent.
+    /// Path to a kubeconfig; when absent, $KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster configuration (in a pod).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// How often node health is checked.
@@ -109,8 +109,10 @@ pub(crate) struct RunArgs {
     /// Takes no part in leader election.
     #[arg(long)]
     dry_run: bool,
-    /// Where /metrics, /healthz and /readyz are served (plain HTTP).
-    #[arg(long, default_value = "127.0.0.1:10257")]
+    /// Where /metrics, /healthz and /readyz are served (plain HTTP):
+    /// IP:PORT, or an IP alone as kube-controller-manager takes it (the
+    /// port is then 10257, its --secure-port default).
+    #[arg(long, default_value = "127.0.0.1:10257", value_parser = bind_address)]
     bind_address: SocketAddr,
     /// Log format on stderr: `text` for people, `json` (one object a line)
     /// for log pipelines.
@@ -136,6 +138,95 @@ impl RunArgs {
     pub(crate) fn json_logs(&self) -> bool {
         self.log_format == "json"
     }
+}
+
+/// The port `--bind-address` gets when it names an IP alone:
+/// kube-controller-manager's `--secure-port` default.
+const DEFAULT_PORT: u16 = 10257;
+
+/// `--bind-address`: IP:PORT (`[::1]:10257` for IPv6), or an IP alone, as
+/// kube-controller-manager takes it next to its `--secure-port`: manifests
+/// written for it (`--bind-address=0.0.0.0`) then work unchanged, on
+/// [`DEFAULT_PORT`].
+fn bind_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let bare = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => Ok(SocketAddr::new(ip, DEFAULT_PORT)),
+        Err(_) => Err(format!(
+            "expected IP:PORT (e.g. 127.0.0.1:10257, [::]:10257) or an IP alone (then port {DEFAULT_PORT}), got {text:?}"
+        )),
+    }
+}
+
+/// What is wrong with a kubeconfig, once: kube-rs repeats its cause at
+/// every level of the chain and quotes a path inside quotes.
+fn kubeconfig_problem(e: &kube::config::KubeconfigError) -> String {
+    match e {
+        kube::config::KubeconfigError::ReadConfig(io, path) => {
+            format!("cannot read {}: {}", path.display(), nodewarden_kube::root_cause(io))
+        }
+        e => without_os_error(&e.to_string()),
+    }
+}
+
+fn without_os_error(text: &str) -> String {
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// The cluster to talk to, where kube-rs (and kubectl) look for it:
+/// `--kubeconfig`, else the files in `$KUBECONFIG`, else
+/// `~/.kube/config`, else the pod's service account (in-cluster). A
+/// refusal is one line naming what was tried; when nothing was there at
+/// all, it says how to point nodewarden at a cluster. Shared by `run` and
+/// `sim --from-cluster`.
+pub(crate) async fn kube_config(path: Option<&Path>) -> anyhow::Result<kube::Config> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let (kubeconfig, from) = match path {
+        Some(path) => {
+            let from = format!("--kubeconfig {}", path.display());
+            (Kubeconfig::read_from(path).map_err(|e| anyhow!("{from}: {}", kubeconfig_problem(&e)))?, from)
+        }
+        None => {
+            let listed =
+                std::env::var_os("KUBECONFIG").filter(|v| std::env::split_paths(v).any(|p| !p.as_os_str().is_empty()));
+            let home = std::env::home_dir().map(|h| h.join(".kube").join("config"));
+            if let Some(value) = listed {
+                let from = format!("$KUBECONFIG={}", value.to_string_lossy());
+                match Kubeconfig::from_env() {
+                    Ok(Some(kc)) => (kc, from),
+                    Ok(None) => {
+                        bail!("{from}: names no file; pass --kubeconfig or set KUBECONFIG to a kubeconfig file")
+                    }
+                    Err(e) => bail!("{from}: {}", kubeconfig_problem(&e)),
+                }
+            } else if let Some(home) = home.as_ref().filter(|h| h.exists()) {
+                let from = home.display().to_string();
+                (Kubeconfig::read_from(home).map_err(|e| anyhow!("{from}: {}", kubeconfig_problem(&e)))?, from)
+            } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+                return kube::Config::incluster().map_err(|e| {
+                    anyhow!(
+                        "in-cluster configuration (KUBERNETES_SERVICE_HOST is set): {}",
+                        without_os_error(&e.to_string())
+                    )
+                });
+            } else {
+                let home = home.map_or("~/.kube/config (no home directory)".to_string(), |h| h.display().to_string());
+                bail!(
+                    "no cluster to talk to: no --kubeconfig, $KUBECONFIG is not set, {home} does not exist, \
+                     and this is not a pod (KUBERNETES_SERVICE_HOST is not set); pass --kubeconfig or set KUBECONFIG"
+                );
+            }
+        }
+    };
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| anyhow!("{from}: {}", kubeconfig_problem(&e)))
 }
 
 /// The controllers nodewarden is: kube-controller-manager's names.
@@ -232,11 +323,84 @@ pub(crate) enum Ended {
 }
 
 /// Where this replica stands, for `/readyz` and `/healthz`.
-#[derive(Default)]
 struct Role {
     /// Set once this replica leads (or runs without election) and its
     /// controller has started.
     running: std::sync::OnceLock<Arc<Health>>,
+    /// The API server's URL, for messages.
+    server: String,
+    /// Set by [`reach`] when the API server first answers a request with
+    /// success; never cleared. A standby that has never reached it is not
+    /// ready: it could not take over, and a rollout must not count it.
+    reached: AtomicBool,
+    /// Why the last attempt to reach the API server failed, while it has
+    /// never been reached.
+    failure: std::sync::Mutex<Option<String>>,
+}
+
+impl Role {
+    fn new(server: String) -> Role {
+        Role {
+            running: std::sync::OnceLock::new(),
+            server,
+            reached: AtomicBool::new(false),
+            failure: Default::default(),
+        }
+    }
+
+    /// `/readyz` of a replica that does not run the controller (yet).
+    fn standby_readiness(&self) -> (u16, String) {
+        if self.reached.load(Ordering::Relaxed) {
+            return (200, "ok: standby".to_string());
+        }
+        match self.failure.lock().ok().and_then(|f| f.clone()) {
+            Some(why) => (503, format!("not ready: the API server has never been reached; {why}")),
+            None => (503, format!("not ready: the API server at {} has not answered yet", self.server)),
+        }
+    }
+}
+
+/// How long one attempt to reach the API server may take.
+const REACH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between two attempts.
+const REACH_RETRY: Duration = Duration::from_secs(2);
+/// How often an unchanged failure is logged again.
+const REACH_REPEAT: Duration = Duration::from_secs(30);
+
+/// Asks the API server for its version until it answers: then marks the
+/// replica as having reached it ([`Role::reached`]). Until then each
+/// failure is kept for `/readyz` and logged with the server's URL and the
+/// cause: the first one, each change of cause, and every 30 s.
+async fn reach(client: kube::Client, role: Arc<Role>) {
+    let server = role.server.clone();
+    let mut said: Option<(String, tokio::time::Instant)> = None;
+    loop {
+        let why = match tokio::time::timeout(REACH_TIMEOUT, client.apiserver_version()).await {
+            Ok(Ok(v)) => {
+                role.reached.store(true, Ordering::Relaxed);
+                crate::api_reached();
+                tracing::info!(server = %server, version = %v.git_version, "reached the API server");
+                return;
+            }
+            Ok(Err(e)) => match (nodewarden_kube::unreachable_cause(&e), e) {
+                (Some(cause), _) => format!("cannot reach {server}: {cause}"),
+                (None, kube::Error::Api(s)) => {
+                    format!("{server} answered GET /version with {} {}: {}", s.code, s.reason, s.message)
+                }
+                (None, e) => format!("{server} answered GET /version with something unreadable: {e}"),
+            },
+            Err(_) => format!("{server} did not answer GET /version within {}s", REACH_TIMEOUT.as_secs()),
+        };
+        if let Ok(mut f) = role.failure.lock() {
+            *f = Some(why.clone());
+        }
+        let now = tokio::time::Instant::now();
+        if said.as_ref().is_none_or(|(last, at)| *last != why || now - *at >= REACH_REPEAT) {
+            tracing::warn!("{why}; trying again every {}s", REACH_RETRY.as_secs());
+            said = Some((why, now));
+        }
+        tokio::time::sleep(REACH_RETRY).await;
+    }
 }
 
 /// Checks the flags and the kubeconfig (errors exit 2), then runs until
@@ -251,18 +415,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
     let election = if elect { Some(election(args, &identity)?) } else { None };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let ended = rt.block_on(async {
-        let mut kconfig = match &args.kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                    .await
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?
-            }
-            None => {
-                kube::Config::infer().await.context("no --kubeconfig and no in-cluster or default configuration")?
-            }
-        };
+        let mut kconfig = kube_config(args.kubeconfig.as_deref()).await?;
+        let server = nodewarden_kube::server_url(&kconfig);
         // The API server's audit log (and our test server) tell replicas
         // apart by this.
         let agent = format!("nodewarden/{} ({identity})", env!("CARGO_PKG_VERSION"));
@@ -286,7 +440,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
             .await
             .with_context(|| format!("--bind-address {}", args.bind_address))?;
         let metrics = crate::prometheus().install_recorder().context("metrics recorder")?;
-        let role = Arc::new(Role::default());
+        let role = Arc::new(Role::new(server.clone()));
+        let serving = listener.local_addr().unwrap_or(args.bind_address);
+        tracing::info!("serving /metrics, /healthz and /readyz on http://{serving}");
+        tokio::spawn(reach(client.clone(), role.clone()));
         let stuck_after = Duration::from_secs(30).max(Duration::from_nanos(
             u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3),
         ));
@@ -382,8 +539,9 @@ async fn wait_for_signal() {
 
 /// `/metrics`, `/healthz` (the engine thread went round recently; a
 /// standby replica is healthy while it waits) and `/readyz` (every cache
-/// synced; a standby replica is ready, so that rollouts and disruption
-/// budgets count it), one request per connection.
+/// synced; a standby replica is ready once it has reached the API server,
+/// so that rollouts and disruption budgets count it, but not before: it
+/// could not take over), one request per connection.
 async fn serve_http(
     listener: tokio::net::TcpListener,
     role: Arc<Role>,
@@ -403,9 +561,10 @@ async fn serve_http(
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
             let health = role.running.get();
-            let (code, body) = match (path.split('?').next().unwrap_or("/"), health) {
+            let (code, body): (u16, String) = match (path.split('?').next().unwrap_or("/"), health) {
                 ("/metrics", _) => (200, metrics.render()),
-                ("/healthz" | "/livez" | "/readyz", None) => (200, "ok: standby".to_string()),
+                ("/healthz" | "/livez", None) => (200, "ok: standby".to_string()),
+                ("/readyz", None) => role.standby_readiness(),
                 ("/healthz" | "/livez", Some(h)) if h.alive_within(stuck_after) => (200, "ok".to_string()),
                 ("/healthz" | "/livez", Some(_)) => (500, "engine thread stuck".to_string()),
                 ("/readyz", Some(h)) if h.synced.load(Ordering::Relaxed) => (200, "ok".to_string()),
@@ -425,5 +584,22 @@ async fn serve_http(
             let _ = sock.write_all(head.as_bytes()).await;
             let _ = sock.write_all(body.as_bytes()).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_address_takes_kube_controller_managers_bare_ip() {
+        let ok = |text: &str| bind_address(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(ok("127.0.0.1:8080"), "127.0.0.1:8080".parse().expect("addr"));
+        assert_eq!(ok("0.0.0.0"), "0.0.0.0:10257".parse().expect("addr"));
+        assert_eq!(ok("::"), "[::]:10257".parse().expect("addr"));
+        assert_eq!(ok("[::1]"), "[::1]:10257".parse().expect("addr"));
+        assert_eq!(ok("[::1]:9000"), "[::1]:9000".parse().expect("addr"));
+        let e = bind_address("localhost").expect_err("a name is not an IP");
+        assert!(e.contains("IP:PORT") && e.contains("an IP alone (then port 10257)"), "{e}");
     }
 }

@@ -120,3 +120,20 @@ fn json_scenarios_work_too() {
     let o = replay(&path, &[]);
     assert_eq!(o.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A badly indented line: the message points at the line, with the
+/// enclosing field when there is one, and never at a `?`.
+#[test]
+fn exit_2_for_bad_indentation_without_a_question_mark() {
+    let text = "name: indented\nnodes:\n- {name: a, ready: 'True'}\nexpect:\n- at: 10s\n  node: a\n    ready: 'True'\n";
+    let o = replay(&scenario("indented.yaml", text), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("indented.yaml: expect[0] (line 7, column 10): "), "{err}");
+    let text = "name: indented\nnodes:\n  - {name: a}\n - {name: b}\n";
+    let o = replay(&scenario("indented-root.yaml", text), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("indented-root.yaml: line "), "{err}");
+    assert!(!err.contains('?'), "{err}");
+}

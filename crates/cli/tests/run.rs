@@ -221,3 +221,201 @@ async fn run_taints_and_evicts_over_https() {
     // Only the crashed node's pod went.
     assert!(matches!(pods.get_opt("bare-b").await, Ok(Some(_))), "{run_log}");
 }
+
+/// A kubeconfig whose server is a loopback port nobody listens on: every
+/// connection is refused.
+fn refused_kubeconfig(test: &str) -> (std::path::PathBuf, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let server = format!("https://127.0.0.1:{port}");
+    let path = std::env::temp_dir().join(format!("nodewarden-cli-run-{test}-{}.kubeconfig", std::process::id()));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: down\n  cluster: {{server: '{server}'}}\n\
+         users:\n- name: u\n  user: {{token: abc}}\ncontexts:\n- name: c\n  context: {{cluster: down, user: u}}\n\
+         current-context: c\n"
+    );
+    std::fs::write(&path, text).expect("write the kubeconfig");
+    (path, server)
+}
+
+/// One plain HTTP GET: (status code, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the replica");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    // One write: the replica reads a request in one go.
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let code = answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+/// Reads a child's stderr on a thread, a line at a time.
+fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing `what`; returns every line read so far.
+fn wait_for_line(rx: &std::sync::mpsc::Receiver<String>, seen: &mut Vec<String>, what: &str) -> String {
+    let started = Instant::now();
+    loop {
+        if let Some(l) = seen.iter().find(|l| l.contains(what)) {
+            return l.clone();
+        }
+        let left = Duration::from_secs(20).saturating_sub(started.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no line with {what:?} within 20 s; got {seen:#?}"),
+        }
+    }
+}
+
+/// The address the replica serves its health on, from its log.
+fn serving(line: &str) -> String {
+    line.split("http://").nth(1).and_then(|a| a.split_whitespace().next()).expect("an address").to_string()
+}
+
+#[test]
+fn without_a_kubeconfig_the_error_says_what_was_tried_and_what_to_do() {
+    let home = std::env::temp_dir().join(format!("nodewarden-cli-run-empty-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).expect("an empty home");
+    let out = nodewarden()
+        .args(["run", "--leader-elect=false"])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", &home)
+        .output()
+        .expect("run nodewarden");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let config = home.join(".kube").join("config");
+    for says in [
+        "no --kubeconfig",
+        "$KUBECONFIG is not set",
+        &format!("{} does not exist", config.display()),
+        "KUBERNETES_SERVICE_HOST is not set",
+        "pass --kubeconfig or set KUBECONFIG",
+    ] {
+        assert!(err.contains(says), "{says:?} missing: {err}");
+    }
+    assert!(!err.contains("os error"), "{err}");
+
+    // A file that is not there: its path once, in plain words.
+    let out = run(&["--kubeconfig", "/nonexistent/kubeconfig"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "error: --kubeconfig /nonexistent/kubeconfig: cannot read /nonexistent/kubeconfig: no such file or directory"
+    );
+    let out =
+        nodewarden().args(["run", "--leader-elect=false"]).env("KUBECONFIG", "/nonexistent/k").output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        "error: $KUBECONFIG=/nonexistent/k: cannot read /nonexistent/k: no such file or directory"
+    );
+}
+
+#[test]
+fn bind_address_takes_an_ip_alone_as_kube_controller_manager_does() {
+    // Past the flags: it fails on the kubeconfig, not on the address.
+    let out = run(&["--bind-address", "0.0.0.0", "--kubeconfig", "/nonexistent"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error: --kubeconfig /nonexistent"), "{err}");
+    let out = run(&["--bind-address", "localhost:10257", "--kubeconfig", "/nonexistent"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("expected IP:PORT") && err.contains("or an IP alone (then port 10257)"), "{err}");
+}
+
+/// A standby whose API server refuses connections says where it tried and
+/// why, and is not ready; its liveness is unaffected.
+#[test]
+fn a_replica_that_never_reached_the_api_server_is_not_ready() {
+    let (kubeconfig, server) = refused_kubeconfig("refused");
+    let mut replica = Reaped(
+        nodewarden()
+            .args(["run", "--bind-address", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the replica"),
+    );
+    let rx = lines_of(&mut replica.0);
+    let mut seen = Vec::new();
+    let addr = serving(&wait_for_line(&rx, &mut seen, "serving /metrics, /healthz and /readyz on"));
+    let refused = format!("cannot reach {server}: connection refused");
+    let warning = wait_for_line(&rx, &mut seen, &refused);
+    assert!(warning.contains("WARN") && warning.contains("trying again every 2s"), "{warning}");
+    let (code, body) = get(&addr, "/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body, format!("not ready: the API server has never been reached; {refused}"));
+    assert_eq!(get(&addr, "/healthz"), (200, "ok: standby".to_string()));
+    // kube-rs's own line (no server, no cause) stays out of the log.
+    std::thread::sleep(Duration::from_secs(3));
+    seen.extend(rx.try_iter());
+    assert!(!seen.iter().any(|l| l.contains("client error (Connect)")), "{seen:#?}");
+    let _ = std::fs::remove_file(&kubeconfig);
+}
+
+/// A standby that has reached the API server (another replica holds the
+/// Lease) is ready, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_that_reached_the_api_server_is_ready() {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let served = nodewarden_apiserver::Served::start(nodewarden_apiserver::ServeOptions::default(), listener)
+        .await
+        .expect("serve");
+    let kubeconfig = std::env::temp_dir().join(format!("nodewarden-cli-run-standby-{}.kubeconfig", std::process::id()));
+    std::fs::write(&kubeconfig, served.kubeconfig()).expect("write the kubeconfig");
+    let kc = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    let leases: kube::Api<Lease> =
+        kube::Api::namespaced(kube::Client::try_from(config).expect("client"), "kube-system");
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let held = Lease {
+        metadata: kube::api::ObjectMeta { name: Some("nodewarden".into()), ..Default::default() },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("someone-else".into()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..LeaseSpec::default()
+        }),
+    };
+    leases.create(&kube::api::PostParams::default(), &held).await.expect("the Lease, held by another replica");
+    let mut replica = Reaped(
+        nodewarden()
+            .args(["run", "--bind-address", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the replica"),
+    );
+    let rx = lines_of(&mut replica.0);
+    let mut seen = Vec::new();
+    let addr = serving(&wait_for_line(&rx, &mut seen, "serving /metrics, /healthz and /readyz on"));
+    wait_for_line(&rx, &mut seen, "reached the API server");
+    wait_for_line(&rx, &mut seen, "standing by: another replica leads");
+    let readyz = tokio::task::spawn_blocking(move || get(&addr, "/readyz")).await.expect("join");
+    assert_eq!(readyz, (200, "ok: standby".to_string()), "{seen:#?}");
+    let _ = std::fs::remove_file(&kubeconfig);
+}

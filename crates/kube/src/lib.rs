@@ -47,3 +47,75 @@ pub fn controller_config(mut config: kube::Config) -> kube::Config {
     config.default_retry = false;
     config
 }
+
+/// Why a request never got an answer from the API server, in the few words
+/// an operator acts on (`connection refused`, `invalid peer certificate:
+/// UnknownIssuer`, `failed to lookup address information: ...`); `None`
+/// when the server did answer (an API status, or a body that would not
+/// decode), since then it was reached and the answer says what is wrong.
+///
+/// kube-rs reports a refused connection as `client error (Connect)`: the
+/// words that matter sit at the end of the error's source chain.
+pub fn unreachable_cause(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(_) | kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => None,
+        e => Some(root_cause(e)),
+    }
+}
+
+/// The innermost error of `e`'s source chain, without the OS error number
+/// (`No such file or directory (os error 2)` reads `no such file or
+/// directory`) and starting in lower case, to follow a colon.
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    let text = inner.to_string();
+    let text = match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => &text[..i],
+        _ => text.as_str(),
+    };
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        // `Connection refused`, but not `TLS handshake` or `IO error`.
+        (Some(first), Some(second)) if first.is_uppercase() && second.is_lowercase() => {
+            first.to_lowercase().chain(text[first.len_utf8()..].chars()).collect()
+        }
+        _ => text.to_string(),
+    }
+}
+
+/// The configuration's API server URL as people write it: kube-rs keeps a
+/// trailing `/` on a bare host (`https://10.0.0.1:6443/`).
+pub fn server_url(config: &kube::Config) -> String {
+    config.cluster_url.to_string().trim_end_matches('/').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_cause_drops_the_os_error_number_and_capital() {
+        let io = std::io::Error::from_raw_os_error(2);
+        assert_eq!(root_cause(&io), "no such file or directory");
+        assert_eq!(root_cause(&std::io::Error::other("TLS handshake eof")), "TLS handshake eof");
+        let config = kube::Config::new("https://10.0.0.1:6443".parse().expect("uri"));
+        assert_eq!(server_url(&config), "https://10.0.0.1:6443");
+    }
+
+    /// A port nobody listens on answers with a refused connection, which
+    /// kube-rs itself only calls `client error (Connect)`.
+    #[tokio::test]
+    async fn a_refused_connection_reads_connection_refused() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("uri"));
+        config.accept_invalid_certs = true;
+        let client = kube::Client::try_from(config).expect("client");
+        let e = client.apiserver_version().await.expect_err("nothing listens there");
+        assert_eq!(unreachable_cause(&e).as_deref(), Some("connection refused"), "{e:?}");
+        let answered = kube::Error::Api(Box::new(kube::core::Status::failure("forbidden", "Forbidden").with_code(403)));
+        assert_eq!(unreachable_cause(&answered), None);
+    }
+}

@@ -123,11 +123,38 @@ pub struct ConfigError {
 pub enum ConfigParseError {
     /// The text is not a mapping of known flags to values of the right
     /// kind; the message names the field path (and, for YAML, the line).
-    #[error("{0}")]
+    #[error("{}", describe_syntax(.0))]
     Syntax(serde_path_to_error::Error<serde_yaml_ng::Error>),
     /// The flags were read, but a value cannot work.
     #[error("the engine refused the configuration: {0}")]
     Invalid(#[from] ConfigError),
+}
+
+/// `flag (line L, column C): what is wrong`, each said once: the YAML
+/// reader writes the flag and the position into its own message too, and
+/// an unknown flag is named by the message itself. A path the tracker
+/// could not follow (`?`, broken YAML) is left out.
+fn describe_syntax(e: &serde_path_to_error::Error<serde_yaml_ng::Error>) -> String {
+    let path = e.path().to_string();
+    let location = e.inner().location();
+    let mut message = e.inner().to_string();
+    if let Some(l) = &location {
+        message = message.replacen(&format!(" at line {} column {}", l.line(), l.column()), "", 1);
+    }
+    if let Some((prefix, rest)) = message.split_once(": ")
+        && !prefix.is_empty()
+        && !prefix.contains(' ')
+        && path.starts_with(prefix)
+    {
+        message = rest.to_string();
+    }
+    let named = !(path.is_empty() || path == "." || path.contains('?') || message.starts_with("unknown field"));
+    match (named, location) {
+        (true, Some(l)) => format!("{path} (line {}, column {}): {message}", l.line(), l.column()),
+        (true, None) => format!("{path}: {message}"),
+        (false, Some(l)) => format!("line {}, column {}: {message}", l.line(), l.column()),
+        (false, None) => message,
+    }
 }
 
 impl ControllerConfig {
@@ -273,9 +300,19 @@ mod tests {
     #[test]
     fn config_text_errors_name_the_flag() {
         assert_eq!(ControllerConfig::from_yaml(" \n").ok(), Some(ControllerConfig::default()));
+        // The flag and the position, once each.
         let e = ControllerConfig::from_yaml("node-monitor-period: abc").unwrap_err();
-        assert!(e.to_string().starts_with("node-monitor-period: node-monitor-period: invalid duration"), "{e}");
-        assert!(e.to_string().ends_with("at line 1 column 22"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            r#"node-monitor-period (line 1, column 22): invalid duration "abc": expected a number with a unit (h, m, s, ms, us, ns), e.g. 45s, 1m30s, 500ms"#
+        );
+        // An unknown flag: the message names it.
+        let e = ControllerConfig::from_yaml("\nnodes-monitor-period: 5s").unwrap_err().to_string();
+        assert!(e.starts_with("line 2, column 1: unknown field `nodes-monitor-period`, expected one of"), "{e}");
+        assert_eq!(e.matches("nodes-monitor-period").count(), 1, "{e}");
+        // Broken YAML: no `?` for the path it could not follow.
+        let e = ControllerConfig::from_yaml("node-monitor-period: 5s\n- 1\n").unwrap_err().to_string();
+        assert!(e.starts_with("line 2, column "), "{e}");
         let e = ControllerConfig::from_yaml("node-eviction-rate: -1").unwrap_err();
         assert_eq!(
             e.to_string(),

@@ -80,9 +80,14 @@ pub enum SpanParseError {
     /// Nothing to parse.
     #[error("empty duration")]
     Empty,
-    /// The text does not follow the `1h2m3.5s` / `500ms` grammar.
-    #[error("invalid duration {0:?}: expected a number with a unit (h, m, s, ms, us, ns), e.g. 45s, 1m30s, 500ms, -1h")]
+    /// The text does not follow the `1h2m3.5s` / `500ms` grammar. The
+    /// examples are ones every duration flag takes (none is negative).
+    #[error("invalid duration {0:?}: expected a number with a unit (h, m, s, ms, us, ns), e.g. 45s, 1m30s, 500ms")]
     Invalid(String),
+    /// A number without a unit (`10`): the suggestion is the same number
+    /// with one.
+    #[error("invalid duration {0:?}: a number needs a unit, e.g. {0}s or {0}m (h, m, s, ms, us, ns)")]
+    NoUnit(String),
     /// The value is too large to represent.
     #[error("duration {0:?} is out of range")]
     OutOfRange(String),
@@ -110,6 +115,10 @@ impl FromStr for Span {
         }
         if rest.is_empty() {
             return Err(invalid());
+        }
+        let number = rest.bytes().all(|b| b.is_ascii_digit() || b == b'.') && rest.matches('.').count() <= 1;
+        if number && rest.bytes().any(|b| b.is_ascii_digit()) {
+            return Err(SpanParseError::NoUnit(s.to_string()));
         }
         let mut total: i128 = 0;
         while !rest.is_empty() {
@@ -386,6 +395,23 @@ mod tests {
             assert!(bad.parse::<Span>().is_err(), "{bad:?} should be refused");
         }
         assert!(matches!("99999999999h".parse::<Span>(), Err(SpanParseError::OutOfRange(_))));
+    }
+
+    /// The messages suggest what a duration flag takes: `10` gets `10s`,
+    /// and no example is negative (a flag would read `-1h` as flags).
+    #[test]
+    fn refusals_suggest_durations_a_flag_takes() {
+        let err = |s: &str| s.parse::<Span>().expect_err(s).to_string();
+        assert_eq!(err("10"), r#"invalid duration "10": a number needs a unit, e.g. 10s or 10m (h, m, s, ms, us, ns)"#);
+        assert_eq!(
+            err(" 1.5 "),
+            r#"invalid duration "1.5": a number needs a unit, e.g. 1.5s or 1.5m (h, m, s, ms, us, ns)"#
+        );
+        assert!(matches!("1.2.3".parse::<Span>(), Err(SpanParseError::Invalid(_))));
+        assert_eq!(
+            err("5x"),
+            r#"invalid duration "5x": expected a number with a unit (h, m, s, ms, us, ns), e.g. 45s, 1m30s, 500ms"#
+        );
     }
 
     #[test]

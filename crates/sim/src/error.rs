@@ -81,7 +81,16 @@ impl ScenarioError {
     /// `serde_path_to_error` tracked and the reader's line and column, and
     /// dropping the copies of both that the reader writes into its message.
     pub(crate) fn from_yaml(err: serde_path_to_error::Error<serde_yaml_ng::Error>) -> ScenarioError {
-        let path = err.path().to_string();
+        // Broken YAML (bad indentation) stops the tracker before it knows
+        // the next key: it writes `?` for it, which says nothing; the
+        // enclosing path, and the line and column, do.
+        let mut path = err.path().to_string();
+        while let Some(parent) = path.strip_suffix(".?") {
+            path = parent.to_string();
+        }
+        if path == "?" {
+            path = ".".to_string();
+        }
         let inner = err.into_inner();
         let location = inner.location().map(|l| Location { line: l.line(), column: l.column() });
         let mut message = inner.to_string();

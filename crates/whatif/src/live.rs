@@ -26,13 +26,29 @@ pub const RESOURCES: [(&str, &str, bool); 6] = [
     ("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", false),
 ];
 
-fn failed(what: &str, message: String) -> SnapshotError {
-    SnapshotError::Syntax { origin: format!("the cluster ({what})"), message }
+/// A listing the API server refused or answered with something else.
+fn failed(server: &str, what: &str, message: String) -> SnapshotError {
+    SnapshotError::Listing { origin: format!("cluster {server} ({what}s)"), message }
 }
 
-/// Lists every resource of [`RESOURCES`] into a snapshot.
-pub async fn list_cluster(client: &kube::Client, source: &str) -> Result<Snapshot, SnapshotError> {
-    let mut snap = Snapshot::new(source);
+/// Why a request failed: the server could not be reached at all, or its
+/// answer (the status it sent, without kube-rs's debug dump of it).
+fn request_failed(server: &str, what: &str, uri: &str, e: kube::Error) -> SnapshotError {
+    if let Some(cause) = nodewarden_kube::unreachable_cause(&e) {
+        return SnapshotError::Unreachable { server: server.to_string(), cause };
+    }
+    let answer = match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        e => e.to_string(),
+    };
+    failed(server, what, format!("GET {uri}: {answer}"))
+}
+
+/// Lists every resource of [`RESOURCES`] into a snapshot, from the API
+/// server at `server` (its URL, which names it in messages; the snapshot's
+/// source is `cluster <server>`).
+pub async fn list_cluster(client: &kube::Client, server: &str) -> Result<Snapshot, SnapshotError> {
+    let mut snap = Snapshot::new(format!("cluster {server}"));
     for (kind, path, required) in RESOURCES {
         let mut cont: Option<String> = None;
         loop {
@@ -41,17 +57,17 @@ pub async fn list_cluster(client: &kube::Client, source: &str) -> Result<Snapsho
                 uri.push_str("&continue=");
                 uri.push_str(&percent_encode(c));
             }
-            let req = Request::get(&uri).body(Vec::new()).map_err(|e| failed(kind, e.to_string()))?;
+            let req = Request::get(&uri).body(Vec::new()).map_err(|e| failed(server, kind, e.to_string()))?;
             let text = match client.request_text(req).await {
                 Ok(t) => t,
                 Err(kube::Error::Api(s)) if !required && (s.code == 404 || s.code == 403) => {
                     snap.problems.push(format!("{kind}s not listed ({} {}); left out", s.code, s.reason));
                     break;
                 }
-                Err(e) => return Err(failed(kind, format!("GET {uri}: {e}"))),
+                Err(e) => return Err(request_failed(server, kind, &uri, e)),
             };
             let page: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| failed(kind, format!("GET {uri}: not JSON: {e}")))?;
+                serde_json::from_str(&text).map_err(|e| failed(server, kind, format!("GET {uri}: not JSON: {e}")))?;
             for item in page.get("items").and_then(serde_json::Value::as_array).into_iter().flatten() {
                 // Items of an API list carry no kind of their own.
                 snap.add(item, Some(kind));

@@ -58,6 +58,24 @@ pub enum SnapshotError {
         /// What was found instead.
         message: String,
     },
+    /// `--from-cluster`: the API server could not be reached at all (no
+    /// connection, a TLS failure, no answer).
+    #[error("cannot reach {server}: {cause}")]
+    Unreachable {
+        /// The API server's URL.
+        server: String,
+        /// Why, in a few words (`connection refused`).
+        cause: String,
+    },
+    /// `--from-cluster`: the API server refused a listing, or answered it
+    /// with something that is not a list.
+    #[error("{origin}: {message}")]
+    Listing {
+        /// The cluster and the kind listed.
+        origin: String,
+        /// The request and the answer.
+        message: String,
+    },
     /// A directory without a single `.json`, `.yaml` or `.yml` file.
     #[error("{0}: no .json, .yaml or .yml file in the directory")]
     EmptyDirectory(PathBuf),
