@@ -104,6 +104,15 @@ pub(crate) struct RunArgs {
     /// The lock kind; only `leases` (upstream's default since 1.24).
     #[arg(long, default_value = "leases", value_parser = ["leases"])]
     leader_elect_resource_lock: String,
+    /// A standby replica watches the cluster and keeps each node's health
+    /// record while it waits for the Lease, so on taking it over it
+    /// decides at once and judges each node by its own last heartbeat.
+    /// `false`: a cold standby, as kube-controller-manager's, which
+    /// watches nothing until elected (less memory while waiting; a node
+    /// that dies during a failover then gets a full grace period from the
+    /// new leader's first pass).
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    warm_standby: bool,
     /// Read and decide as the leader would, write nothing; log and count
     /// (`nodewarden_dry_run_actions_total`) every action it would take.
     /// Takes no part in leader election.
@@ -450,26 +459,6 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
         tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
         let signal = wait_for_signal();
         tokio::pin!(signal);
-        let (fence, leadership) = match election {
-            None => (None, None),
-            Some(election) => {
-                tracing::info!(
-                    identity = %identity,
-                    lease = format!("{}/{}", election.namespace, election.name),
-                    "waiting to become the leader"
-                );
-                let fence = Fence::closed();
-                tokio::select! {
-                    won = nodewarden_kube::campaign(election_client, election, fence.clone()) => {
-                        (Some(fence), Some(won.context("leader election")?))
-                    }
-                    () = &mut signal => {
-                        tracing::info!("stopped before becoming the leader");
-                        return anyhow::Ok(Ended::Stopped);
-                    }
-                }
-            }
-        };
         let start_at = args.start_at.map(nodewarden_model::Timestamp::from_nanos);
         let writer = WriterOptions {
             qps: args.kube_api_qps,
@@ -477,8 +466,56 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
             instance: identity.clone(),
             ..WriterOptions::default()
         };
-        let running = nodewarden_kube::start(client, RunOptions { config, dry_run: args.dry_run, writer, fence, start_at })
-            .context("invalid controller flags")?;
+        let fence = election.as_ref().map(|_| Fence::closed());
+        let start = |standby: bool| {
+            let options = RunOptions {
+                config: config.clone(),
+                dry_run: args.dry_run,
+                writer: writer.clone(),
+                fence: fence.clone(),
+                start_at,
+                standby,
+            };
+            nodewarden_kube::start(client.clone(), options).context("invalid controller flags")
+        };
+        // A warm standby watches and keeps its records while it waits; its
+        // writes stay behind the closed fence, and it decides nothing.
+        let warm = if election.is_some() && args.warm_standby {
+            tracing::info!("warm standby: watching the cluster while waiting for the Lease");
+            Some(start(true)?)
+        } else {
+            None
+        };
+        let leadership = match election {
+            None => None,
+            Some(election) => {
+                tracing::info!(
+                    identity = %identity,
+                    lease = format!("{}/{}", election.namespace, election.name),
+                    "waiting to become the leader"
+                );
+                let fence = fence.clone().unwrap_or_else(Fence::closed);
+                tokio::select! {
+                    won = nodewarden_kube::campaign(election_client, election, fence) => {
+                        Some(won.context("leader election")?)
+                    }
+                    () = &mut signal => {
+                        tracing::info!("stopped before becoming the leader");
+                        if let Some(warm) = warm {
+                            warm.stop();
+                        }
+                        return anyhow::Ok(Ended::Stopped);
+                    }
+                }
+            }
+        };
+        let running = match warm {
+            Some(warm) => {
+                warm.take_over();
+                warm
+            }
+            None => start(false)?,
+        };
         let _ = role.running.set(running.health.clone());
         tracing::info!(dry_run = args.dry_run, addr = %args.bind_address, identity = %identity, "nodewarden run started");
         let lost = async {

@@ -19,6 +19,7 @@ use nodewarden_model::Span;
 use nodewarden_sim::KubeletTiming;
 use nodewarden_sim::builtin::Builtin;
 use nodewarden_sim::fleet::FleetSpec;
+use nodewarden_sim::parse_scenario;
 
 const LEASE: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);
@@ -58,8 +59,17 @@ struct Replica {
     log: PathBuf,
 }
 
+/// The node lifecycle flags of most tests: a crashed node is noticed fast.
+const FAST: [&str; 6] =
+    ["--node-monitor-period", "200ms", "--node-monitor-grace-period", "2s", "--node-startup-grace-period", "2s"];
+
 impl Replica {
     fn start(name: &'static str, kubeconfig: &std::path::Path) -> Replica {
+        Replica::with(name, kubeconfig, &FAST)
+    }
+
+    /// A replica with these node lifecycle flags (and any others).
+    fn with(name: &'static str, kubeconfig: &std::path::Path, flags: &[&str]) -> Replica {
         let log = std::env::temp_dir().join(format!("nodewarden-leader-{}-{name}.log", std::process::id()));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_nodewarden"))
@@ -74,13 +84,8 @@ impl Replica {
                 "2s",
                 "--leader-elect-retry-period",
                 "500ms",
-                "--node-monitor-period",
-                "200ms",
-                "--node-monitor-grace-period",
-                "2s",
-                "--node-startup-grace-period",
-                "2s",
             ])
+            .args(flags)
             .env("HOSTNAME", name)
             .env("RUST_LOG", "info,nodewarden_kube::leader=debug")
             .stdout(Stdio::null())
@@ -314,5 +319,93 @@ async fn a_lease_namespace_that_does_not_exist_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("nowhere/nodewarden"), "{err}");
+    served.stop();
+}
+
+/// The cluster of the warm-standby test: five nodes in two zones, their
+/// kubelets renewing every second, and node `dying` silent from 8 s on.
+const FAILOVER: &str = r#"
+name: a node dies during a failover
+cluster:
+  kubelet: {node-lease-duration-seconds: 4, node-status-update-frequency: 1s, node-status-report-frequency: 1m}
+nodes:
+- {name: a1, zone: r/z1, ready: "True", lease: 0s, kubelet: true}
+- {name: a2, zone: r/z1, ready: "True", lease: 0s, kubelet: true}
+- {name: dying, zone: r/z1, ready: "True", lease: 0s, kubelet: true}
+- {name: b1, zone: r/z2, ready: "True", lease: 0s, kubelet: true}
+- {name: b2, zone: r/z2, ready: "True", lease: 0s, kubelet: true}
+events:
+- {at: 8s, kubelet-stop: [dying]}
+run-until: 10m
+"#;
+
+/// Node `dying` stops heartbeating 8 s after t=0; the leader is SIGKILLed
+/// 5 s later, before the grace (10 s) has run out. The warm standby that
+/// takes over kept the probe times it observed: it marks the node Unknown
+/// at the node's own grace, where a cold one (kube-controller-manager's
+/// standby) would start a full grace at its first pass. It decides at once
+/// on taking the Lease, and nothing the old leader wrote is written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_standby_marks_a_node_that_died_during_the_failover_at_its_own_grace() {
+    let scenario = parse_scenario(FAILOVER).expect("the test's scenario");
+    let zero = Instant::now() + Duration::from_secs(1);
+    let opts = ServeOptions {
+        source: ServeSource::File(Box::new(scenario)),
+        server: ServerConfig {
+            bookmark_every: Duration::from_millis(300),
+            record_writes: true,
+            ..ServerConfig::default()
+        },
+        tick: Duration::from_millis(50),
+        zero_unix_nanos: Some(nodewarden_model::wall::unix_now_nanos() + 1_000_000_000),
+        ..ServeOptions::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let served = Served::start(opts, listener).await.expect("start");
+    let c = client(&served).await;
+    let path = kubeconfig(&served, "warm");
+    let flags = ["--node-monitor-period", "200ms", "--node-monitor-grace-period", "10s"];
+    let mut a = Replica::with("replica-g", &path, &flags);
+    let mut b = Replica::with("replica-h", &path, &flags);
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-system");
+    let (first, _) = wait_for_holder(&leases, None, Duration::from_secs(8)).await;
+    let (leader, standby) = split(&mut a, &mut b, &first);
+    let stopped = zero + Duration::from_secs(8);
+    tokio::time::sleep_until((stopped + Duration::from_secs(5)).into()).await;
+    leader.child.kill().expect("SIGKILL the leader");
+    let (second, took_over) = wait_for_holder(&leases, Some(leader.name), Duration::from_secs(10)).await;
+    assert!(second.starts_with(&format!("{}_", standby.name)), "{second}");
+    assert!(took_over < stopped + Duration::from_secs(10), "took over after the grace: {:?}", took_over - stopped);
+
+    // The Unknown status write for `dying`, by the new leader.
+    let status_path = "/api/v1/nodes/dying/status";
+    let until = stopped + Duration::from_secs(25);
+    let marked = loop {
+        let writes = served.writes();
+        if let Some(w) = standby.writes(&writes).iter().find(|w| w.path == status_path) {
+            break w.at;
+        }
+        assert!(Instant::now() < until, "dying never marked Unknown; new leader: {}", standby.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Its last renewal was at most a second before it stopped; grace 10 s,
+    // the next 200 ms pass, and the API's and the engine's moments. A cold
+    // standby would mark it a full grace after taking over (about 18 s
+    // after it stopped).
+    let after = marked - stopped;
+    assert!(after < Duration::from_secs(11), "marked {after:?} after it stopped");
+    assert!(after > Duration::from_secs(8), "marked {after:?} after it stopped: before its grace");
+    assert!(standby.log().contains("leading: deciding from what this standby observed"), "{}", standby.log());
+
+    let writes = served.writes();
+    let old = leader.writes(&writes);
+    let new = standby.writes(&writes);
+    assert!(old.iter().all(|w| w.path != status_path), "the old leader marked it: {old:#?}");
+    assert_eq!(new.iter().filter(|w| w.path == status_path).count(), 1, "{new:#?}");
+    // Nothing else to do in this cluster: the old leader's writes (its
+    // Events at start) are not made again.
+    let events = |ws: &[WriteRecord]| ws.iter().filter(|w| w.path.contains("/events")).count();
+    assert!(events(&new) <= 2, "the new leader re-recorded Events: {new:#?}");
+    no_overlap(&old, &new);
     served.stop();
 }

@@ -148,6 +148,18 @@ impl Controller {
         Ok(())
     }
 
+    /// Makes the engine a warm standby's ([`Engine::stand_by`]): it takes
+    /// in and keeps health records, and decides nothing until
+    /// [`Controller::take_over`]. The checker follows the cluster as ever.
+    pub fn stand_by(&mut self) {
+        self.engine.stand_by();
+    }
+
+    /// The standby becomes the leader at `now` ([`Engine::take_over`]).
+    pub fn take_over(&mut self, now: Timestamp) {
+        self.engine.take_over(now);
+    }
+
     /// Makes this controller what [`Controller::new`] with `config` and
     /// `start` would make (a new engine, a new checker, no clock lent),
     /// keeping the engine's schedules when it can (see `Engine::reset`):

@@ -94,6 +94,11 @@ pub struct Engine {
     /// Each resource of a new engine and the entity that holds it: what
     /// [`Engine::reset`] puts back.
     resources: Vec<(ComponentId, Entity)>,
+    /// A warm standby's pass ([`Engine::stand_by`]): the health records
+    /// alone.
+    standby_pass: Schedule,
+    /// Standing by: take in, keep health records, decide nothing.
+    standby: bool,
 }
 
 impl Engine {
@@ -130,6 +135,7 @@ impl Engine {
         self.timings.clear();
         self.pending.clear();
         self.last_tick = None;
+        self.standby = false;
         Ok(())
     }
 
@@ -252,6 +258,7 @@ impl Engine {
         } else {
             single(legacy::refused_deletions.into_configs())
         };
+        let mut standby_pass = single((health::update_node_health, health::forget_work).chain());
         let leases = ingest::LeaseIngest::new(&mut world);
         // Each schedule would be initialized on its first run, which adds
         // bevy's `Schedules` resource in the middle of whatever entities
@@ -259,7 +266,12 @@ impl Engine {
         // holding its resources and nothing else, which is what `reset`
         // restores. Nothing the engine decides depends on it: entities keep
         // the order they are spawned in either way.
-        for schedule in phases.iter_mut().map(|p| &mut p.schedule).chain(std::iter::once(&mut refusals)) {
+        for schedule in phases
+            .iter_mut()
+            .map(|p| &mut p.schedule)
+            .chain(std::iter::once(&mut refusals))
+            .chain(std::iter::once(&mut standby_pass))
+        {
             schedule.initialize(&mut world).expect("the engine's schedules build");
         }
         let mut resources: Vec<(ComponentId, Entity)> = world.resource_entities().iter().collect();
@@ -274,6 +286,8 @@ impl Engine {
             pending: Vec::new(),
             last_tick: None,
             resources,
+            standby_pass,
+            standby: false,
         })
     }
 
@@ -315,6 +329,10 @@ impl Engine {
     /// actions grouped node by node, in name order).
     #[must_use = "the actions are the tick's decisions; dropping them leaves their writes in flight"]
     pub fn tick(&mut self, now: Timestamp) -> Vec<Action> {
+        if self.standby {
+            self.standby_tick(now);
+            return Vec::new();
+        }
         let now = self.set_now(now);
         self.timings.clear();
         let started = self.stopwatch.map(|now| now());
@@ -369,6 +387,68 @@ impl Engine {
         }
         self.world.clear_trackers();
         std::mem::take(&mut self.world.resource_mut::<Outbox>().ready)
+    }
+
+    /// Makes this engine a warm standby's: from now on a tick takes in
+    /// what was observed and, at the monitor's cadence, keeps each node's
+    /// health record as a pass would (probe times from the heartbeats
+    /// observed, a first sight's grace counted from when this engine first
+    /// saw the node), and decides nothing: no write, no Event, no queue.
+    ///
+    /// kube-controller-manager's standby starts its informers only once
+    /// elected, so a new leader counts every node's grace from its own
+    /// first pass, and a node that died during the failover is noticed a
+    /// full grace after the takeover. A warm standby's records let the
+    /// new leader judge each node by its own last heartbeat
+    /// ([`Engine::take_over`]).
+    pub fn stand_by(&mut self) {
+        self.standby = true;
+    }
+
+    /// Whether the engine is standing by ([`Engine::stand_by`]).
+    pub fn standing_by(&self) -> bool {
+        self.standby
+    }
+
+    /// The standby becomes the leader at `now`: its loops start at `now`
+    /// (monitor passes at `now`, `now` + period, ...) as a new process's
+    /// would, its rate limiters full, and it decides from everything it
+    /// observed, the health records included. Nodes it has seen are not
+    /// new to it: no `RegisteredNode` Event, and the NoExecute taints they
+    /// carry stay (a new process takes them off and puts them back through
+    /// the zone's rate limiter; the standby knows them to be its
+    /// predecessor's and current).
+    pub fn take_over(&mut self, now: Timestamp) {
+        let now = self.set_now(now);
+        self.standby = false;
+        let mut t = self.world.resource_mut::<LoopTimers>();
+        t.start = now;
+        t.next_monitor = now;
+        t.next_tainting = now;
+        t.next_rescheduler = now;
+    }
+
+    /// A standby's tick: take in, and at the monitor's cadence keep the
+    /// health records.
+    fn standby_tick(&mut self, now: Timestamp) {
+        let now = self.set_now(now);
+        self.timings.clear();
+        self.take_in_pending();
+        let period = self.world.resource::<Settings>().0.node_monitor_period;
+        let due = {
+            let t = self.world.resource::<LoopTimers>();
+            now >= t.next_monitor && self.world.resource::<Settings>().0.node_lifecycle
+        };
+        if due {
+            self.standby_pass.run(&mut self.world);
+            let mut t = self.world.resource_mut::<LoopTimers>();
+            t.monitor_passes += 1;
+            t.next_monitor = LoopTimers::grid_at_or_after(t.start, period, now + nodewarden_model::Span::from_nanos(1));
+        }
+        self.world.clear_trackers();
+        // Ingest only answers the engine's own refused writes, and a
+        // standby has none: nothing to send.
+        std::mem::take(&mut self.world.resource_mut::<Outbox>().ready);
     }
 
     /// Takes in the pending observations at `now` without running any

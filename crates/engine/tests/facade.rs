@@ -346,3 +346,62 @@ fn an_addon_eviction_is_withdrawn_once_the_pod_is_seen_gone_or_moved() {
     let why = engine.still_true(t(300), &eviction).expect_err("the pod is gone");
     assert!(why.contains("gone"), "{why}");
 }
+
+/// A warm standby keeps the probe times it observed: a node that stops
+/// heartbeating 20 s before the takeover is marked Unknown at its own
+/// grace (40 s after its last Lease renewal, at the next pass after),
+/// where an engine started cold at the takeover gives it a grace from its
+/// first pass. The standby decides nothing until it takes over.
+#[test]
+fn a_warm_standby_judges_each_node_by_its_own_last_heartbeat() {
+    // Renews every 10 s until 10 s, then silent; another node renews on.
+    let renewals = |until: i64| {
+        (0..=until).step_by(10_000).flat_map(|at| {
+            let mut out = vec![(at, Observation::LeaseUpserted { node: "b".into(), renew: Some(t(at)) })];
+            if at <= 10_000 {
+                out.push((at, Observation::LeaseUpserted { node: "a".into(), renew: Some(t(at)) }));
+            }
+            out
+        })
+    };
+    let unknown_at = |engine: &mut Engine, from: i64| {
+        for now in (from..=120_000).step_by(100) {
+            if now % 10_000 == 0 {
+                engine.observe(Observation::LeaseUpserted { node: "b".into(), renew: Some(t(now)) });
+            }
+            let written = engine
+                .tick(t(now))
+                .into_iter()
+                .any(|a| matches!(&a.kind, ActionKind::UpdateNodeConditions { node, .. } if node == "a"));
+            if written {
+                return Some(now);
+            }
+        }
+        None
+    };
+
+    let mut warm = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    warm.stand_by();
+    warm.observe(zoned_node("a", "zone-a", 0));
+    warm.observe(zoned_node("b", "zone-b", 0));
+    let mut events = renewals(30_000).peekable();
+    for now in (0..30_000).step_by(100) {
+        while let Some((_, obs)) = events.next_if(|(at, _)| *at <= now) {
+            warm.observe(obs);
+        }
+        assert!(warm.tick(t(now)).is_empty(), "a standby decides nothing (at {now} ms)");
+    }
+    assert!(warm.standing_by());
+    warm.take_over(t(30_000));
+    assert!(!warm.standing_by());
+    // Last renewal at 10 s, grace 40 s, strictly after: the 55 s pass (passes
+    // from the takeover at 30 s: 30, 35, ..., 50, 55).
+    assert_eq!(unknown_at(&mut warm, 30_000), Some(55_000));
+
+    let mut cold = Engine::new(ControllerConfig::default(), t(30_000)).unwrap();
+    cold.observe(zoned_node("a", "zone-a", 0));
+    cold.observe(zoned_node("b", "zone-b", 0));
+    cold.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(t(10_000)) });
+    // First seen at 30 s: a full grace from then, the 75 s pass.
+    assert_eq!(unknown_at(&mut cold, 30_000), Some(75_000));
+}

@@ -56,6 +56,9 @@ pub enum Input {
     /// The API server answers again; decisions resume once the watches
     /// have had time to deliver what happened meanwhile.
     ApiAnswered,
+    /// This replica won the election: a warm standby's engine starts
+    /// deciding now, from the records it kept ([`Controller::take_over`]).
+    TakeOver,
     /// Stop stepping and return (shutdown, or leadership lost).
     Stop,
 }
@@ -115,8 +118,9 @@ impl Health {
 /// Gauge {resource}: 1 once the watch on `nodes`, `pods`, `leases` (or,
 /// with the rescheduler, `poddisruptionbudgets`) has listed once (the
 /// engine decides only when all have), 0 before.
-/// Recorded by a replica that runs the controller (the leader, or a
-/// `--dry-run` replica), not by a standby.
+/// Recorded by a replica that runs the controller: the leader, a warm
+/// standby, a `--dry-run` replica (not a cold standby, which watches
+/// nothing).
 pub const SYNCED_METRIC: &str = "nodewarden_watch_synced";
 
 const MAX_SLEEP: Duration = Duration::from_secs(1);
@@ -314,6 +318,13 @@ impl EngineThread {
                             quiet.settled_at = Some(Instant::now() + wall::real(settle));
                         }
                         quiet.unanswered = false;
+                    }
+                    Input::TakeOver => {
+                        self.controller.take_over(at);
+                        tracing::info!(
+                            synced = waiting.is_empty(),
+                            "leading: deciding from what this standby observed (probe times kept)"
+                        );
                     }
                     Input::Stop => return,
                 }

@@ -33,6 +33,9 @@ pub struct RunOptions {
     /// Start the engine at this time of the process's clock rather than at
     /// once ([`EngineThread::start_at`]).
     pub start_at: Option<nodewarden_model::Timestamp>,
+    /// Start as a warm standby ([`Controller::stand_by`]): watch and keep
+    /// health records, decide nothing until [`Running::take_over`].
+    pub standby: bool,
 }
 
 /// A running controller.
@@ -50,6 +53,9 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     let clock = EngineClock::starting_now();
     let mut controller = Controller::new(opts.config.clone(), clock.now())?;
     controller.measure_with(std::time::Instant::now);
+    if opts.standby {
+        controller.stand_by();
+    }
     let (tx, rx) = crossbeam_channel::unbounded();
     let health = Arc::new(Health::default());
     let rescheduler = opts.config.enable_rescheduler;
@@ -87,6 +93,13 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
 }
 
 impl Running {
+    /// A warm standby won the election: its engine decides from now on.
+    /// The writer is held by the leader-election fence until then, which
+    /// opened when the Lease was taken.
+    pub fn take_over(&self) {
+        let _ = self.tx.send(Input::TakeOver);
+    }
+
     /// Stops writing at once (the writer and the watchers are aborted, so
     /// no request is sent after this returns), then ends the engine
     /// thread. Returns, in `--dry-run`, every action it would have taken.

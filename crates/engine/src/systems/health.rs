@@ -136,6 +136,12 @@ pub fn update_node_health(
     timers.recycle_active(active);
 }
 
+/// A warm standby's pass ends after pass 1: the health records are kept,
+/// the work pass 1 found is not done (it decides, writes, queues).
+pub fn forget_work(mut scratch: ResMut<PassScratch>) {
+    scratch.work.clear();
+}
+
 /// The conditions after the controller gives up on a silent kubelet (B7):
 /// Ready and the pressure conditions become Unknown (NetworkUnavailable is
 /// left alone). Existing ones keep their heartbeat; missing ones are added
