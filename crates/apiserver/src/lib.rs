@@ -21,6 +21,7 @@ pub mod http;
 pub mod journal;
 pub mod objects;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod patch;
 pub mod pdb;
 pub mod protobuf;

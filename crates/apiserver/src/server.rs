@@ -27,7 +27,7 @@ use crate::selector::{self, FieldSelector, LabelSelector};
 use crate::store::{Change, Continue, EventType, Obj, Store, key_of, parse_rv};
 use crate::table::{self, IncludeObject};
 use crate::tls::{Credentials, Security};
-use crate::{events, openapi, pdb, protobuf};
+use crate::{events, openapi, openapi_v2, pdb, protobuf};
 
 /// Upstream's request body limit (3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -374,7 +374,14 @@ impl Req {
 }
 
 async fn route(sh: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResBody>, ApiError> {
-    let wanted = http::negotiate(req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()))?;
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    // The OpenAPI documents are served by kube-openapi's handlers upstream,
+    // with their own media types and negotiation (client-go asks for the v2
+    // document in protobuf only), not the resource endpoints'.
+    if req.uri().path().starts_with("/openapi/") {
+        return openapi_request(&req, accept);
+    }
+    let wanted = http::negotiate(accept)?;
     let query = http::parse_query(req.uri().query());
     let path = req.uri().path().trim_end_matches('/').to_string();
     let content_type = req
@@ -415,14 +422,38 @@ async fn route(sh: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<ResB
         ["api", "v1"] => get_only(resource::resource_list("", "v1").unwrap_or_default()),
         ["apis", g] => get_only(resource::group(g).ok_or(ApiError::NoRoute)?),
         ["apis", g, v] => get_only(resource::resource_list(g, v).ok_or(ApiError::NoRoute)?),
-        ["openapi", "v3"] => get_only(openapi::index()),
-        ["openapi", "v3", "api", v] => get_only(openapi::group_version("", v).ok_or(ApiError::NoRoute)?),
-        ["openapi", "v3", "apis", g, v] => get_only(openapi::group_version(g, v).ok_or(ApiError::NoRoute)?),
         ["api", "v1", rest @ ..] => resource_request(sh, &r, "", "v1", rest).await,
         ["apis", "events.k8s.io", ..] if !sh.config.events_v1 => Err(ApiError::NoRoute),
         ["apis", g, v, rest @ ..] => resource_request(sh, &r, g, v, rest).await,
         _ => Err(ApiError::NoRoute),
     }
+}
+
+/// `GET /openapi/v2`, `/openapi/v3` and the v3 group-version documents.
+fn openapi_request(req: &Request<Incoming>, accept: Option<&str>) -> Result<Response<ResBody>, ApiError> {
+    let path = req.uri().path().trim_end_matches('/');
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let v3 = |doc: Option<Value>| doc.map(|d| openapi::v3_response(accept, &d)).ok_or(ApiError::NoRoute);
+    let known = matches!(
+        segs.as_slice(),
+        ["openapi", "v2" | "v3"] | ["openapi", "v3", "api", _] | ["openapi", "v3", "apis", _, _]
+    );
+    if known && req.method() != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    Ok(match segs.as_slice() {
+        ["openapi", "v2"] => {
+            let if_none_match = req.headers().get(hyper::header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+            openapi_v2::response(accept, if_none_match).map_err(|e| {
+                warn!(error = %e, "the OpenAPI v2 document could not be produced");
+                ApiError::Unavailable(e.to_string())
+            })?
+        }
+        ["openapi", "v3"] => v3(Some(openapi::index()))?,
+        ["openapi", "v3", "api", v] => v3(openapi::group_version("", v))?,
+        ["openapi", "v3", "apis", g, v] => v3(openapi::group_version(g, v))?,
+        _ => return Err(ApiError::NoRoute),
+    })
 }
 
 async fn resource_request(

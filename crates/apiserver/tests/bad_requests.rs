@@ -249,7 +249,7 @@ async fn unknown_paths_verbs_and_media_types_are_404_405_415() {
     run(async {
         f.refused("GET", "/api/v1/services", JSON, b"", 404, "NotFound", NODE).await;
         f.refused("GET", "/apis/apps/v1/deployments", JSON, b"", 404, "NotFound", NODE).await;
-        f.refused("GET", "/openapi/v2", JSON, b"", 404, "NotFound", NODE).await;
+        f.refused("GET", "/openapi/v3/apis/apps/v9", JSON, b"", 404, "NotFound", NODE).await;
         f.refused("GET", "/api/v1/nodes/nope", JSON, b"", 404, "NotFound", NODE).await;
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
         f.refused("POST", "/api/v1/namespaces/nowhere/pods", JSON, pod.to_string().as_bytes(), 404, "NotFound", f.pod_name()).await;

@@ -253,3 +253,102 @@ async fn kubectl_tables_have_upstreams_columns_and_status_words() {
     tokio::time::timeout(Duration::from_secs(50), check).await.or_fail("timed out").or_fail("kubectl checks");
     served.stop();
 }
+
+/// A `kind: List`, as `kubectl get -o yaml` writes several objects.
+fn list_of(items: &[serde_json::Value]) -> String {
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+/// `kubectl create|apply|replace -f` of a `kind: List` with the default
+/// strict validation. kubectl validates a List on the client against
+/// `/openapi/v2`, which it asks for in protobuf only; a server that cannot
+/// answer that refuses every List ("unable to respond with a content type
+/// that the client supports") though it takes the same objects as
+/// separate documents. Server-side apply, not served, gets kubectl's
+/// "not available" answer (a 415), and a List with an unknown field is
+/// still refused by the server's own validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_apply_and_replace_a_list() {
+    let Some(bin) = kubectl_path() else {
+        println!("skipped: kubectl is not on PATH");
+        return;
+    };
+    let served = start(options(2, 2)).await;
+    let port = served.addr.port();
+    let dir = std::env::temp_dir();
+    let kubeconfig = dir.join(format!("nodewarden-kubectl-list-{port}.kubeconfig"));
+    std::fs::write(&kubeconfig, served.kubeconfig()).or_fail("write kubeconfig");
+    // Pods without a node stay Pending and nothing else writes them, so
+    // a listing replaced later is still current.
+    let pod = |name: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "lists"},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    };
+    let lease = |name: &str, team: &str| {
+        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": "lists", "labels": {"team": team}},
+            "spec": {"holderIdentity": "someone"}})
+    };
+    let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lists"}});
+    let file = |name: &str, text: String| {
+        let path = dir.join(format!("nodewarden-kubectl-list-{port}-{name}.yaml"));
+        std::fs::write(&path, text).or_fail("write manifest");
+        path
+    };
+    let created = file("created", list_of(&[namespace, pod("p1"), pod("p2"), lease("l1", "a")]));
+    let applied = file("applied", list_of(&[pod("p3"), lease("l2", "a")]));
+    let reapplied = file("reapplied", list_of(&[pod("p3"), lease("l2", "b")]));
+    let mut bad_pod = pod("p4");
+    bad_pod["spec"]["containers"][0]["bogus"] = serde_json::json!(1);
+    let bad = file("bad", list_of(&[bad_pod]));
+    let listing = dir.join(format!("nodewarden-kubectl-list-{port}-listing.yaml"));
+    let files = [created.clone(), applied.clone(), reapplied.clone(), bad.clone(), listing.clone()];
+    let check = tokio::task::spawn_blocking(move || {
+        let k = |args: &[&str]| kubectl(&bin, &kubeconfig, args);
+        let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+        let (ok, out, err) = k(&["create", "-f", &path(&created)]);
+        assert!(ok, "{err}");
+        for line in
+            ["namespace/lists created", "pod/p1 created", "pod/p2 created", "lease.coordination.k8s.io/l1 created"]
+        {
+            assert!(out.contains(line), "{out}");
+        }
+        let (ok, out, err) = k(&["apply", "-f", &path(&applied)]);
+        assert!(ok, "{err}");
+        assert!(out.contains("pod/p3 created") && out.contains("lease.coordination.k8s.io/l2 created"), "{out}");
+        let (ok, out, err) = k(&["apply", "-f", &path(&reapplied)]);
+        assert!(ok, "{err}");
+        assert!(out.contains("pod/p3 unchanged") && out.contains("lease.coordination.k8s.io/l2 configured"), "{out}");
+        let (_, out, _) = k(&["get", "lease", "-n", "lists", "l2", "-o", "jsonpath={.metadata.labels.team}"]);
+        assert_eq!(out, "b");
+
+        // `get -o yaml` of several objects is a List; replace takes it back.
+        let (ok, out, err) = k(&["get", "pods", "-n", "lists", "-o", "yaml"]);
+        assert!(ok && out.starts_with("apiVersion: v1\nitems:") && out.contains("kind: List"), "{err}{out}");
+        std::fs::write(&listing, out.replace("image: registry.k8s.io/pause:3.10", "image: registry.k8s.io/pause:3.9"))
+            .or_fail("write listing");
+        let (ok, out, err) = k(&["replace", "-f", &path(&listing)]);
+        assert!(ok, "{err}");
+        assert!(["p1", "p2", "p3"].iter().all(|p| out.contains(&format!("pod/{p} replaced"))), "{out}");
+        let (_, out, _) = k(&["get", "pods", "-n", "lists", "-o", "jsonpath={.items[*].spec.containers[0].image}"]);
+        assert_eq!(out, ["registry.k8s.io/pause:3.9"; 3].join(" "));
+
+        // Server-side apply is not served: kubectl says so for each item,
+        // from the server's 415, after validating the List.
+        let (ok, _, err) = k(&["apply", "--server-side", "-f", &path(&reapplied)]);
+        assert!(!ok && err.contains("Server-side apply not available on the server"), "{err}");
+        assert!(!err.contains("content type"), "{err}");
+        // Strict validation still holds for a List's items.
+        let (ok, _, err) = k(&["create", "-f", &path(&bad)]);
+        assert!(!ok && err.contains("unknown field \"spec.containers[0].bogus\""), "{err}");
+        let (ok, _, err) = k(&["get", "pod", "-n", "lists", "p4"]);
+        assert!(!ok && err.contains("NotFound"), "{err}");
+        let _ = std::fs::remove_file(&kubeconfig);
+    });
+    let result = tokio::time::timeout(Duration::from_secs(60), check).await;
+    for f in files {
+        let _ = std::fs::remove_file(f);
+    }
+    result.or_fail("timed out").or_fail("kubectl checks");
+    served.stop();
+}
