@@ -113,11 +113,31 @@ pub struct Change {
     pub prev: Option<Arc<Obj>>,
 }
 
+impl Change {
+    /// What keeping this change in the window costs, at most: the object's
+    /// JSON and its previous version's (the current version is shared with
+    /// the table, so this counts it twice while it lasts).
+    fn cost(&self) -> usize {
+        self.obj.json.len() + self.prev.as_ref().map_or(0, |p| p.json.len())
+    }
+}
+
+/// `value` as stored: compact JSON in an allocation of its own size (a
+/// serializer's buffer grows by doubling and would keep up to twice the
+/// object's bytes, for every object the store holds).
+pub fn exact_json(value: &Value) -> Bytes {
+    let mut json = serde_json::to_vec(value).unwrap_or_default();
+    json.shrink_to_fit();
+    Bytes::from(json)
+}
+
 type Items = imbl::OrdMap<String, Arc<Obj>>;
 
 struct Table {
     items: Items,
     history: VecDeque<Arc<Change>>,
+    /// What the window's changes keep alive ([`Change::cost`]).
+    history_bytes: usize,
     /// Changes with rv up to this one have left the window.
     expired_upto: u64,
     tx: broadcast::Sender<Arc<Change>>,
@@ -130,6 +150,10 @@ pub struct StoreLimits {
     /// Changes kept per kind for watch resume (upstream's watch cache keeps
     /// a similar window; older resourceVersions get 410 Gone).
     pub history: usize,
+    /// And at most this many bytes of objects per kind: a kind whose
+    /// objects change often and are large (node status posts) would
+    /// otherwise keep a hundred thousand old versions alive.
+    pub history_bytes: usize,
     /// How long a paged list's snapshot lives (etcd compacts every 5m).
     pub snapshot_ttl: Duration,
     /// Snapshots kept per kind.
@@ -140,7 +164,13 @@ pub struct StoreLimits {
 
 impl Default for StoreLimits {
     fn default() -> Self {
-        StoreLimits { history: 100_000, snapshot_ttl: Duration::from_secs(300), snapshots: 32, watch_buffer: 65_536 }
+        StoreLimits {
+            history: 100_000,
+            history_bytes: 64 << 20,
+            snapshot_ttl: Duration::from_secs(300),
+            snapshots: 32,
+            watch_buffer: 65_536,
+        }
     }
 }
 
@@ -247,6 +277,7 @@ impl Store {
             .map(|_| Table {
                 items: Items::new(),
                 history: VecDeque::new(),
+                history_bytes: 0,
                 expired_upto: 0,
                 tx: broadcast::channel(limits.watch_buffer.max(16)).0,
                 snapshots: VecDeque::new(),
@@ -459,9 +490,10 @@ impl Inner {
             labels: labels_of(&value),
             fields: fields_of(kind, &value),
             kind,
-            json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+            json: exact_json(&value),
         });
         let history_cap = self.limits.history.max(1);
+        let bytes_cap = self.limits.history_bytes;
         let t = self.table_mut(kind);
         let prev = if deleted { t.items.remove(key) } else { t.items.insert(key.to_string(), obj.clone()) };
         let change_kind = match (&prev, deleted) {
@@ -470,9 +502,11 @@ impl Inner {
             (Some(_), false) => EventType::Modified,
         };
         let change = Arc::new(Change { rv, kind: change_kind, obj: obj.clone(), prev });
+        t.history_bytes += change.cost();
         t.history.push_back(change.clone());
-        while t.history.len() > history_cap {
+        while t.history.len() > history_cap || (t.history_bytes > bytes_cap && t.history.len() > 1) {
             if let Some(old) = t.history.pop_front() {
+                t.history_bytes -= old.cost();
                 t.expired_upto = old.rv;
             }
         }
@@ -529,6 +563,31 @@ mod tests {
         );
         let w = s.watch(Kind::Node, Some(1)).ok().map(|w| w.backlog.iter().map(|c| c.rv).collect::<Vec<_>>());
         assert_eq!(w, Some(vec![2, 3]));
+    }
+
+    /// The window is bounded by bytes too: large objects changing often
+    /// leave it sooner than the count alone would let them.
+    #[test]
+    fn the_change_window_is_bounded_by_bytes() {
+        let ten_versions = |limits: StoreLimits| {
+            let store = Store::new(limits);
+            for _ in 0..10 {
+                store.lock().commit(Kind::Node, "a", node("a"), false);
+            }
+            store
+        };
+        // One version's size, stored exactly (no serializer slack).
+        let sized = ten_versions(StoreLimits::default());
+        let a = sized.lock().get(Kind::Node, "a").expect("stored");
+        assert_eq!(a.json.len(), serde_json::to_vec(&a.value()).unwrap().len());
+        let one = a.json.len();
+        // Each change counts its object and the version before it: room
+        // for three changes, not four.
+        let store = ten_versions(StoreLimits { history: 1000, history_bytes: 7 * one, ..StoreLimits::default() });
+        let mut s = store.lock();
+        let kept = s.watch(Kind::Node, Some(7)).ok().map(|w| w.backlog.len());
+        assert_eq!(kept, Some(3));
+        assert!(matches!(s.watch(Kind::Node, Some(6)), Err(ApiError::Gone(_))));
     }
 
     #[test]
