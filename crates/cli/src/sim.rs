@@ -119,8 +119,8 @@ pub struct SimArgs {
     /// written, no watch is opened).
     #[arg(long, conflicts_with = "serve")]
     pub(crate) from_cluster: bool,
-    /// With --from-cluster: the kubeconfig (default: in-cluster, then
-    /// $KUBECONFIG, then ~/.kube/config).
+    /// With --from-cluster: the kubeconfig (default: $KUBECONFIG, then
+    /// ~/.kube/config, then in-cluster).
     #[arg(long, value_name = "FILE", requires = "from_cluster")]
     pub(crate) kubeconfig: Option<PathBuf>,
     /// What-if: this zone fails (a topology.kubernetes.io/zone value or
@@ -199,10 +199,12 @@ fn options(args: &SimArgs) -> anyhow::Result<SimOptions> {
     };
     let scenario = args.scenario.as_deref().unwrap_or("zone-outage");
     let source = match scenario.parse::<Builtin>() {
-        Ok(b) => Source::Builtin(
-            b,
-            FleetSpec { nodes: args.nodes, zones: args.zones, pods_per_node: args.pods_per_node, seed: args.seed },
-        ),
+        Ok(b) => {
+            crate::memory::check(args.nodes, args.pods_per_node, args.quiet)?;
+            let fleet =
+                FleetSpec { nodes: args.nodes, zones: args.zones, pods_per_node: args.pods_per_node, seed: args.seed };
+            Source::Builtin(b, fleet)
+        }
         Err(unknown) => {
             let path = Path::new(scenario);
             if !path.is_file() {

@@ -8,14 +8,18 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_sim::report;
+use nodewarden_whatif::compare::{Comparison, compare};
 use nodewarden_whatif::config::TolerationDefaults;
-use nodewarden_whatif::workloads::WorkloadReport;
 use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
 
 use crate::sim::SimArgs;
 
 /// Workloads listed per section in the text report.
 const LIST_LIMIT: usize = 25;
+
+/// Workloads listed as faring differently under `--compare` (three lines
+/// each; `--json` has them all).
+const COMPARE_LIMIT: usize = 10;
 
 fn faults(args: &SimArgs) -> anyhow::Result<Faults> {
     let mode = match args.fail_mode.as_str() {
@@ -66,21 +70,10 @@ fn snapshot(args: &SimArgs) -> anyhow::Result<Snapshot> {
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
-        let config = match &args.kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                    .await
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?
-            }
-            None => {
-                kube::Config::infer().await.context("no --kubeconfig and no in-cluster or default configuration")?
-            }
-        };
-        let source = format!("cluster {}", config.cluster_url);
+        let config = crate::run::kube_config(args.kubeconfig.as_deref()).await?;
+        let server = nodewarden_kube::server_url(&config);
         let client = kube::Client::try_from(config).context("kube client")?;
-        Ok(nodewarden_whatif::live::list_cluster(&client, &source).await?)
+        Ok(nodewarden_whatif::live::list_cluster(&client, &server).await?)
     })
 }
 
@@ -122,63 +115,6 @@ fn play_config(
     Ok(nodewarden_whatif::play_with(&copy, faults, config, seed, api)?)
 }
 
-fn one_line(w: Option<&WorkloadReport>, end: nodewarden_model::Timestamp) -> String {
-    let Some(w) = w else { return "-".to_string() };
-    let mut s = format!("{}/{} evicted", w.evicted.len(), w.replicas);
-    if let Some(t) = w.all_evicted_at() {
-        s.push_str(&format!(" (all by {})", report::human(t)));
-    }
-    if w.lost_all() {
-        s.push_str(&format!(", none ready for {}", report::human_span(w.time_without(end))));
-    }
-    s
-}
-
-/// The side-by-side part of `--compare`.
-fn render_compare(a: &Played, b: &Played, name_a: &str, name_b: &str) -> String {
-    let mut s = String::new();
-    let count = |p: &Played| {
-        let r = &p.report;
-        (
-            r.lost_all().len(),
-            r.workloads.iter().map(|w| w.evicted.len()).sum::<usize>(),
-            r.pdbs.iter().filter(|b| b.breached_at.is_some()).count(),
-            r.critical.iter().filter(|c| c.evicted.is_some()).count(),
-        )
-    };
-    let (ca, cb) = (count(a), count(b));
-    s.push_str(&format!("Side by side: A = {name_a}, B = {name_b}\n"));
-    s.push_str(&format!("  {:<46} {:>12} {:>12}\n", "", "A", "B"));
-    for (label, x, y) in [
-        ("workloads that lose every ready replica", ca.0, cb.0),
-        ("pods evicted", ca.1, cb.1),
-        ("PodDisruptionBudgets breached", ca.2, cb.2),
-        ("critical pods evicted", ca.3, cb.3),
-    ] {
-        s.push_str(&format!("  {label:<46} {x:>12} {y:>12}\n"));
-    }
-    let mut rows = Vec::new();
-    for w in &a.report.workloads {
-        let other = b.report.workloads.iter().find(|x| x.id == w.id);
-        let (la, lb) = (one_line(Some(w), a.report.end), one_line(other, b.report.end));
-        if la != lb || w.lost_all() {
-            rows.push(format!("  {}\n      A: {la}\n      B: {lb}\n", w.id));
-        }
-    }
-    if rows.is_empty() {
-        s.push_str("  Every workload fares the same under both.\n");
-    } else {
-        s.push_str(&format!("  Workloads that fare differently or lose every ready replica ({}):\n", rows.len()));
-        for r in rows.iter().take(LIST_LIMIT) {
-            s.push_str(r);
-        }
-        if rows.len() > LIST_LIMIT {
-            s.push_str(&format!("  ... and {} more (--json lists them all)\n", rows.len() - LIST_LIMIT));
-        }
-    }
-    s
-}
-
 /// The workload sections as HTML, for the page.
 fn html_section(title: &str, played: &Played) -> String {
     let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
@@ -214,9 +150,16 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
         Some((path, c)) => Some((path, play_config(&snap, &faults, c, args, &path.display().to_string())?)),
         None => None,
     };
+    let comparison: Option<(String, Comparison)> = b.as_ref().map(|(pb, b)| (pb.display().to_string(), compare(&a, b)));
     if let Some(path) = &args.report {
         let mut page = report::render_html(&a.outcome, &a.run);
-        let mut sections = html_section(&format!("Workloads ({name_a})"), &a);
+        let mut sections = String::new();
+        if let Some((name_b, c)) = &comparison {
+            let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+            let text = c.render_text(&name_a, name_b, usize::MAX);
+            sections.push_str(&format!("<h2>Side by side</h2><pre>{}</pre>", esc(&text)));
+        }
+        sections.push_str(&html_section(&format!("Workloads ({name_a})"), &a));
         if let Some((pb, b)) = &b {
             sections.push_str(&html_section(&format!("Workloads ({})", pb.display()), b));
         }
@@ -249,6 +192,9 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
             v["b"] = one(b);
             v["b"]["config"] = serde_json::json!(pb.display().to_string());
         }
+        if let Some((_, c)) = &comparison {
+            v["compare"] = c.to_json();
+        }
         let mut s = serde_json::to_string_pretty(&v)?;
         s.push('\n');
         s
@@ -256,15 +202,27 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
         let mut s = String::new();
         match &b {
             Some((pb, b)) => {
-                s.push_str(&render_compare(&a, b, &name_a, &pb.display().to_string()));
+                if let Some((name_b, c)) = &comparison {
+                    s.push_str(&c.render_text(&name_a, name_b, COMPARE_LIMIT));
+                }
+                // A's report in full, as without --compare; B's only
+                // where the table cannot say enough (a safety check
+                // failed), so the output stays the comparison.
                 s.push_str(&format!("\n== A: {name_a} ==\n"));
                 s.push_str(&a.report.render_text(LIST_LIMIT));
                 s.push('\n');
                 s.push_str(&report::render_text(&a.outcome, &a.run));
                 s.push_str(&format!("\n== B: {} ==\n", pb.display()));
-                s.push_str(&b.report.render_text(LIST_LIMIT));
-                s.push('\n');
-                s.push_str(&report::render_text(&b.outcome, &b.run));
+                if b.outcome.safe() {
+                    s.push_str(&format!(
+                        "B's full report: run again with --config {} and without --compare; --json and --report have both runs.\n",
+                        pb.display()
+                    ));
+                } else {
+                    s.push_str(&b.report.render_text(LIST_LIMIT));
+                    s.push('\n');
+                    s.push_str(&report::render_text(&b.outcome, &b.run));
+                }
             }
             None => {
                 s.push_str(&a.report.render_text(LIST_LIMIT));

@@ -63,6 +63,35 @@ pub struct ZoneTally {
     pub daemonset_evicted: usize,
     /// Every (state, rate) the zone went through, with when it started.
     pub states: Vec<(Timestamp, Option<ZoneState>, f64)>,
+    /// Every fault that touched the zone (its nodes going down or coming
+    /// back) or the whole cluster (the control plane, the controller, a
+    /// scenario event), in time order: the chart marks each one, where
+    /// [`Outcome::faults`] keeps only the lines written for people (a
+    /// rolling failure is one line there and eighty faults here).
+    pub marks: Vec<FaultMark>,
+}
+
+/// What a fault did, as a zone's chart marks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkKind {
+    /// Nodes of the zone went down (crashed, partitioned, kubelet stopped).
+    Down,
+    /// Nodes of the zone came back.
+    Up,
+    /// Something that touches every zone alike: the control plane, the
+    /// controller, a scenario event that is not about one node's kubelet.
+    Cluster,
+}
+
+/// One fault as it touched one zone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultMark {
+    /// When.
+    pub at: Timestamp,
+    /// Down, up, or cluster-wide.
+    pub kind: MarkKind,
+    /// For people: `2 node(s) crash: node-000001, node-000004`.
+    pub what: String,
 }
 
 fn widen(span: &mut Option<(Timestamp, Timestamp)>, t: Timestamp) {
@@ -419,6 +448,7 @@ impl Statistics {
     /// A fault takes nodes down or brings them back: their failure
     /// episodes start or end.
     pub(crate) fn track_fault(&mut self, t: Timestamp, fault: &Fault, cluster: &Cluster) {
+        self.mark_fault(t, fault, cluster);
         for n in fault.nodes_down() {
             let i = self.node_slot(n, cluster);
             let track = &mut self.nodes[i];
@@ -439,4 +469,65 @@ impl Statistics {
             }
         }
     }
+
+    /// Records `fault` in the marks of each zone it touches (every zone
+    /// for one that is not about nodes). Faults before the start only
+    /// shape the cluster and are not marked.
+    fn mark_fault(&mut self, t: Timestamp, fault: &Fault, cluster: &Cluster) {
+        if t < Timestamp::EPOCH {
+            return;
+        }
+        let (down, up) = match fault {
+            Fault::Crash(_) | Fault::Recover(_) => ("crash", "come back"),
+            Fault::Partition(_) | Fault::Heal(_) => ("lose contact with the API server", "reach the API server again"),
+            _ => ("kubelet stops", "kubelet starts"),
+        };
+        let mut touched = false;
+        for (nodes, kind, verb) in [(fault.nodes_down(), MarkKind::Down, down), (fault.nodes_up(), MarkKind::Up, up)] {
+            let mut per_zone: Vec<Vec<&str>> = vec![Vec::new(); self.tally.len()];
+            for n in nodes {
+                let i = self.node_slot(n, cluster);
+                let zone = self.nodes[i].zone;
+                if per_zone.len() <= zone {
+                    per_zone.resize(zone + 1, Vec::new());
+                }
+                per_zone[zone].push(n);
+            }
+            for (zone, names) in per_zone.iter().enumerate().filter(|(_, names)| !names.is_empty()) {
+                touched = true;
+                let what = format!("{} node(s) {verb}: {}", names.len(), name_list(names));
+                self.tally[zone].marks.push(FaultMark { at: t, kind, what });
+            }
+        }
+        if touched {
+            return;
+        }
+        let what = match fault {
+            Fault::ControlPlaneDown => "the controller loses the API server".to_string(),
+            Fault::ControlPlaneUp => "the controller reaches the API server again".to_string(),
+            Fault::RestartController => "the controller restarts".to_string(),
+            Fault::Event(e) => format!("scenario event {}", e.name()),
+            // Nodes named but none tracked (an empty list): nothing to mark.
+            _ => return,
+        };
+        for tally in &mut self.tally {
+            // Several events at one instant are one mark.
+            match tally.marks.last_mut() {
+                Some(last) if last.at == t && last.kind == MarkKind::Cluster => {
+                    last.what.push_str(", ");
+                    last.what.push_str(&what);
+                }
+                _ => tally.marks.push(FaultMark { at: t, kind: MarkKind::Cluster, what: what.clone() }),
+            }
+        }
+    }
+}
+
+/// Up to three names, then how many more.
+fn name_list(names: &[&str]) -> String {
+    let mut s = names.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > 3 {
+        s.push_str(&format!(" and {} more", names.len() - 3));
+    }
+    s
 }

@@ -15,12 +15,15 @@
 //! - [`config`] reads the controller's flags and kube-apiserver's default
 //!   toleration seconds, for `--config` and `--compare`;
 //! - [`workloads`] builds the per-workload report from the controller's
-//!   pod writes.
+//!   pod writes;
+//! - [`compare`] sets two configurations' runs side by side
+//!   (`--compare`).
 //!
 //! This crate sits above the simulator and the adapter (it reads objects
 //! with the adapter's lenient readings, so `nodewarden run` and a what-if
 //! agree on what an object means) and below the cli.
 
+pub mod compare;
 pub mod config;
 pub mod faults;
 pub mod fleet;

@@ -148,6 +148,7 @@ fn esc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::statistics::MarkKind;
 
     #[test]
     fn human_times() {
@@ -156,6 +157,58 @@ mod tests {
         assert_eq!(human(t(1500)), "1.5s");
         assert_eq!(human(t(100_000)), "1m40s");
         assert_eq!(human(t(3_725_000)), "1h02m05s");
+    }
+
+    fn run(builtin: crate::Builtin, nodes: usize) -> Outcome {
+        let opts = crate::SimOptions {
+            source: crate::Source::Builtin(
+                builtin,
+                crate::fleet::FleetSpec { nodes, zones: 3, pods_per_node: 4, seed: 1 },
+            ),
+            config: nodewarden_model::ControllerConfig::default(),
+            duration: None,
+            seed: 1,
+            measure: false,
+            api: None,
+        };
+        match crate::Simulation::new(opts).and_then(crate::Simulation::run) {
+            Ok(o) => o,
+            Err(e) => panic!("{builtin}: {e}"),
+        }
+    }
+
+    #[test]
+    fn the_page_marks_every_fault_and_folds_the_json_away() {
+        // Rolling failure: one node after another, each down for 8m; the
+        // summary has one line for all of them, the charts a mark each.
+        let o = run(crate::Builtin::RollingFailure, 120);
+        let page = render_html(&o, &RunInfo::default());
+        let downs: usize = o.zones.iter().map(|z| z.marks.iter().filter(|m| m.kind == MarkKind::Down).count()).sum();
+        let ups: usize = o.zones.iter().map(|z| z.marks.iter().filter(|m| m.kind == MarkKind::Up).count()).sum();
+        assert_eq!(o.faults.len(), 1, "{:?}", o.faults);
+        assert_eq!((downs, ups), (6, 6), "every crash and every recovery, in its zone");
+        assert_eq!(page.matches(r#"class="fault" data-kind="down""#).count(), 6);
+        assert_eq!(page.matches(r#"class="fault" data-kind="up""#).count(), 6);
+        // The JSON figures are folded away and offered as a download, not
+        // laid out on the page.
+        let folded = page.find("<details><summary>Figures (JSON)</summary><pre>").expect("folded JSON");
+        assert_eq!(page.matches("&quot;actions_per_second&quot;").count(), 1, "the JSON once");
+        assert!(page.find("&quot;actions_per_second&quot;").is_some_and(|i| i > folded));
+        assert!(page.contains("href=\"data:application/json;base64,"));
+        // Self-contained: no script, nothing fetched.
+        assert!(!page.contains("<script") && !page.contains(" src="));
+        // The summary wraps instead of running off the side.
+        assert!(page.contains("white-space:pre-wrap"));
+    }
+
+    #[test]
+    fn a_control_plane_outage_is_marked_in_every_zone() {
+        let o = run(crate::Builtin::ControlPlaneOutage, 30);
+        for z in &o.zones {
+            let marks: Vec<(Timestamp, MarkKind)> = z.marks.iter().map(|m| (m.at, m.kind)).collect();
+            let t = |s| Timestamp::EPOCH + Span::from_secs(s);
+            assert_eq!(marks, vec![(t(60), MarkKind::Cluster), (t(660), MarkKind::Cluster)], "{}", z.key);
+        }
     }
 
     #[test]

@@ -17,8 +17,9 @@ fn state_name(s: Option<ZoneState>) -> &'static str {
     s.map_or("none", ZoneState::as_str)
 }
 
-/// Zone state changes (rate changes within a state included), as text.
-fn state_story(z: &ZoneTally) -> String {
+/// Zone state changes (rate changes within a state included), as the
+/// parts of a chain (`Normal at 0s (0.1/s)`, ...).
+fn state_story(z: &ZoneTally) -> Vec<String> {
     let mut parts = Vec::new();
     for (t, s, r) in &z.states {
         parts.push(format!("{} at {} ({}/s)", state_name(*s), human(*t), fmt_rate(*r)));
@@ -30,13 +31,119 @@ fn state_story(z: &ZoneTally) -> String {
         short.extend(parts[n - 2..].iter().cloned());
         parts = short;
     }
-    parts.join(" -> ")
+    parts
 }
 
 fn fmt_rate(r: f64) -> String {
     let s = format!("{r:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s.is_empty() { "0".to_string() } else { s.to_string() }
+}
+
+/// Lines of the summary are wrapped to this many columns, so it reads in a
+/// terminal and on the HTML page without scrolling sideways.
+pub(super) const WIDTH: usize = 110;
+
+/// Writes `first` then `text`, wrapped at spaces to [`WIDTH`] columns,
+/// each further line indented by `indent` spaces. Runs of spaces inside a
+/// line (column alignment) are kept; a word longer than a line gets a line
+/// of its own.
+fn wrapped(s: &mut String, first: &str, indent: usize, text: &str) {
+    let mut prefix = first.to_string();
+    let mut rest = text.trim_end();
+    loop {
+        let room = WIDTH.saturating_sub(prefix.chars().count()).max(20);
+        if rest.chars().count() <= room {
+            let _ = writeln!(s, "{prefix}{rest}");
+            return;
+        }
+        // The last space within the room (or just after it), else the
+        // first one after it.
+        let limit = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
+        let within = if rest[limit..].starts_with(' ') { Some(limit) } else { rest[..limit].rfind(' ') };
+        let cut =
+            within.filter(|&i| !rest[..i].trim().is_empty()).or_else(|| rest[limit..].find(' ').map(|i| i + limit));
+        let Some(cut) = cut else {
+            let _ = writeln!(s, "{prefix}{rest}");
+            return;
+        };
+        let _ = writeln!(s, "{prefix}{}", rest[..cut].trim_end());
+        rest = rest[cut..].trim_start();
+        prefix = " ".repeat(indent);
+    }
+}
+
+/// A chain of parts joined by ` -> `, as [`field`] writes a value, but
+/// broken only between parts (a part longer than a line is wrapped alone).
+fn chain_field(s: &mut String, label: &str, parts: &[String]) {
+    let mut line = String::new();
+    let mut first = true;
+    for (i, part) in parts.iter().enumerate() {
+        let piece = if i + 1 < parts.len() { format!("{part} ->") } else { part.clone() };
+        if !line.is_empty() && 24 + line.chars().count() + 1 + piece.chars().count() > WIDTH {
+            let label = if first { label } else { "" };
+            field(s, label, &line);
+            first = false;
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&piece);
+    }
+    field(s, if first { label } else { "" }, &line);
+}
+
+/// One field of a zone's story: its label in a column, its value wrapped
+/// beside it.
+fn field(s: &mut String, label: &str, value: &str) {
+    wrapped(s, &format!("    {label:<20}"), 24, value);
+}
+
+/// Why the zone's rates were what they were, for each disrupted state it
+/// went through (the rule is upstream's, docs/semantics.md): a zone with
+/// no Ready node keeps the normal rate unless every zone is in that state;
+/// a partly disrupted zone slows to the secondary rate when it is large,
+/// and stops when it is small.
+fn why_rates(o: &Outcome, z: &ZoneTally) -> Option<String> {
+    let cfg = &o.config;
+    let large = cfg.large_cluster_size_threshold;
+    let mut reasons: Vec<String> = Vec::new();
+    let mut said: Vec<(ZoneState, bool)> = Vec::new();
+    for (_, state, rate) in &z.states {
+        let Some(state) = *state else { continue };
+        let stopped = *rate <= 0.0;
+        if said.contains(&(state, stopped)) {
+            continue;
+        }
+        said.push((state, stopped));
+        let r = fmt_rate(*rate);
+        let reason = match state {
+            ZoneState::FullDisruption if !stopped => format!(
+                "FullDisruption (no Ready node) keeps the normal {r}/s because other zones still have Ready \
+                 nodes: the zone failed, not the controller's own network (with every zone down, tainting would \
+                 stop)"
+            ),
+            ZoneState::FullDisruption if cfg.node_eviction_rate > 0.0 => "FullDisruption in every zone: most \
+                 likely the controller lost its own network, so nothing is tainted (rate 0) until a zone has Ready \
+                 nodes again"
+                .to_string(),
+            ZoneState::FullDisruption => "FullDisruption at node-eviction-rate 0: nothing is tainted".to_string(),
+            ZoneState::PartialDisruption if z.nodes > large as usize => format!(
+                "PartialDisruption ({:.0}% or more of the nodes not Ready) slows to the secondary {r}/s, the zone \
+                 having more than {large} nodes",
+                cfg.unhealthy_zone_threshold * 100.0
+            ),
+            ZoneState::PartialDisruption => format!(
+                "PartialDisruption ({:.0}% or more of the nodes not Ready) stops tainting (rate 0), the zone \
+                 having {large} nodes or fewer",
+                cfg.unhealthy_zone_threshold * 100.0
+            ),
+            ZoneState::Normal | ZoneState::Initial => continue,
+        };
+        reasons.push(reason);
+    }
+    (!reasons.is_empty()).then(|| format!("{}.", reasons.join("; ")))
 }
 
 fn span_text(span: Option<(Timestamp, Timestamp)>) -> String {
@@ -108,7 +215,7 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     let theory = Theory::of(o);
     let mut s = String::new();
     let sim = o.simulated.as_secs_f64();
-    let _ = writeln!(s, "nodewarden sim: {} ({})", o.scenario, o.description);
+    wrapped(&mut s, "", 4, &format!("nodewarden sim: {} ({})", o.scenario, o.description));
     let _ = writeln!(
         s,
         "{} nodes in {} zone(s), {} pods; {} simulated in {:.1}s of wall time ({:.0}x), seed {}",
@@ -120,8 +227,7 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
         sim / run.wall_seconds.max(1e-9),
         run.seed
     );
-    let _ = writeln!(
-        s,
+    let controller = format!(
         "controller: grace {}, monitor every {}, taint rate {}/s (secondary {}/s), {}{}",
         human_span(o.config.node_monitor_grace_period),
         human_span(o.config.node_monitor_period),
@@ -133,42 +239,37 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
             .map_or("pods get no default toleration".to_string(), |x| format!("pods tolerate {x}s by default")),
         if o.config.enable_taint_manager { "" } else { "; legacy eviction mode" },
     );
-    let _ = writeln!(s, "{}", api_line(o));
+    wrapped(&mut s, "", 12, &controller);
+    wrapped(&mut s, "", 5, &api_line(o));
     let _ = writeln!(s, "\nWhat happened");
     for (t, what) in &o.faults {
-        let _ = writeln!(s, "  {:>9}  {what}", human(*t));
+        wrapped(&mut s, &format!("  {:>9}  ", human(*t)), 13, what);
     }
     if o.writes_failed > 0 {
-        let _ = writeln!(
-            s,
-            "  {} controller write(s) failed (API server unreachable, or a stale precondition); none changed the cluster",
+        let failed = format!(
+            "{} controller write(s) failed (API server unreachable, or a stale precondition); none changed the cluster",
             o.writes_failed
         );
+        wrapped(&mut s, "  ", 2, &failed);
     }
     let _ = writeln!(s, "\nWhat the controller did, per zone");
     for z in &o.zones {
         let quiet =
             z.failures == 0 && z.seen_dead.0 == 0 && z.tainted.0 == 0 && z.evicted.0 == 0 && z.false_alarms == 0;
         if quiet {
-            let _ = writeln!(
-                s,
-                "  {}: {} nodes, {} pods: nothing failed; nothing seen dead, tainted or evicted (as expected)",
+            let line = format!(
+                "{}: {} nodes, {} pods: nothing failed; nothing seen dead, tainted or evicted (as expected)",
                 z.key, z.nodes, z.pods
             );
+            wrapped(&mut s, "  ", 4, &line);
             continue;
         }
         let _ = writeln!(s, "  {}: {} nodes, {} pods", z.key, z.nodes, z.pods);
         if let Some((first, _)) = z.failed {
-            let _ = writeln!(
-                s,
-                "    failed              {} node(s), {} time(s), first at {}",
-                z.nodes_failed,
-                z.failures,
-                human(first)
-            );
-            let _ = writeln!(
-                s,
-                "    seen dead           {} time(s), {:<22} expected from {} to {} after each failure (grace {} - Lease interval {} .. + 2 monitor periods{})",
+            let failed = format!("{} node(s), {} time(s), first at {}", z.nodes_failed, z.failures, human(first));
+            field(&mut s, "failed", &failed);
+            let seen = format!(
+                "{} time(s), {:<22} expected from {} to {} after each failure (grace {} - Lease interval {} .. + 2 monitor periods{})",
                 z.seen_dead.0,
                 span_text(z.seen_dead.1),
                 human_span(theory.detect.0),
@@ -177,13 +278,17 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
                 human_span(o.kubelet.lease_every),
                 if o.api_latency.is_instant() { "" } else { " + the write's latency" },
             );
+            field(&mut s, "seen dead", &seen);
         } else {
-            let _ = writeln!(s, "    failed              none");
+            field(&mut s, "failed", "none");
         }
         if z.false_alarms > 0 {
-            let _ = writeln!(s, "    seen dead wrongly   {} time(s) (kubelet was fine)", z.false_alarms);
+            field(&mut s, "seen dead wrongly", &format!("{} time(s) (kubelet was fine)", z.false_alarms));
         }
-        let _ = writeln!(s, "    zone state          {}", state_story(z));
+        chain_field(&mut s, "zone state", &state_story(z));
+        if let Some(why) = why_rates(o, z) {
+            field(&mut s, "why these rates", &why);
+        }
         match z.tainted {
             (0, _) => {
                 let why = if z.seen_dead.0 == 0 {
@@ -191,7 +296,7 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
                 } else {
                     "the zone's rate was 0 or every zone was down (expected: tainting stops then)".to_string()
                 };
-                let _ = writeln!(s, "    NoExecute taints    none: {why}");
+                field(&mut s, "NoExecute taints", &format!("none: {why}"));
             }
             (n, Some((first, last))) => {
                 let once = z.failures == z.nodes_failed && o.restarts == 0;
@@ -209,26 +314,24 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
                     ),
                     _ => String::new(),
                 };
-                let _ =
-                    writeln!(s, "    NoExecute taints    {n} added, {:<24} {expected}", span_text(Some((first, last))));
+                let taints = format!("{n} added, {:<24} {expected}", span_text(Some((first, last))));
+                field(&mut s, "NoExecute taints", &taints);
             }
-            (n, None) => {
-                let _ = writeln!(s, "    NoExecute taints    {n} added");
-            }
+            (n, None) => field(&mut s, "NoExecute taints", &format!("{n} added")),
         }
         if z.untainted > 0 {
-            let _ = writeln!(s, "    taints removed      {}", z.untainted);
+            field(&mut s, "taints removed", &z.untainted.to_string());
         }
-        let _ = writeln!(
-            s,
-            "    pods evicted        {:<32} {}",
+        let evicted = format!(
+            "{:<32} {}",
             format!("{}, {}", z.evicted.0, span_text(z.evicted.1)),
             if z.evicted.0 > 0 { "expected each at its node's taint + its toleration" } else { "" }
         );
+        field(&mut s, "pods evicted", &evicted);
         if z.daemonset_evicted > 0 {
-            let _ = writeln!(s, "    DaemonSet pods      {} deleted", z.daemonset_evicted);
+            field(&mut s, "DaemonSet pods", &format!("{} deleted", z.daemonset_evicted));
         }
-        let _ = writeln!(s, "    in short            {}", in_short(o, z));
+        field(&mut s, "in short", &in_short(o, z));
     }
     let l = &o.latencies;
     if !l.detection.is_empty() || !l.eviction.is_empty() {
@@ -265,9 +368,11 @@ pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     let failed: Vec<&str> = checks.iter().filter(|(_, ok)| !ok).map(|(name, _)| *name).collect();
     if failed.is_empty() {
         let names: Vec<&str> = checks.iter().map(|(name, _)| *name).collect();
-        let _ = writeln!(s, "\nSafety: all {} checks held ({}).", names.len(), names.join(", "));
+        let _ = writeln!(s);
+        wrapped(&mut s, "", 8, &format!("Safety: all {} checks held ({}).", names.len(), names.join(", ")));
     } else {
-        let _ = writeln!(s, "\nSAFETY CHECKS FAILED: {}", failed.join(", "));
+        let _ = writeln!(s);
+        wrapped(&mut s, "", 21, &format!("SAFETY CHECKS FAILED: {}", failed.join(", ")));
         if o.contract_violations > 0 {
             let _ = writeln!(s, "  {} write(s) to deleted or terminating pods", o.contract_violations);
         }
@@ -333,5 +438,89 @@ mod tests {
     fn rates() {
         assert_eq!(fmt_rate(0.1), "0.1");
         assert_eq!(fmt_rate(0.0), "0");
+    }
+
+    #[test]
+    fn long_lines_wrap_at_spaces_under_their_label() {
+        let mut s = String::new();
+        let text = "word ".repeat(60);
+        field(&mut s, "in short", &text);
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines.len() >= 3, "{s}");
+        assert!(lines[0].starts_with("    in short            word"), "{s}");
+        for l in &lines {
+            assert!(l.chars().count() <= WIDTH, "{l:?} is longer than {WIDTH}");
+        }
+        for l in &lines[1..] {
+            assert!(l.starts_with(&" ".repeat(24)) && !l.starts_with(&" ".repeat(25)), "{l:?}");
+        }
+        assert_eq!(s.split_whitespace().filter(|w| *w == "word").count(), 60, "no word lost");
+        // Column alignment inside a short line is kept; a word longer than
+        // the line is not cut.
+        let mut s = String::new();
+        field(&mut s, "pods evicted", "6954, 2m05s .. 50m00s      expected");
+        assert_eq!(s, "    pods evicted        6954, 2m05s .. 50m00s      expected\n");
+        let mut s = String::new();
+        let long = "x".repeat(200);
+        wrapped(&mut s, "", 2, &format!("a {long} b"));
+        assert_eq!(s, format!("a\n  {long}\n  b\n"));
+        // A chain of zone states breaks between states only.
+        let parts: Vec<String> = ["Normal at 0s (0.1/s)", "PartialDisruption at 1m45s (0.01/s)"]
+            .iter()
+            .chain(&["FullDisruption at 1m50s (0.1/s)", "Normal at 50m05s (0.1/s)"])
+            .map(|p| p.to_string())
+            .collect();
+        let mut s = String::new();
+        chain_field(&mut s, "zone state", &parts);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "    zone state          Normal at 0s (0.1/s) -> PartialDisruption at 1m45s (0.01/s) ->",
+                "                        FullDisruption at 1m50s (0.1/s) -> Normal at 50m05s (0.1/s)",
+            ]
+        );
+    }
+
+    fn zone_outage(nodes: usize) -> Outcome {
+        let opts = crate::SimOptions {
+            source: crate::Source::Builtin(
+                crate::Builtin::ZoneOutage,
+                crate::fleet::FleetSpec { nodes, zones: 3, pods_per_node: 4, seed: 1 },
+            ),
+            config: nodewarden_model::ControllerConfig::default(),
+            duration: Some(Span::from_secs(5 * 60)),
+            seed: 1,
+            measure: false,
+            api: None,
+        };
+        match crate::Simulation::new(opts).and_then(crate::Simulation::run) {
+            Ok(o) => o,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_fully_down_zone_says_why_it_keeps_the_normal_rate() {
+        // Three zones of 60: zone-a goes down whole, passing through
+        // PartialDisruption (over the 50-node threshold: the secondary
+        // rate) to FullDisruption (the normal rate, the others being up).
+        let o = zone_outage(180);
+        let z = &o.zones[0];
+        assert!(z.states.iter().any(|(_, s, r)| *s == Some(ZoneState::FullDisruption) && *r == 0.1), "{:?}", z.states);
+        let text = render_text(&o, &RunInfo::default());
+        let why = text.split("why these rates").nth(1).expect("a why line").split("NoExecute taints").next();
+        let why = why.unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            why.contains(
+                "FullDisruption (no Ready node) keeps the normal 0.1/s because other zones still have Ready nodes"
+            ),
+            "{text}"
+        );
+        // The healthy zones need no explanation.
+        assert_eq!(text.matches("why these rates").count(), 1, "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line:?}");
+        }
     }
 }
