@@ -561,8 +561,13 @@ fn view(res: &Resource, obj: &Obj) -> Bytes {
     if res.converted {
         Bytes::from(serde_json::to_vec(&events::to_v1(&obj.value())).unwrap_or_default())
     } else {
-        obj.json.clone()
+        obj.json()
     }
+}
+
+/// Appends the object as this resource serves it to `out` (a list's body).
+fn put_view(res: &Resource, obj: &Obj, out: &mut BytesMut) {
+    if res.converted { out.put_slice(&view(res, obj)) } else { obj.put_json(out) }
 }
 
 fn view_value(res: &Resource, obj: &Obj) -> Value {
@@ -731,7 +736,7 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
             Ok(http::value_response(200, &table_of(sh, res, r, av, &objs, meta)?))
         }
         Wanted::Object => {
-            let mut out = BytesMut::with_capacity(64 + items.iter().map(|o| o.json.len() + 1).sum::<usize>());
+            let mut out = BytesMut::with_capacity(64 + items.iter().map(|o| o.json_len() + 1).sum::<usize>());
             let head = json!({"kind": res.list_kind(), "apiVersion": res.api_version(), "metadata": meta});
             let head = serde_json::to_string(&head).unwrap_or_default();
             out.put_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
@@ -740,7 +745,7 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
                 if i > 0 {
                     out.put_u8(b',');
                 }
-                out.put_slice(&view(res, o));
+                put_view(res, o, &mut out);
             }
             out.put_slice(b"]}");
             Ok(http::json_response(200, out.freeze()))
@@ -1010,15 +1015,7 @@ fn create(sh: &Shared, r: &Req, res: &Resource, ns: &str) -> Result<Response<Res
     objects::init_metadata(&mut v, if res.namespaced { ns } else { "" }, uid, sh.time.time(now), res.kind);
     crate::world::on_create(sh, &s, res.kind, &mut v, now);
     let obj = if dry {
-        Arc::new(Obj {
-            key: key.clone(),
-            uid: String::new(),
-            rv: s.rv(),
-            labels: Default::default(),
-            fields: Default::default(),
-            kind: res.kind,
-            json: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-        })
+        Arc::new(Obj::unstored(key.clone(), String::new(), s.rv(), res.kind, crate::store::exact_json(&v)))
     } else {
         s.commit(res.kind, &key, v, false)
     };
@@ -1145,15 +1142,7 @@ fn write(
     // watch event, as upstream.
     let obj = if new == cur_core || dry {
         if dry {
-            Arc::new(Obj {
-                key,
-                uid: cur.uid.clone(),
-                rv: cur.rv,
-                labels: Default::default(),
-                fields: Default::default(),
-                kind: res.kind,
-                json: Bytes::from(serde_json::to_vec(&new).unwrap_or_default()),
-            })
+            Arc::new(Obj::unstored(key, cur.uid.clone(), cur.rv, res.kind, crate::store::exact_json(&new)))
         } else {
             cur
         }

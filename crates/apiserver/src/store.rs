@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -43,11 +43,111 @@ pub struct Obj {
     pub fields: Box<str>,
     /// What it is.
     pub kind: Kind,
-    /// The object as served.
-    pub json: Bytes,
+    /// The object as served ([`Obj::json`]).
+    body: Body,
+}
+
+/// How a stored object's JSON is kept.
+enum Body {
+    /// As it is served.
+    Plain(Bytes),
+    /// LZ4-compressed against its kind's dictionary ([`Dictionary`]): a
+    /// served fleet's pods differ in a few names, addresses and times, and
+    /// keep a tenth of their JSON's bytes this way.
+    Packed {
+        /// The compressed bytes.
+        data: Box<[u8]>,
+        /// The JSON's length.
+        len: u32,
+        /// What it was compressed against.
+        dict: Arc<[u8]>,
+    },
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Body::Plain(b) => write!(f, "Plain({} bytes)", b.len()),
+            Body::Packed { data, len, .. } => write!(f, "Packed({len} bytes in {})", data.len()),
+        }
+    }
+}
+
+/// Objects shorter than this are kept as they are: too little to gain.
+const PACK_FROM: usize = 256;
+
+impl Body {
+    /// `json` kept against `dict` when that saves at least a quarter.
+    fn pack(json: Bytes, dict: Option<&Arc<[u8]>>) -> Body {
+        let (Some(dict), Ok(len)) = (dict, u32::try_from(json.len())) else { return Body::Plain(json) };
+        if json.len() < PACK_FROM {
+            return Body::Plain(json);
+        }
+        let mut data = lz4_flex::block::compress_with_dict(&json, dict);
+        if data.len() * 4 > json.len() * 3 {
+            return Body::Plain(json);
+        }
+        data.shrink_to_fit();
+        Body::Packed { data: data.into_boxed_slice(), len, dict: dict.clone() }
+    }
 }
 
 impl Obj {
+    /// An object that is not stored (a dry run's answer): kept plain.
+    pub fn unstored(key: String, uid: String, rv: u64, kind: Kind, json: Bytes) -> Obj {
+        Obj { key, uid, rv, labels: Labels::default(), fields: Box::default(), kind, body: Body::Plain(json) }
+    }
+
+    /// The object's JSON, as served.
+    pub fn json(&self) -> Bytes {
+        match &self.body {
+            Body::Plain(b) => b.clone(),
+            Body::Packed { .. } => {
+                let mut out = BytesMut::new();
+                self.put_json(&mut out);
+                out.freeze()
+            }
+        }
+    }
+
+    /// Appends the object's JSON to `out` (a list's body): a packed one is
+    /// decompressed straight into it.
+    pub fn put_json(&self, out: &mut BytesMut) {
+        match &self.body {
+            Body::Plain(b) => out.extend_from_slice(b),
+            Body::Packed { data, len, dict } => {
+                let start = out.len();
+                out.resize(start + *len as usize, 0);
+                // Compressed here from these very bytes: it cannot fail;
+                // if it ever did, the object would read as `null` rather
+                // than as garbage.
+                match lz4_flex::block::decompress_into_with_dict(data, &mut out[start..], dict) {
+                    Ok(n) if n == *len as usize => {}
+                    _ => {
+                        out.truncate(start);
+                        out.extend_from_slice(b"null");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The JSON's length in bytes.
+    pub fn json_len(&self) -> usize {
+        match &self.body {
+            Body::Plain(b) => b.len(),
+            Body::Packed { len, .. } => *len as usize,
+        }
+    }
+
+    /// The bytes this object's JSON keeps in memory.
+    pub fn kept_len(&self) -> usize {
+        match &self.body {
+            Body::Plain(b) => b.len(),
+            Body::Packed { data, .. } => data.len(),
+        }
+    }
+
     /// `metadata.name`.
     pub fn name(&self) -> &str {
         self.key.rsplit_once('/').map_or(&self.key, |(_, n)| n)
@@ -60,7 +160,7 @@ impl Obj {
 
     /// The object as a JSON value.
     pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+        serde_json::from_slice(&self.json()).unwrap_or(Value::Null)
     }
 
     /// A selectable field's value.
@@ -114,11 +214,11 @@ pub struct Change {
 }
 
 impl Change {
-    /// What keeping this change in the window costs, at most: the object's
-    /// JSON and its previous version's (the current version is shared with
+    /// What keeping this change in the window costs, at most: the bytes of
+    /// the object's JSON and its previous version's (the current version is shared with
     /// the table, so this counts it twice while it lasts).
     fn cost(&self) -> usize {
-        self.obj.json.len() + self.prev.as_ref().map_or(0, |p| p.json.len())
+        self.obj.kept_len() + self.prev.as_ref().map_or(0, |p| p.kept_len())
     }
 }
 
@@ -142,6 +242,12 @@ struct Table {
     expired_upto: u64,
     tx: broadcast::Sender<Arc<Change>>,
     snapshots: VecDeque<(u64, Instant, Items)>,
+    /// What the kind's objects are compressed against: the first one
+    /// large enough to be worth it ([`Body::pack`]). Objects of a kind
+    /// share most of their JSON (field names, the same images, the same
+    /// conditions), so any of them makes a good dictionary; it is kept
+    /// for the store's life, as every packed object needs it to be read.
+    dict: Option<Arc<[u8]>>,
 }
 
 /// Store limits.
@@ -279,6 +385,7 @@ impl Store {
                 history: VecDeque::new(),
                 history_bytes: 0,
                 expired_upto: 0,
+                dict: None,
                 tx: broadcast::channel(limits.watch_buffer.max(16)).0,
                 snapshots: VecDeque::new(),
             })
@@ -483,6 +590,13 @@ impl Inner {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
         let uid = value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+        let history_cap = self.limits.history.max(1);
+        let bytes_cap = self.limits.history_bytes;
+        let t = self.table_mut(kind);
+        let json = exact_json(&value);
+        if t.dict.is_none() && json.len() >= PACK_FROM {
+            t.dict = Some(Arc::from(&json[..]));
+        }
         let obj = Arc::new(Obj {
             key: key.to_string(),
             uid,
@@ -490,11 +604,8 @@ impl Inner {
             labels: labels_of(&value),
             fields: fields_of(kind, &value),
             kind,
-            json: exact_json(&value),
+            body: Body::pack(json, t.dict.as_ref()),
         });
-        let history_cap = self.limits.history.max(1);
-        let bytes_cap = self.limits.history_bytes;
-        let t = self.table_mut(kind);
         let prev = if deleted { t.items.remove(key) } else { t.items.insert(key.to_string(), obj.clone()) };
         let change_kind = match (&prev, deleted) {
             (_, true) => EventType::Deleted,
@@ -515,7 +626,7 @@ impl Inner {
         if let Some(j) = &self.journal
             && crate::journal::Journal::keeps(kind)
         {
-            j.change(kind, key, deleted, &obj.json);
+            j.change(kind, key, deleted, &obj.json());
         }
         obj
     }
@@ -576,11 +687,11 @@ mod tests {
             }
             store
         };
-        // One version's size, stored exactly (no serializer slack).
+        // One version's size as kept (every version is alike).
         let sized = ten_versions(StoreLimits::default());
         let a = sized.lock().get(Kind::Node, "a").expect("stored");
-        assert_eq!(a.json.len(), serde_json::to_vec(&a.value()).unwrap().len());
-        let one = a.json.len();
+        assert_eq!(a.json_len(), serde_json::to_vec(&a.value()).unwrap().len());
+        let one = a.kept_len();
         // Each change counts its object and the version before it: room
         // for three changes, not four.
         let store = ten_versions(StoreLimits { history: 1000, history_bytes: 7 * one, ..StoreLimits::default() });
@@ -588,6 +699,35 @@ mod tests {
         let kept = s.watch(Kind::Node, Some(7)).ok().map(|w| w.backlog.len());
         assert_eq!(kept, Some(3));
         assert!(matches!(s.watch(Kind::Node, Some(6)), Err(ApiError::Gone(_))));
+    }
+
+    /// Objects of a kind are kept compressed against the kind's first
+    /// large one, and read back byte for byte.
+    #[test]
+    fn similar_objects_are_kept_packed_and_read_back_exactly() {
+        let pod = |name: &str, ip: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "apps", "uid": format!("uid-{name}"), "labels": {"app": "web"}},
+                "spec": {"nodeName": "node-000001", "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10", "imagePullPolicy": "IfNotPresent", "terminationMessagePath": "/dev/termination-log"}],
+                    "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}, {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]},
+                "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}})
+        };
+        let store = Store::new(StoreLimits::default());
+        let mut s = store.lock();
+        s.commit(Kind::Pod, "apps/web-1", pod("web-1", "10.0.0.1"), false);
+        let second = pod("web-2", "10.0.0.2");
+        let kept = s.commit(Kind::Pod, "apps/web-2", second.clone(), false);
+        let mut want = second;
+        want["metadata"]["resourceVersion"] = json!("2");
+        assert_eq!(kept.json(), Bytes::from(serde_json::to_vec(&want).unwrap()));
+        assert_eq!(kept.json_len(), kept.json().len());
+        assert!(kept.kept_len() * 3 < kept.json_len(), "{} of {} bytes kept", kept.kept_len(), kept.json_len());
+        // Into a list body, after what is there already.
+        let mut out = BytesMut::from(&b"["[..]);
+        kept.put_json(&mut out);
+        assert_eq!(&out[1..], &kept.json()[..]);
+        // A small object stays as it is.
+        let tiny = s.commit(Kind::Pod, "apps/t", json!({"metadata": {"name": "t"}}), false);
+        assert_eq!(tiny.kept_len(), tiny.json_len());
     }
 
     #[test]
