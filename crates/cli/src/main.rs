@@ -24,6 +24,14 @@ use tracing_subscriber::EnvFilter;
 
 mod memory;
 mod run;
+
+/// The process's allocator (see crates/cli/Cargo.toml for why jemalloc):
+/// what a served cluster's build or a large list frees goes back for reuse
+/// instead of staying as holes in glibc's heap.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod serve;
 mod sim;
 mod whatif;

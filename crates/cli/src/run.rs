@@ -357,6 +357,13 @@ impl Role {
         }
     }
 
+    /// Returns once the API server has answered ([`reach`]).
+    async fn until_reached(&self) {
+        while !self.reached.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// `/readyz` of a replica that does not run the controller (yet).
     fn standby_readiness(&self) -> (u16, String) {
         if self.reached.load(Ordering::Relaxed) {
@@ -479,8 +486,17 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
             nodewarden_kube::start(client.clone(), options).context("invalid controller flags")
         };
         // A warm standby watches and keeps its records while it waits; its
-        // writes stay behind the closed fence, and it decides nothing.
+        // writes stay behind the closed fence, and it decides nothing. It
+        // starts watching once the API server has answered (until then
+        // `reach` says why not, once, rather than every watch every retry).
         let warm = if election.is_some() && args.warm_standby {
+            tokio::select! {
+                () = role.until_reached() => {}
+                () = &mut signal => {
+                    tracing::info!("stopped before reaching the API server");
+                    return anyhow::Ok(Ended::Stopped);
+                }
+            }
             tracing::info!("warm standby: watching the cluster while waiting for the Lease");
             Some(start(true)?)
         } else {
