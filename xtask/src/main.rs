@@ -12,6 +12,7 @@ mod fuzz;
 mod image;
 mod load;
 mod wire;
+mod wire_load;
 
 const USAGE: &str = "usage: cargo xtask <task>
 
@@ -37,6 +38,13 @@ tasks:
           line a file [FILE...] [--ci] [--json] [--binary PATH] [--rate 20]
           [--parallel 3] [--keep] (--ci: the conformance files and a part of
           tests/scenarios/, what CI plays)
+  wire-load
+          `nodewarden sim --serve` and `nodewarden run` processes on loopback
+          at size through a node crash (--failover: the leader is SIGKILLed
+          5 s after it); one JSON report of memory, CPU, sync, Lease watch
+          lag, detection, taint and takeover times [--nodes 1000]
+          [--pods-per-node 30] [--zones 3] [--failover [--cold]]
+          [--crash-at 60] [--run-flag FLAG]... [--binary PATH] [--keep]
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
           [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
   image   builds the static release binary the Dockerfile builds, then the
@@ -108,6 +116,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz::fuzz(args),
         Some("chaos") => chaos::chaos(args),
         Some("wire") => wire::wire(args),
+        Some("wire-load") => wire_load::wire_load(args),
         Some("transcripts") => transcripts(args),
         Some("image") => image::image(args),
         Some("-h" | "--help") | None => {
