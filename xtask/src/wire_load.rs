@@ -37,7 +37,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
@@ -755,11 +754,6 @@ async fn list_pods(api: &Api) -> Result<Listed> {
     Ok(listed)
 }
 
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr().context("finding a free port")?.port())
-}
-
 fn say(began: Instant, what: impl std::fmt::Display) {
     eprintln!("wire-load: {:>6.1} s  {what}", began.elapsed().as_secs_f64());
 }
@@ -772,7 +766,7 @@ fn start_replica(binary: &Path, kubeconfig: &Path, dir: &Path, n: usize, o: &Opt
         "--kubeconfig".into(),
         kubeconfig.display().to_string(),
         "--bind-address".into(),
-        format!("127.0.0.1:{}", free_port()?),
+        format!("127.0.0.1:{}", nodewarden_wire::play::free_port()?.port()),
         "--log-format".into(),
         "json".into(),
     ];

@@ -341,21 +341,26 @@ fn bind_address_takes_an_ip_alone_as_kube_controller_manager_does() {
     assert!(err.contains("expected IP:PORT") && err.contains("or an IP alone (then port 10257)"), "{err}");
 }
 
+/// `nodewarden run` with election on `kubeconfig`, its metrics on a free
+/// port; the process (killed when dropped) and its stderr, line by line.
+fn replica(kubeconfig: &std::path::Path) -> (Reaped, std::sync::mpsc::Receiver<String>) {
+    let mut child = nodewarden()
+        .args(["run", "--bind-address", "127.0.0.1:0", "--kubeconfig"])
+        .arg(kubeconfig)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn the replica");
+    let rx = lines_of(&mut child);
+    (Reaped(child), rx)
+}
+
 /// A standby whose API server refuses connections says where it tried and
 /// why, and is not ready; its liveness is unaffected.
 #[test]
 fn a_replica_that_never_reached_the_api_server_is_not_ready() {
     let (kubeconfig, server) = refused_kubeconfig("refused");
-    let mut replica = Reaped(
-        nodewarden()
-            .args(["run", "--bind-address", "127.0.0.1:0", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn the replica"),
-    );
-    let rx = lines_of(&mut replica.0);
+    let (_replica, rx) = replica(&kubeconfig);
     let mut seen = Vec::new();
     let addr = serving(&wait_for_line(&rx, &mut seen, "serving /metrics, /healthz and /readyz on"));
     let refused = format!("cannot reach {server}: connection refused");
@@ -401,16 +406,7 @@ async fn a_standby_that_reached_the_api_server_is_ready() {
         }),
     };
     leases.create(&kube::api::PostParams::default(), &held).await.expect("the Lease, held by another replica");
-    let mut replica = Reaped(
-        nodewarden()
-            .args(["run", "--bind-address", "127.0.0.1:0", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn the replica"),
-    );
-    let rx = lines_of(&mut replica.0);
+    let (_replica, rx) = replica(&kubeconfig);
     let mut seen = Vec::new();
     let addr = serving(&wait_for_line(&rx, &mut seen, "serving /metrics, /healthz and /readyz on"));
     wait_for_line(&rx, &mut seen, "reached the API server");

@@ -41,16 +41,7 @@ pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<()
         // The rescheduler's eviction rests on the pod still running on the
         // node being prepared; whether the room is still needed is the
         // rescheduler's next pass to judge (it releases the node then).
-        ActionKind::EvictForAddon { pod, uid, why, .. } => {
-            let (_, p) = pod_with_uid(world, pod, uid)?;
-            if p.node.as_deref() != Some(why.node.as_str()) {
-                return Err(format!("the pod is no longer bound to node {}", why.node));
-            }
-            if p.terminating {
-                return Err("the pod is already terminating".into());
-            }
-            Ok(())
-        }
+        ActionKind::EvictForAddon { pod, uid, why, .. } => running_on(world, pod, uid, &why.node).map(|_| ()),
         ActionKind::MarkPodNotReady { pod, uid } => {
             let (_, p) = pod_with_uid(world, pod, uid)?;
             let node = p.node.as_deref().unwrap_or_default();
@@ -69,13 +60,7 @@ pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<()
             deletion_still_due(world, e, p)
         }
         ActionKind::DeletePod { pod, uid, why, .. } => {
-            let (e, p) = pod_with_uid(world, pod, uid)?;
-            if p.node.as_deref() != Some(why.node.as_str()) {
-                return Err(format!("the pod is no longer bound to node {}", why.node));
-            }
-            if p.terminating {
-                return Err("the pod is already terminating".into());
-            }
+            let (e, p) = running_on(world, pod, uid, &why.node)?;
             deletion_still_due(world, e, p)
         }
     }
@@ -92,6 +77,20 @@ fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<(Entity, &
         return Err(format!("the pod was re-created (uid {} now)", pod.uid));
     }
     Ok((entity, pod))
+}
+
+/// The pod a deletion or eviction was decided for: the same object
+/// (uid), still bound to the node the decision was about, and not
+/// terminating already.
+fn running_on<'w>(world: &'w World, key: &str, uid: &str, node: &str) -> Result<(Entity, &'w Pod), String> {
+    let (e, p) = pod_with_uid(world, key, uid)?;
+    if p.node.as_deref() != Some(node) {
+        return Err(format!("the pod is no longer bound to node {node}"));
+    }
+    if p.terminating {
+        return Err("the pod is already terminating".into());
+    }
+    Ok((e, p))
 }
 
 /// A node about to be written Unknown: still unheard of for its grace

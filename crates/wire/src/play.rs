@@ -56,7 +56,8 @@ pub struct PlayOptions<'a> {
 /// that a successor gets before it takes over.
 const LEAD: Duration = Duration::from_millis(2500);
 
-fn free_port() -> Result<SocketAddr, WireError> {
+/// A loopback address no one listens on now, for a process to bind.
+pub fn free_port() -> Result<SocketAddr, WireError> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| WireError::io("finding a free port".into(), e))?;
     l.local_addr().map_err(|e| WireError::io("finding a free port".into(), e))
 }
