@@ -30,10 +30,12 @@
 //!    and every process is read and stopped.
 //!
 //! The harness reads the cluster as `nodewarden run` does: HTTPS with the
-//! kubeconfig's CA and token through kube's client. It runs as a debug
-//! build, so it does not decode the pod list it times (only each page's
-//! `continue`), and it reports its own CPU (`harness_cpu_seconds`): on a
-//! small machine it competes with what it measures.
+//! kubeconfig's CA and token through kube's client. `cargo xtask` builds
+//! it for debug, so it does not decode the pod list it times (only each
+//! page's `continue`), and it reports its own CPU (`harness_cpu_seconds`):
+//! on a small machine it competes with what it measures. From 20k nodes
+//! it says to build it for release (at 100k nodes a debug harness decoding
+//! 10,000 Lease events a second starved the processes it measured).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -62,6 +64,14 @@ const KILL_AFTER_CRASH: Duration = Duration::from_secs(5);
 /// A node Lease not renewed for this long has stopped: kubelets renew
 /// every 10 s (with a little jitter), so a live one is never this old.
 const STALE_LEASE: Duration = Duration::from_secs(20);
+/// The leader's steady CPU (`run_steady_cores`) is read from this long
+/// after its caches synced until the crash (none when the crash comes
+/// sooner: pass a later `--crash-at`).
+const STEADY_AFTER_SYNC: Duration = Duration::from_secs(20);
+
+/// A process's CPU seconds read at a Unix time (nanoseconds).
+type CpuAt = (i64, f64);
+
 /// When the crashed nodes are counted, after the crash: long enough for
 /// their Leases to be [`STALE_LEASE`] old, and for every live node to have
 /// renewed since the crash.
@@ -142,7 +152,7 @@ impl Options {
                         _ => o.keep = true,
                     }
                 }
-                other => bail!("unknown flag {other:?} for `cargo xtask wire-load`"),
+                other => bail!("unknown flag {other:?} for `cargo xtask wire-load`\n\n{USAGE}"),
             }
         }
         if o.nodes == 0 {
@@ -993,7 +1003,13 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
     let watcher = tokio::spawn(watch_nodes(Api { client: api.client.clone() }, book.clone()));
     let kill_at = crash + nanos(KILL_AFTER_CRASH);
     let census_at = crash + nanos(CENSUS_AFTER_CRASH);
-    let mut deadline = crash + nanos(Duration::from_secs(150));
+    // Grace, a monitor period and the first writes, then the Unknown
+    // statuses themselves: a read and an update a node, three requests
+    // counting the taints and Events, through the client's 20 requests a
+    // second (a thousand crashed nodes take minutes to write, as they
+    // would for kube-controller-manager at its default rate).
+    let writes = Duration::from_secs_f64(o.nodes.div_ceil(100) as f64 * 3.0 / 20.0);
+    let mut deadline = crash + nanos(Duration::from_secs(150) + writes);
     if o.failover {
         deadline += nanos(Duration::from_secs(30));
         if o.cold {
@@ -1017,8 +1033,19 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
     let mut crashed: Option<BTreeMap<String, i64>> = None;
     let mut overloaded = false;
     let mut said = Instant::now();
+    // The leader's CPU between the end of its sync's aftermath and the
+    // crash: what it costs at steady state (Lease renewals, status posts).
+    let steady_from = synced + nanos(STEADY_AFTER_SYNC);
+    let mut steady: [Option<CpuAt>; 2] = [None, None];
     let detected = loop {
         procs.check()?;
+        let now = unix_nanos();
+        if steady[0].is_none() && now >= steady_from && now < crash {
+            steady[0] = Some((now, procs.replica(0)?.usage(tick)?.cpu));
+        }
+        if steady[0].is_some() && steady[1].is_none() && now >= crash {
+            steady[1] = Some((now, procs.replica(0)?.usage(tick)?.cpu));
+        }
         if watcher.is_finished() {
             return Err(match watcher.await {
                 Ok(Err(e)) => e.context("the node watch"),
@@ -1026,7 +1053,6 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
                 Err(e) => anyhow!("the node watch: {e}"),
             });
         }
-        let now = unix_nanos();
         if o.failover && killed.is_none() && now >= kill_at {
             let leader = procs.replica(0)?.usage(tick)?;
             let standby = procs.replica(1)?.usage(tick)?;
@@ -1148,6 +1174,10 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
             "server_cpu_seconds": round3(server_end.cpu),
             "server_cpu_seconds_to_serve": round3(at_serve.cpu),
             "server_idle_cores": round3(idle_cores),
+            "run_steady_cores": match steady {
+                [Some((t0, c0)), Some((t1, c1))] if t1 > t0 => json!(round3((c1 - c0) / ((t1 - t0) as f64 / 1e9))),
+                _ => Value::Null,
+            },
             "server_cores_with_run": round3((observed.cpu - at_run.cpu) / run_seconds),
             "pods_list_seconds": listed.seconds,
             "pods_listed": listed.pods,
@@ -1259,11 +1289,39 @@ async fn stop_signal() -> &'static str {
     }
 }
 
+/// What `cargo xtask wire-load --help` prints.
+const USAGE: &str = "\
+cargo xtask wire-load: nodewarden sim --serve and nodewarden run on loopback, through a node crash;
+one JSON report on stdout (memory, CPU, sync, Lease watch lag, detection, taint, takeover), progress on stderr
+
+  --nodes N           nodes of the served cluster (1000)
+  --pods-per-node P   pods a node (30)
+  --zones Z           zones (3)
+  --crash-at SECS     when 1% of the nodes crash, after the server's launch (60; 20 to 3600)
+  --failover          two replicas with leader election; the leader is SIGKILLed 5 s after the crash
+  --cold              with --failover: the standby is cold (--warm-standby=false)
+  --run-flag FLAG     an extra flag for every nodewarden run replica (repeatable)
+  --binary PATH       the nodewarden binary (default: built with cargo build --release)
+  --keep              keep the log directory
+
+Figures and what each key means: docs/run.md (\"Measured\").";
+
 /// Runs `cargo xtask wire-load [--nodes N] [--pods-per-node P] [--zones Z]
 /// [--failover [--cold]] [--crash-at SECS] [--run-flag FLAG]...
 /// [--binary PATH] [--keep]`.
 pub fn wire_load(args: impl Iterator<Item = String>) -> Result<()> {
-    let o = Options::parse(args)?;
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    let o = Options::parse(args.into_iter())?;
+    if cfg!(debug_assertions) && o.nodes >= 20_000 {
+        eprintln!(
+            "wire-load: note: this harness is a debug build and shares the machine with what it measures; \
+             at this size run it built for release: cargo run --release -p xtask -- wire-load ..."
+        );
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let binary = match &o.binary {
         Some(b) => b.clone(),

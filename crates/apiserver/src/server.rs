@@ -660,7 +660,7 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
     };
     let rv_param = r.q("resourceVersion");
     let rv_match = r.q("resourceVersionMatch");
-    let (snap, start) = {
+    let (snap, start, left) = {
         let mut s = sh.store.lock();
         match r.q("continue") {
             Some(token) => {
@@ -671,9 +671,9 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
                 }
                 let c = Continue::decode(token)?;
                 match s.kept_snapshot(res.kind, c.rv) {
-                    Some(snap) => (snap, c.start),
+                    Some(snap) => (snap, c.start, c.left),
                     None => {
-                        let fresh = Continue { rv: s.rv(), start: c.start }.encode();
+                        let fresh = Continue { rv: s.rv(), start: c.start, left: None }.encode();
                         let mut e = ApiError::Gone(crate::store::CONTINUE_EXPIRED.to_string()).status();
                         e["metadata"] = json!({"continue": fresh});
                         return Ok(http::value_response(410, &e));
@@ -689,14 +689,14 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
                             let kept = s.kept_snapshot(res.kind, n).ok_or_else(|| {
                                 ApiError::Gone("The resourceVersion for the provided list is too old.".into())
                             })?;
-                            (kept, String::new())
+                            (kept, String::new(), None)
                         }
                         _ if n > current => {
                             return Err(ApiError::Timeout(format!(
                                 "Too large resource version: {n}, current: {current}"
                             )));
                         }
-                        _ => (s.snapshot(res.kind), String::new()),
+                        _ => (s.snapshot(res.kind), String::new(), None),
                     }
                 } else {
                     match rv_match {
@@ -705,14 +705,15 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
                             return Err(ApiError::BadRequest(format!("invalid resourceVersionMatch {other:?}")));
                         }
                     }
-                    (s.snapshot(res.kind), String::new())
+                    (s.snapshot(res.kind), String::new(), None)
                 }
             }
         }
     };
     let mut items: Vec<&Arc<Obj>> = Vec::new();
     let mut next: Option<String> = None;
-    let mut it = snap.iter_from(&start, filter.prefix.as_deref()).filter(|o| filter.matches(o));
+    let start_key = start;
+    let mut it = snap.iter_from(&start_key, filter.prefix.as_deref()).filter(|o| filter.matches(o));
     for o in it.by_ref() {
         if limit.is_some_and(|l| items.len() >= l) {
             next = Some(format!("{}\u{0}", items.last().map_or("", |x| x.key.as_str())));
@@ -722,10 +723,20 @@ fn list(sh: &Shared, r: &Req, res: &Resource, ns: Option<&str>) -> Result<Respon
     }
     let mut meta = json!({"resourceVersion": snap.rv.to_string()});
     if let Some(start) = next {
-        // Upstream reports the rest only when no selector filters it.
-        let remaining = if filter.labels.is_empty() && filter.fields.is_empty() { Some(1 + it.count()) } else { None };
+        // Upstream reports the rest only when no selector filters it. The
+        // first page counts it (the whole kind at once when no namespace
+        // narrows it); later pages subtract from what their token carries.
+        let remaining = if filter.labels.is_empty() && filter.fields.is_empty() {
+            Some(match (left, &filter.prefix) {
+                (Some(left), _) => usize::try_from(left).unwrap_or(usize::MAX).saturating_sub(items.len()),
+                (None, None) if start_key.is_empty() => snap.len().saturating_sub(items.len()),
+                (None, _) => 1 + it.count(),
+            })
+        } else {
+            None
+        };
         sh.store.lock().keep_snapshot(res.kind, &snap);
-        meta["continue"] = json!(Continue { rv: snap.rv, start }.encode());
+        meta["continue"] = json!(Continue { rv: snap.rv, start, left: remaining.map(|n| n as u64) }.encode());
         if let Some(n) = remaining {
             meta["remainingItemCount"] = json!(n);
         }

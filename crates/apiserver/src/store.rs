@@ -346,12 +346,21 @@ pub struct Continue {
     pub rv: u64,
     /// The key to resume from.
     pub start: String,
+    /// How many objects the list had left after this page, when no
+    /// selector filters it (upstream's `remainingItemCount`). Carried in
+    /// the token so a later page subtracts its own length instead of
+    /// counting the rest of the snapshot again: paging through a million
+    /// pods would otherwise walk the snapshot once per page.
+    pub left: Option<u64>,
 }
 
 impl Continue {
     /// Encodes it as upstream does (base64 of a small JSON document).
     pub fn encode(&self) -> String {
-        let doc = json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": self.start});
+        let mut doc = json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": self.start});
+        if let Some(left) = self.left {
+            doc["left"] = json!(left);
+        }
         base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
     }
 
@@ -368,7 +377,7 @@ impl Continue {
         }
         let rv = v["rv"].as_u64().ok_or_else(|| bad("no resourceVersion"))?;
         let start = v["start"].as_str().ok_or_else(|| bad("no start key"))?.to_string();
-        Ok(Continue { rv, start })
+        Ok(Continue { rv, start, left: v["left"].as_u64() })
     }
 }
 
@@ -744,7 +753,7 @@ mod tests {
             .kept_snapshot(Kind::Pod, snap.rv)
             .map(|k| k.iter_from("", Some("a/")).map(|o| o.key.clone()).collect::<Vec<_>>());
         assert_eq!(kept, Some(vec!["a/x".to_string(), "a/y".to_string()]));
-        let c = Continue { rv: 7, start: "a/y\u{0}".into() };
+        let c = Continue { rv: 7, start: "a/y\u{0}".into(), left: Some(3) };
         assert_eq!(Continue::decode(&c.encode()), Ok(c));
         assert!(Continue::decode("!!").is_err());
     }

@@ -55,12 +55,37 @@ async fn discovery_get_list_paging_and_selectors() {
                 "every page at the first page's resourceVersion"
             );
             names.extend(page.items.iter().filter_map(|p| p.metadata.name.clone()));
+            // What is left after this page, as upstream counts it (absent
+            // on the last page).
+            let left = page.metadata.remaining_item_count;
             match page.metadata.continue_ {
-                Some(t) if !t.is_empty() => lp = ListParams::default().limit(7).continue_token(&t),
-                _ => break,
+                Some(t) if !t.is_empty() => {
+                    assert_eq!(left, Some(30 - names.len() as i64), "remainingItemCount after page {pages}");
+                    lp = ListParams::default().limit(7).continue_token(&t)
+                }
+                _ => {
+                    assert_eq!(left, None, "no remainingItemCount on the last page");
+                    break;
+                }
             }
         }
         assert_eq!((names.len(), pages), (30, 5));
+        // Paged within a namespace: the count is of that namespace only.
+        let system: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
+        let mut seen = 0;
+        let mut lp = ListParams::default().limit(5);
+        loop {
+            let page = system.list(&lp).await.or_fail("namespaced page");
+            seen += page.items.len() as i64;
+            match page.metadata.continue_ {
+                Some(t) if !t.is_empty() => {
+                    assert_eq!(page.metadata.remaining_item_count, Some(12 - seen), "kube-system's pods left");
+                    lp = ListParams::default().limit(5).continue_token(&t)
+                }
+                _ => break,
+            }
+        }
+        assert_eq!(seen, 12);
         let on_node =
             pods.list(&ListParams::default().fields("spec.nodeName=node-000002")).await.or_fail("field selector");
         assert_eq!(on_node.items.len(), 5);

@@ -73,6 +73,11 @@
 //!
 //! Time: the engine's [`Timestamp`] is Unix time in nanoseconds in
 //! production ([`timestamp`]), so a heartbeat's time is what the API says.
+//!
+//! The watches decode only the fields these readings look at ([`keep`],
+//! [`crate::prune`]); a reading that starts looking at another field must
+//! name it there, and this module's tests check every reading they make
+//! against the reading of the pruned object.
 
 use std::collections::BTreeMap;
 
@@ -89,6 +94,8 @@ use nodewarden_model::{
 };
 use serde_json::Value;
 
+use crate::prune::Keep;
+
 /// The namespace the kubelets keep their Leases in.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
@@ -104,6 +111,106 @@ pub enum Detail {
     Lifecycle,
     /// That, and what the critical-addon rescheduler reads.
     Scheduling,
+}
+
+/// The fields the readings of this module look at, per kind and detail:
+/// what a watch decodes of an object ([`crate::prune`]). Everything else
+/// (managed fields, container statuses, images, volumes) is skipped as it
+/// is parsed.
+pub mod keep {
+    use super::Keep;
+
+    const fn only(fields: &'static [(&'static str, Keep)]) -> Keep {
+        Keep::Only(fields)
+    }
+
+    // Every kind keeps its identity (name, namespace, uid,
+    // resourceVersion): the readings and the watcher itself read it.
+
+    /// A Node for node lifecycle.
+    pub const NODE: Keep = only(&[
+        (
+            "metadata",
+            only(&[
+                ("name", Keep::All),
+                ("namespace", Keep::All),
+                ("uid", Keep::All),
+                ("resourceVersion", Keep::All),
+                ("creationTimestamp", Keep::All),
+                ("labels", Keep::All),
+            ]),
+        ),
+        ("spec", only(&[("taints", Keep::All), ("unschedulable", Keep::All)])),
+        ("status", only(&[("conditions", Keep::All)])),
+    ]);
+
+    /// A Node for the rescheduler too: its allocatable as well.
+    pub const SCHEDULED_NODE: Keep = only(&[
+        (
+            "metadata",
+            only(&[
+                ("name", Keep::All),
+                ("namespace", Keep::All),
+                ("uid", Keep::All),
+                ("resourceVersion", Keep::All),
+                ("creationTimestamp", Keep::All),
+                ("labels", Keep::All),
+            ]),
+        ),
+        ("spec", only(&[("taints", Keep::All), ("unschedulable", Keep::All)])),
+        ("status", only(&[("conditions", Keep::All), ("allocatable", Keep::All)])),
+    ]);
+
+    /// A Pod for node lifecycle and taint eviction.
+    pub const POD: Keep = only(&[
+        (
+            "metadata",
+            only(&[
+                ("name", Keep::All),
+                ("namespace", Keep::All),
+                ("uid", Keep::All),
+                ("resourceVersion", Keep::All),
+                ("ownerReferences", Keep::All),
+                ("deletionTimestamp", Keep::All),
+            ]),
+        ),
+        ("spec", only(&[("nodeName", Keep::All), ("tolerations", Keep::All)])),
+        ("status", only(&[("conditions", Keep::All), ("reason", Keep::All)])),
+    ]);
+
+    /// A Pod for the rescheduler too: its whole spec and metadata (requests,
+    /// placement, priority, labels, annotations), less what no reading
+    /// needs.
+    pub const SCHEDULED_POD: Keep = only(&[
+        ("metadata", Keep::AllBut(&["managedFields"])),
+        ("spec", Keep::AllBut(&["volumes"])),
+        ("status", only(&[("conditions", Keep::All), ("reason", Keep::All), ("phase", Keep::All)])),
+    ]);
+
+    /// A node Lease.
+    pub const LEASE: Keep = only(&[
+        (
+            "metadata",
+            only(&[("name", Keep::All), ("namespace", Keep::All), ("uid", Keep::All), ("resourceVersion", Keep::All)]),
+        ),
+        ("spec", only(&[("renewTime", Keep::All)])),
+    ]);
+
+    /// A PodDisruptionBudget.
+    pub const BUDGET: Keep = only(&[
+        (
+            "metadata",
+            only(&[
+                ("name", Keep::All),
+                ("namespace", Keep::All),
+                ("uid", Keep::All),
+                ("resourceVersion", Keep::All),
+                ("generation", Keep::All),
+            ]),
+        ),
+        ("spec", only(&[("selector", Keep::All)])),
+        ("status", only(&[("disruptionsAllowed", Keep::All), ("observedGeneration", Keep::All)])),
+    ]);
 }
 
 /// A node with more taints than this is logged: no real node needs so
@@ -895,10 +1002,57 @@ pub fn lease_observation(lease: &Lease) -> Option<Observation> {
 }
 
 #[cfg(test)]
+mod checked {
+    //! The readings this module's tests call: each is checked against the
+    //! reading of the object as a watch decodes it, so no test passes on a
+    //! field the watches would not have decoded.
+
+    use super::{Detail, Keep, NodeSnapshot, Observation, PodSnapshot, Timestamp, Value, keep};
+
+    /// `v` as a watch decodes it: pruned to `keep`.
+    fn decoded(v: &Value, keep: &Keep) -> Value {
+        crate::prune::from_str(&v.to_string(), keep).expect("the test's object is JSON")
+    }
+
+    pub(super) fn node_reading(v: &Value, at: Timestamp, detail: Detail) -> Option<NodeSnapshot> {
+        let keep = match detail {
+            Detail::Lifecycle => &keep::NODE,
+            Detail::Scheduling => &keep::SCHEDULED_NODE,
+        };
+        let full = super::node_reading(v, at, detail);
+        assert_eq!(super::node_reading(&decoded(v, keep), at, detail), full, "pruning changed the reading of {v}");
+        full
+    }
+
+    pub(super) fn pod_reading(v: &Value, at: Timestamp, detail: Detail) -> Option<PodSnapshot> {
+        let keep = match detail {
+            Detail::Lifecycle => &keep::POD,
+            Detail::Scheduling => &keep::SCHEDULED_POD,
+        };
+        let full = super::pod_reading(v, at, detail);
+        assert_eq!(super::pod_reading(&decoded(v, keep), at, detail), full, "pruning changed the reading of {v}");
+        full
+    }
+
+    pub(super) fn lease_reading(v: &Value, at: Timestamp) -> Option<Observation> {
+        let full = super::lease_reading(v, at);
+        assert_eq!(super::lease_reading(&decoded(v, &keep::LEASE), at), full, "pruning changed the reading of {v}");
+        full
+    }
+
+    pub(super) fn budget_reading(v: &Value, at: Timestamp) -> Option<Observation> {
+        let full = super::budget_reading(v, at);
+        assert_eq!(super::budget_reading(&decoded(v, &keep::BUDGET), at), full, "pruning changed the reading of {v}");
+        full
+    }
+}
+
+#[cfg(test)]
 mod tests {
     //! One test per kind of malformed object: each shows the object is
     //! read (or ignored) without a panic, and read the conservative way.
 
+    use super::checked::{lease_reading, node_reading, pod_reading};
     use super::*;
 
     use serde_json::json;
@@ -1209,6 +1363,7 @@ mod scheduling_tests {
     //! The rescheduler's readings ([`Detail::Scheduling`]): each field as
     //! written, and each malformed field read the safe way.
 
+    use super::checked::{budget_reading, node_reading, pod_reading};
     use super::*;
     use nodewarden_model::scheduling::SelectorOperator::*;
     use serde_json::json;

@@ -6,7 +6,8 @@
 //! No decision is taken before every watch has listed once: until then
 //! observations are handed to the engine, which takes them in as they come
 //! ([`Controller::absorb`]) without deciding, and the loop does not step.
-//! The same holds while a heartbeat watch is down. The engine's clock is the machine's monotonic clock
+//! The same holds while a heartbeat watch is down, and while the channel
+//! holds more than one wake takes in (the engine is behind its watches). The engine's clock is the machine's monotonic clock
 //! anchored to the wall clock at start ([`EngineClock`]), so a wall-clock
 //! jump never moves a deadline.
 
@@ -125,9 +126,18 @@ pub const SYNCED_METRIC: &str = "nodewarden_watch_synced";
 
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 
-/// At most this many queued inputs are taken in before a step, so a flood
-/// (a 300k-pod list) cannot starve the engine's deadlines.
+/// At most this many queued inputs are taken in at one wake, so what is
+/// handed to the engine is absorbed (made compact) in bounded chunks.
 const BATCH: usize = 50_000;
+
+/// Gauge: inputs waiting in the engine thread's channel when it last woke.
+/// Above zero for long, the engine is behind what its watches delivered
+/// and decides nothing until it has caught up.
+pub const BACKLOG_METRIC: &str = "nodewarden_engine_input_backlog";
+
+/// Being behind this long is logged (shorter spells, a re-list or a burst
+/// of pod events, are normal).
+const BEHIND_WARN: Duration = Duration::from_secs(2);
 
 /// Whether the API server answers the adapter's probe (see
 /// [`crate::runner`]): while it does not, and for a settling time after it
@@ -232,6 +242,9 @@ impl EngineThread {
         // The latest time the controller was given (a step's, an
         // observation's, a verdict's): time never goes back for it.
         let mut fed = Timestamp::MIN;
+        // Since when the channel has held more than one wake takes in, and
+        // whether that was logged.
+        let mut behind_since: Option<(Instant, bool)> = None;
         loop {
             self.health.beat();
             if let Some(at) = self.start_at
@@ -334,9 +347,38 @@ impl EngineThread {
             // Pods and budgets carry no heartbeat: their watch being down
             // delays nothing (see `Watched::blinds`).
             let blind = down.iter().any(|w| w.blinds()) || quiet.blinds();
+            // This wake stopped at its cap with more waiting: what is
+            // still queued may hold the very heartbeats that show a node
+            // alive, so deciding now would judge nodes by an old view (a
+            // busy process whose watches deliver faster than the engine
+            // takes in). Nothing is decided until the queue is drained; a
+            // deadline missed meanwhile is met late, from a current view.
+            let backlog = rx.len();
+            metrics::gauge!(BACKLOG_METRIC).set(backlog as f64);
+            let behind = taken >= BATCH && backlog > 0;
+            behind_since = match (behind, behind_since) {
+                (false, Some((since, true))) => {
+                    tracing::info!(
+                        behind_ms = since.elapsed().as_millis() as u64,
+                        "the engine has caught up with its watches: deciding again"
+                    );
+                    None
+                }
+                (false, _) => None,
+                (true, None) => Some((Instant::now(), false)),
+                (true, Some((since, false))) if since.elapsed() >= BEHIND_WARN => {
+                    tracing::warn!(
+                        waiting = backlog,
+                        behind_ms = since.elapsed().as_millis() as u64,
+                        "the engine is behind its watches: no decisions until it has taken in what they delivered"
+                    );
+                    Some((since, true))
+                }
+                (true, kept) => kept,
+            };
             if self.start_at.is_some() {
                 // Not started: nothing is decided, nothing taken in.
-            } else if waiting.is_empty() && !blind {
+            } else if waiting.is_empty() && !blind && !behind {
                 self.controller.step(at, api, events);
             } else if taken > 0 {
                 // No decision yet, but what arrived is taken in now, in the
@@ -451,6 +493,73 @@ mod tests {
         assert_eq!(keys(&mut t, ObjectKind::Pod), ["ns/p", "ns/q"], "another kind is left alone");
         t.relisted(Watched::Pods, &HashSet::from(["ns/q".to_string(), "ns/new".to_string()]));
         assert_eq!(keys(&mut t, ObjectKind::Pod), ["ns/q"]);
+    }
+
+    /// Records what it is asked to write.
+    #[derive(Default)]
+    struct Recorder(Vec<Action>);
+
+    impl ClusterApi for Recorder {
+        fn apply(&mut self, _now: Timestamp, action: &Action) -> nodewarden_controller::Applied {
+            self.0.push(action.clone());
+            nodewarden_controller::Applied::default()
+        }
+    }
+
+    fn ready_node(name: &str, beat: Timestamp) -> Observation {
+        let Observation::NodeUpserted(mut n) = node(name) else { unreachable!() };
+        n.conditions = vec![nodewarden_model::NodeCondition {
+            kind: nodewarden_model::ConditionType::Ready,
+            status: nodewarden_model::ConditionStatus::True,
+            reason: String::new(),
+            message: String::new(),
+            last_heartbeat: beat,
+            last_transition: beat,
+        }];
+        Observation::NodeUpserted(n)
+    }
+
+    /// The nodes the engine wrote Unknown.
+    fn marked(api: &Recorder) -> Vec<&str> {
+        api.0
+            .iter()
+            .filter_map(|a| match &a.kind {
+                nodewarden_engine::ActionKind::UpdateNodeConditions { node, .. } => Some(node.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nothing_is_decided_while_inputs_wait_beyond_one_wake() {
+        // Two nodes last heard from a minute ago (past the 40 s grace).
+        // The channel holds more than one wake takes in: a flood of pod
+        // events, then a fresh Lease renewal from `alive`. Deciding after
+        // the first wake would mark `alive` Unknown from an old view; the
+        // engine waits until it has taken everything in, then marks only
+        // `dead`.
+        let mut t = thread();
+        let long_ago = t.clock.now() - Span::from_secs(60);
+        t.controller = Controller::new(ControllerConfig::default(), long_ago).expect("default config");
+        for n in ["alive", "dead"] {
+            t.controller.observe(long_ago, ready_node(n, long_ago));
+            t.controller.observe(long_ago, Observation::LeaseUpserted { node: n.into(), renew: Some(long_ago) });
+        }
+        // A monitor pass then takes their heartbeats in.
+        t.controller.step(long_ago, &mut Recorder::default(), &mut |_| {});
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for w in Watched::LIFECYCLE {
+            tx.send(Input::Synced(w)).unwrap();
+        }
+        for i in 0..BATCH + 10 {
+            tx.send(Input::Observe(pod(&format!("ns/p{i}")))).unwrap();
+        }
+        let now = t.clock.now();
+        tx.send(Input::Observe(Observation::LeaseUpserted { node: "alive".into(), renew: Some(now) })).unwrap();
+        drop(tx);
+        let mut api = Recorder::default();
+        t.run(&rx, &mut api, &mut |_| {});
+        assert_eq!(marked(&api), ["dead"], "only the node whose heartbeat stopped");
     }
 
     #[test]

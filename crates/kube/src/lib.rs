@@ -21,6 +21,7 @@ pub mod convert;
 pub mod engine_thread;
 pub mod leader;
 pub mod limiter;
+pub mod prune;
 pub mod runner;
 pub mod trimmed;
 pub mod watch;

@@ -7,7 +7,8 @@
 //! unparsable timestamp, a string where a list belongs) would fail its
 //! whole list page and keep the cache from ever syncing; and the watcher
 //! would hand over whole objects, status and managed fields included.
-//! [`Trimmed`] decodes any JSON object: [`crate::convert`] reads it
+//! [`Trimmed`] decodes any JSON object, only the fields its reading looks
+//! at ([`Readable::KEEP`], [`crate::prune`]): [`crate::convert`] reads it
 //! leniently (logging what it finds odd), and nothing else is kept.
 
 use std::borrow::Cow;
@@ -20,32 +21,40 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewarden_engine::Observation;
 use nodewarden_model::Timestamp;
+use serde::de::DeserializeSeed;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::convert::{self, Detail};
+use crate::prune::{Keep, Pruned};
 
 /// A kind whose objects the watches read: how its JSON becomes an
 /// observation.
 pub trait Readable: k8s_openapi::Resource {
+    /// The fields [`Readable::read`] looks at: all a watch decodes
+    /// ([`crate::prune`]).
+    const KEEP: &'static Keep;
     /// The observation an object of this kind gives, seen at `seen_at`;
     /// `None` for an object the engine ignores.
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation>;
 }
 
 impl Readable for Node {
+    const KEEP: &'static Keep = &convert::keep::NODE;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         convert::node_reading(v, seen_at, Detail::Lifecycle).map(Observation::NodeUpserted)
     }
 }
 
 impl Readable for Pod {
+    const KEEP: &'static Keep = &convert::keep::POD;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         convert::pod_reading(v, seen_at, Detail::Lifecycle).map(Observation::PodUpserted)
     }
 }
 
 impl Readable for PodDisruptionBudget {
+    const KEEP: &'static Keep = &convert::keep::BUDGET;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         convert::budget_reading(v, seen_at)
     }
@@ -71,18 +80,21 @@ impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Scheduled<K> {
 }
 
 impl Readable for Scheduled<Node> {
+    const KEEP: &'static Keep = &convert::keep::SCHEDULED_NODE;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         convert::node_reading(v, seen_at, Detail::Scheduling).map(Observation::NodeUpserted)
     }
 }
 
 impl Readable for Scheduled<Pod> {
+    const KEEP: &'static Keep = &convert::keep::SCHEDULED_POD;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         convert::pod_reading(v, seen_at, Detail::Scheduling).map(Observation::PodUpserted)
     }
 }
 
 impl Readable for Lease {
+    const KEEP: &'static Keep = &convert::keep::LEASE;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         convert::lease_reading(v, seen_at)
     }
@@ -134,7 +146,7 @@ impl<K: Readable> Trimmed<K> {
 
 impl<'de, K: Readable> Deserialize<'de> for Trimmed<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
+        let v = Pruned(K::KEEP).deserialize(d)?;
         Ok(Trimmed::from_json(&v, convert::wall_clock_now()))
     }
 }

@@ -26,19 +26,35 @@ const REMEMBERED: usize = 4096;
 /// Each object's allowance of Events: a token bucket per object.
 #[derive(Default)]
 pub struct EventBudget {
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    state: Mutex<Buckets>,
+}
+
+#[derive(Default)]
+struct Buckets {
+    by_object: HashMap<String, (f64, Instant)>,
+    /// The size at which full allowances are next forgotten: at least
+    /// [`REMEMBERED`], and twice what the last sweep left, so a sweep that
+    /// frees little (a hundred thousand nodes' `RegisteredNode` Events at
+    /// start, none of them full again for five minutes) is not repeated for
+    /// every new object. Each sweep so pays for the objects added since.
+    sweep_at: usize,
+    /// Sweeps so far (for tests).
+    sweeps: usize,
 }
 
 impl EventBudget {
     /// Whether `object` may have one more Event at `now`; takes it if so.
     pub fn allows(&self, object: &str, now: Instant) -> bool {
-        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let refill = |(tokens, at): (f64, Instant)| {
             let gained = now.saturating_duration_since(at).as_secs_f64() / EVENT_REFILL.as_secs_f64();
             (tokens + gained).min(EVENT_BURST)
         };
-        if buckets.len() >= REMEMBERED && !buckets.contains_key(object) {
+        let Buckets { by_object: buckets, sweep_at, sweeps } = &mut *state;
+        if buckets.len() >= (*sweep_at).max(REMEMBERED) && !buckets.contains_key(object) {
             buckets.retain(|_, b| refill(*b) < EVENT_BURST);
+            *sweep_at = (2 * buckets.len()).max(REMEMBERED);
+            *sweeps += 1;
         }
         let bucket = buckets.entry(object.to_string()).or_insert((EVENT_BURST, now));
         let tokens = refill(*bucket);
@@ -144,6 +160,22 @@ mod tests {
             assert!(budget.allows("spent", later));
         }
         assert!(!budget.allows("spent", later), "a spent allowance is remembered");
-        assert!(budget.buckets.lock().expect("lock").len() < 10);
+        assert!(budget.state.lock().expect("lock").by_object.len() < 10);
+    }
+
+    #[test]
+    fn a_sweep_that_frees_nothing_is_not_repeated_for_every_new_object() {
+        // One Event each for 50,000 objects at once (a large cluster's
+        // start): no allowance is full again, so no sweep can free any.
+        // Sweeping on every new object past the first 4,096 made this
+        // quadratic; sweeps now come as the map doubles.
+        let budget = EventBudget::default();
+        let t0 = Instant::now();
+        for i in 0..50_000 {
+            assert!(budget.allows(&format!("Node n{i}"), t0));
+        }
+        let state = budget.state.lock().expect("lock");
+        assert_eq!(state.by_object.len(), 50_000, "every spent allowance is remembered");
+        assert!(state.sweeps <= 4, "{} sweeps for 50,000 objects", state.sweeps);
     }
 }

@@ -51,7 +51,7 @@ use crate::fleet::{self, FleetSpec, LEASE_JITTER};
 use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::scenario::{EventAction, Scenario};
 use crate::statistics::Statistics;
-pub use crate::statistics::{Latencies, Outcome, Progress, TickCosts, ZoneSample, ZoneTally};
+pub use crate::statistics::{Latencies, Outcome, Progress, SlowPass, TickCosts, ZoneSample, ZoneTally};
 use crate::wire::{ApiLatency, Wire, Wired};
 
 /// The engine's tainting grid: steps land on it.
@@ -753,6 +753,9 @@ impl Simulation {
                 }
                 self.stats.costs.tick.push(took + std::mem::take(&mut absorbed));
                 for (phase, nanos) in phases {
+                    if phase == "health_monitor" {
+                        self.stats.costs.note_health_pass(SlowPass { at: t, nanos, actions });
+                    }
                     if let Some((_, v)) = self.stats.costs.phases.iter_mut().find(|(n, _)| *n == phase) {
                         v.push(nanos);
                     }

@@ -139,6 +139,36 @@ pub struct TickCosts {
     pub tick: Vec<u64>,
     /// Per phase, in the engine's order.
     pub phases: Vec<(&'static str, Vec<u64>)>,
+    /// The slowest health monitor passes, slowest first (at most
+    /// [`SLOWEST_KEPT`]): when each ran, what it took (ns), and how many
+    /// actions its tick issued. A tail of the pass's distribution is made of
+    /// a few passes; what their ticks did says why.
+    pub slowest_health: Vec<SlowPass>,
+}
+
+/// One of the slowest health monitor passes ([`TickCosts::slowest_health`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowPass {
+    /// When it ran.
+    pub at: Timestamp,
+    /// What the pass took, in nanoseconds.
+    pub nanos: u64,
+    /// Actions its tick issued (a mass of Unknown statuses, taints, ...).
+    pub actions: usize,
+}
+
+/// How many of the slowest health monitor passes are kept.
+pub const SLOWEST_KEPT: usize = 12;
+
+impl TickCosts {
+    /// Keeps `pass` if it is among the slowest.
+    pub fn note_health_pass(&mut self, pass: SlowPass) {
+        let at = self.slowest_health.partition_point(|p| p.nanos >= pass.nanos);
+        if at < SLOWEST_KEPT {
+            self.slowest_health.insert(at, pass);
+            self.slowest_health.truncate(SLOWEST_KEPT);
+        }
+    }
 }
 
 /// Counts for the progress line.
@@ -530,4 +560,32 @@ fn name_list(names: &[&str]) -> String {
         s.push_str(&format!(" and {} more", names.len() - 3));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_slowest_health_passes_are_kept_slowest_first() {
+        let mut costs = TickCosts::default();
+        for i in 0..100u64 {
+            // Slow every seventh pass; one slowest at 42.
+            let nanos = if i == 42 {
+                10_000
+            } else if i % 7 == 0 {
+                1_000 + i
+            } else {
+                i
+            };
+            let at = Timestamp::EPOCH + Span::from_secs(5 * i as i64);
+            costs.note_health_pass(SlowPass { at, nanos, actions: i as usize });
+        }
+        let kept: Vec<u64> = costs.slowest_health.iter().map(|p| p.nanos).collect();
+        assert_eq!(kept.len(), SLOWEST_KEPT);
+        assert_eq!(kept[0], 10_000);
+        assert!(kept.windows(2).all(|w| w[0] >= w[1]), "{kept:?}");
+        assert_eq!(kept[1..].iter().filter(|&&n| n > 1_000).count(), SLOWEST_KEPT - 1, "{kept:?}");
+        assert_eq!(costs.slowest_health[0].actions, 42);
+    }
 }

@@ -104,6 +104,11 @@ pub fn to_json(o: &Outcome, run: &RunInfo, timeline: bool) -> Value {
         "actions_per_simulated_second": round3(o.actions as f64 / simulated.max(1e-9)),
         "tick_ms": ms_dist(&o.costs.tick),
         "phase_ms": phases,
+        "slowest_health_passes": o.costs.slowest_health.iter().map(|p| json!({
+            "at_seconds": round3(secs(p.at)),
+            "ms": round3(p.nanos as f64 / 1e6),
+            "tick_actions": p.actions,
+        })).collect::<Vec<_>>(),
         "latency": {
             "detection_seconds": dist(&o.latencies.detection),
             "detection_expected_seconds": [span_secs(theory.detect.0), span_secs(theory.detect.1)],
