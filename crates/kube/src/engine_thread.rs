@@ -7,9 +7,10 @@
 //! observations are handed to the engine, which takes them in as they come
 //! ([`Controller::absorb`]) without deciding, and the loop does not step.
 //! The same holds while a heartbeat watch is down, and while the channel
-//! holds more than one wake takes in (the engine is behind its watches). The engine's clock is the machine's monotonic clock
-//! anchored to the wall clock at start ([`EngineClock`]), so a wall-clock
-//! jump never moves a deadline.
+//! holds more than one wake takes in (the engine is behind its watches).
+//! The engine's clock is the machine's monotonic clock anchored to the
+//! wall clock at start ([`EngineClock`]), so a wall-clock jump never moves
+//! a deadline.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
