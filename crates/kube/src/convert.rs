@@ -127,55 +127,29 @@ pub mod keep {
     // Every kind keeps its identity (name, namespace, uid,
     // resourceVersion): the readings and the watcher itself read it.
 
+    const NODE_METADATA: Keep =
+        Keep::Fields(&["name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels"]);
+    const NODE_SPEC: Keep = Keep::Fields(&["taints", "unschedulable"]);
+
     /// A Node for node lifecycle.
-    pub const NODE: Keep = only(&[
-        (
-            "metadata",
-            only(&[
-                ("name", Keep::All),
-                ("namespace", Keep::All),
-                ("uid", Keep::All),
-                ("resourceVersion", Keep::All),
-                ("creationTimestamp", Keep::All),
-                ("labels", Keep::All),
-            ]),
-        ),
-        ("spec", only(&[("taints", Keep::All), ("unschedulable", Keep::All)])),
-        ("status", only(&[("conditions", Keep::All)])),
-    ]);
+    pub const NODE: Keep =
+        only(&[("metadata", NODE_METADATA), ("spec", NODE_SPEC), ("status", Keep::Fields(&["conditions"]))]);
 
     /// A Node for the rescheduler too: its allocatable as well.
     pub const SCHEDULED_NODE: Keep = only(&[
-        (
-            "metadata",
-            only(&[
-                ("name", Keep::All),
-                ("namespace", Keep::All),
-                ("uid", Keep::All),
-                ("resourceVersion", Keep::All),
-                ("creationTimestamp", Keep::All),
-                ("labels", Keep::All),
-            ]),
-        ),
-        ("spec", only(&[("taints", Keep::All), ("unschedulable", Keep::All)])),
-        ("status", only(&[("conditions", Keep::All), ("allocatable", Keep::All)])),
+        ("metadata", NODE_METADATA),
+        ("spec", NODE_SPEC),
+        ("status", Keep::Fields(&["conditions", "allocatable"])),
     ]);
 
     /// A Pod for node lifecycle and taint eviction.
     pub const POD: Keep = only(&[
         (
             "metadata",
-            only(&[
-                ("name", Keep::All),
-                ("namespace", Keep::All),
-                ("uid", Keep::All),
-                ("resourceVersion", Keep::All),
-                ("ownerReferences", Keep::All),
-                ("deletionTimestamp", Keep::All),
-            ]),
+            Keep::Fields(&["name", "namespace", "uid", "resourceVersion", "ownerReferences", "deletionTimestamp"]),
         ),
-        ("spec", only(&[("nodeName", Keep::All), ("tolerations", Keep::All)])),
-        ("status", only(&[("conditions", Keep::All), ("reason", Keep::All)])),
+        ("spec", Keep::Fields(&["nodeName", "tolerations"])),
+        ("status", Keep::Fields(&["conditions", "reason"])),
     ]);
 
     /// A Pod for the rescheduler too: its whole spec and metadata (requests,
@@ -184,32 +158,20 @@ pub mod keep {
     pub const SCHEDULED_POD: Keep = only(&[
         ("metadata", Keep::AllBut(&["managedFields"])),
         ("spec", Keep::AllBut(&["volumes"])),
-        ("status", only(&[("conditions", Keep::All), ("reason", Keep::All), ("phase", Keep::All)])),
+        ("status", Keep::Fields(&["conditions", "reason", "phase"])),
     ]);
 
     /// A node Lease.
     pub const LEASE: Keep = only(&[
-        (
-            "metadata",
-            only(&[("name", Keep::All), ("namespace", Keep::All), ("uid", Keep::All), ("resourceVersion", Keep::All)]),
-        ),
-        ("spec", only(&[("renewTime", Keep::All)])),
+        ("metadata", Keep::Fields(&["name", "namespace", "uid", "resourceVersion"])),
+        ("spec", Keep::Fields(&["renewTime"])),
     ]);
 
     /// A PodDisruptionBudget.
     pub const BUDGET: Keep = only(&[
-        (
-            "metadata",
-            only(&[
-                ("name", Keep::All),
-                ("namespace", Keep::All),
-                ("uid", Keep::All),
-                ("resourceVersion", Keep::All),
-                ("generation", Keep::All),
-            ]),
-        ),
-        ("spec", only(&[("selector", Keep::All)])),
-        ("status", only(&[("disruptionsAllowed", Keep::All), ("observedGeneration", Keep::All)])),
+        ("metadata", Keep::Fields(&["name", "namespace", "uid", "resourceVersion", "generation"])),
+        ("spec", Keep::Fields(&["selector"])),
+        ("status", Keep::Fields(&["disruptionsAllowed", "observedGeneration"])),
     ]);
 }
 

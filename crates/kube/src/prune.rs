@@ -30,6 +30,9 @@ pub enum Keep {
     /// Of an object, only these keys, each pruned by its own tree; any
     /// other value (an array's elements, a scalar) is kept whole.
     Only(&'static [(&'static str, Keep)]),
+    /// Of an object, only these keys, each whole; any other value is kept
+    /// whole.
+    Fields(&'static [&'static str]),
     /// Of an object, every key but these; any other value is kept whole.
     AllBut(&'static [&'static str]),
 }
@@ -39,6 +42,7 @@ impl Keep {
         match self {
             Keep::All => Some(&Keep::All),
             Keep::Only(fields) => fields.iter().find(|(k, _)| *k == key).map(|(_, keep)| keep),
+            Keep::Fields(names) => names.contains(&key).then_some(&Keep::All),
             Keep::AllBut(dropped) => (!dropped.contains(&key)).then_some(&Keep::All),
         }
     }
@@ -159,7 +163,7 @@ mod tests {
 
     const TREE: Keep = Keep::Only(&[
         ("metadata", Keep::AllBut(&["managedFields"])),
-        ("spec", Keep::Only(&[("nodeName", Keep::All), ("tolerations", Keep::All)])),
+        ("spec", Keep::Fields(&["nodeName", "tolerations"])),
     ]);
 
     #[test]
