@@ -145,6 +145,11 @@ struct NodeMirror {
     taken: Timestamp,
     /// When the checker last saw Ready's transition time change.
     last_transition: Timestamp,
+    /// The monitor pass count when the controller last had no health
+    /// record of this node (first sight, or a restart): until a pass runs
+    /// after it, the record the controller will make is still open, and a
+    /// snapshot without a Ready condition makes it count from creation.
+    unrecorded_at: u64,
     /// Since when the node has carried NoExecute taints without a break.
     tainted_since: Option<Timestamp>,
     /// `metadata.creationTimestamp`: a different one is a new object under
@@ -582,6 +587,7 @@ impl InvariantChecker {
                             last_beat: first,
                             taken: first,
                             beat_pass: passes,
+                            unrecorded_at: passes,
                             last_transition: first,
                             ready_heartbeat: ready.map(|c| c.last_heartbeat),
                             ready_transition: ready.map(|c| c.last_transition),
@@ -591,6 +597,17 @@ impl InvariantChecker {
                         (m, false)
                     }
                 };
+                // No pass has made the controller's record of this node
+                // yet, and the snapshot it will make it from has no Ready
+                // condition: upstream's `tryUpdateNodeHealth` then counts
+                // from the creation, whatever Ready the node showed before
+                // (found by the fuzzer: added Ready, condition removed
+                // before the first pass, deleted in legacy mode at
+                // creation + pod-eviction-timeout).
+                if ready.is_none() && entry.unrecorded_at == passes {
+                    entry.lower_beats_to(n.created);
+                    entry.last_transition = entry.last_transition.min(n.created);
+                }
                 if let Some(c) = ready
                     && entry.own_ready != Some((c.last_heartbeat, c.last_transition))
                 {
@@ -1103,9 +1120,13 @@ impl InvariantChecker {
     pub fn controller_restarted(&mut self) {
         self.zone_taints.clear();
         self.step_writes.clear();
-        for n in self.nodes.values_mut().filter(|n| n.ready.is_none()) {
-            n.lower_beats_to(n.created);
-            n.last_transition = n.last_transition.min(n.created);
+        let passes = self.passes;
+        for n in self.nodes.values_mut() {
+            n.unrecorded_at = passes;
+            if n.ready.is_none() {
+                n.lower_beats_to(n.created);
+                n.last_transition = n.last_transition.min(n.created);
+            }
         }
     }
 }
@@ -1359,10 +1380,11 @@ mod tests {
         let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
         let mut c = InvariantChecker::new(&config);
         let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::Unknown, vec![]) else { unreachable!() };
-        // Created an hour ago; a heartbeat seen at 200 s, then someone
-        // removes the Ready condition.
+        // Created an hour ago; a heartbeat seen at 200 s and taken in by
+        // a pass, then someone removes the Ready condition.
         c.observe(t(200), &Observation::NodeUpserted(n.clone()));
         c.observe(t(200), &pod("ns/web", "n", None, false));
+        c.monitor_passed();
         n.conditions.clear();
         c.observe(t(210), &Observation::NodeUpserted(n));
         let written = [NodeCondition {
@@ -1388,6 +1410,36 @@ mod tests {
         r.controller_restarted();
         r.own_condition_write("n", &written);
         assert!(r.check_action(t(215), &delete("ns/web"), &zone(0.1), false).is_empty());
+    }
+
+    /// Found by `engine_steps`: a node first seen Ready loses the
+    /// condition before any monitor pass has looked at it. The
+    /// controller's first pass makes its record from the snapshot without
+    /// Ready, so it counts from the creation; the checker counted from the
+    /// first sight and held back upstream's legacy deletion.
+    #[test]
+    fn a_node_that_loses_ready_before_its_first_pass_counts_from_its_creation() {
+        let config = ControllerConfig {
+            enable_taint_manager: false,
+            pod_eviction_timeout: Span::from_secs(90),
+            ..ControllerConfig::default()
+        };
+        let run = |pass_before_the_removal: bool| {
+            let mut c = InvariantChecker::new(&config);
+            let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::True, vec![]) else { unreachable!() };
+            n.created = t(-1);
+            c.observe(t(0), &Observation::NodeUpserted(n.clone()));
+            c.observe(t(0), &pod("ns/web", "n", None, false));
+            if pass_before_the_removal {
+                c.monitor_passed();
+            }
+            n.conditions.clear();
+            c.observe(t(0), &Observation::NodeUpserted(n));
+            c.monitor_passed();
+            c.check_action(t(90), &delete("ns/web"), &zone(0.1), false).len()
+        };
+        assert_eq!(run(false), 0, "counted from the creation at -1 s");
+        assert_eq!(run(true), 1, "the pass took in Ready at 0 s: not before 90 s");
     }
 
     #[test]
