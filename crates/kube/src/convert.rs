@@ -142,14 +142,22 @@ pub mod keep {
         ("status", Keep::Fields(&["conditions", "allocatable"])),
     ]);
 
-    /// A Pod for node lifecycle and taint eviction.
+    /// A Pod for node lifecycle and taint eviction: of its owners and
+    /// conditions, only what tells a DaemonSet's pod and a Ready one.
     pub const POD: Keep = only(&[
         (
             "metadata",
-            Keep::Fields(&["name", "namespace", "uid", "resourceVersion", "ownerReferences", "deletionTimestamp"]),
+            only(&[
+                ("name", Keep::All),
+                ("namespace", Keep::All),
+                ("uid", Keep::All),
+                ("resourceVersion", Keep::All),
+                ("ownerReferences", Keep::Each(&Keep::Fields(&["kind", "controller"]))),
+                ("deletionTimestamp", Keep::All),
+            ]),
         ),
         ("spec", Keep::Fields(&["nodeName", "tolerations"])),
-        ("status", Keep::Fields(&["conditions", "reason"])),
+        ("status", only(&[("conditions", Keep::Each(&Keep::Fields(&["type", "status"]))), ("reason", Keep::All)])),
     ]);
 
     /// A Pod for the rescheduler too: its whole spec and metadata (requests,
@@ -200,13 +208,13 @@ pub fn wall_clock_now() -> Timestamp {
 }
 
 /// An API timestamp (RFC 3339) within the sane range, or `None`.
-fn sane_time(s: &str) -> Option<Timestamp> {
+pub(crate) fn sane_time(s: &str) -> Option<Timestamp> {
     let t = timestamp(&s.parse::<k8s_openapi::jiff::Timestamp>().ok()?);
     let secs = t.as_nanos() / 1_000_000_000;
     (SANE_FROM_UNIX_SECS..SANE_UNTIL_UNIX_SECS).contains(&secs).then_some(t)
 }
 
-fn effect(s: &str) -> Option<TaintEffect> {
+pub(crate) fn effect(s: &str) -> Option<TaintEffect> {
     match s {
         "NoSchedule" => Some(TaintEffect::NoSchedule),
         "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
@@ -993,12 +1001,20 @@ mod checked {
         };
         let full = super::pod_reading(v, at, detail);
         assert_eq!(super::pod_reading(&decoded(v, keep), at, detail), full, "pruning changed the reading of {v}");
+        if detail == Detail::Lifecycle
+            && let Some((_, typed)) = crate::typed::pod(&v.to_string())
+        {
+            assert_eq!(Some(typed), full, "the typed reading differs from the lenient one for {v}");
+        }
         full
     }
 
     pub(super) fn lease_reading(v: &Value, at: Timestamp) -> Option<Observation> {
         let full = super::lease_reading(v, at);
         assert_eq!(super::lease_reading(&decoded(v, &keep::LEASE), at), full, "pruning changed the reading of {v}");
+        if let Some((_, typed)) = crate::typed::lease(&v.to_string()) {
+            assert_eq!(typed, full, "the typed reading differs from the lenient one for {v}");
+        }
         full
     }
 

@@ -24,6 +24,7 @@ pub mod limiter;
 pub mod prune;
 pub mod runner;
 pub mod trimmed;
+mod typed;
 pub mod watch;
 pub mod write_log;
 pub mod writer;

@@ -16,6 +16,7 @@
 //! tests of `convert` check every reading they make against the reading of
 //! the pruned document.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserializer;
@@ -35,6 +36,9 @@ pub enum Keep {
     Fields(&'static [&'static str]),
     /// Of an object, every key but these; any other value is kept whole.
     AllBut(&'static [&'static str]),
+    /// Of an array, every element pruned by this tree; any other value is
+    /// kept whole.
+    Each(&'static Keep),
 }
 
 impl Keep {
@@ -44,6 +48,8 @@ impl Keep {
             Keep::Only(fields) => fields.iter().find(|(k, _)| *k == key).map(|(_, keep)| keep),
             Keep::Fields(names) => names.contains(&key).then_some(&Keep::All),
             Keep::AllBut(dropped) => (!dropped.contains(&key)).then_some(&Keep::All),
+            // An object where an array belongs: kept whole.
+            Keep::Each(_) => Some(&Keep::All),
         }
     }
 
@@ -52,6 +58,7 @@ impl Keep {
     pub fn prune(&self, v: &Value) -> Value {
         match (self, v) {
             (Keep::All, _) | (_, Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) => v.clone(),
+            (Keep::Each(each), Value::Array(items)) => Value::Array(items.iter().map(|v| each.prune(v)).collect()),
             (_, Value::Array(items)) => Value::Array(items.clone()),
             (_, Value::Object(m)) => Value::Object(
                 m.iter().filter_map(|(k, v)| self.child(k).map(|keep| (k.clone(), keep.prune(v)))).collect(),
@@ -86,11 +93,13 @@ impl<'de> Visitor<'de> for PrunedVisitor<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        // Keys are borrowed from the input while they are matched: only a
+        // kept one is allocated.
+        while let Some(key) = map.next_key_seed(Key)? {
             match self.0.child(&key) {
                 Some(keep) => {
                     let v = map.next_value_seed(Pruned(keep))?;
-                    out.insert(key, v);
+                    out.insert(key.into_owned(), v);
                 }
                 None => {
                     map.next_value::<IgnoredAny>()?;
@@ -101,10 +110,15 @@ impl<'de> Visitor<'de> for PrunedVisitor<'_> {
     }
 
     // Anything but an object is kept whole, so a reading sees an odd
-    // shape exactly as it was sent.
+    // shape exactly as it was sent; but an array's elements are pruned
+    // when the tree says how ([`Keep::Each`]).
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let each = match self.0 {
+            Keep::Each(each) => each,
+            _ => &Keep::All,
+        };
         let mut items = Vec::new();
-        while let Some(v) = seq.next_element::<Value>()? {
+        while let Some(v) = seq.next_element_seed(Pruned(each))? {
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -147,6 +161,40 @@ impl<'de> Visitor<'de> for PrunedVisitor<'_> {
     }
 }
 
+/// A map key, borrowed from the input where it can be (serde_json borrows
+/// a key without escapes from a slice or a string).
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(s))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(s.to_string()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(s))
+    }
+}
+
 /// Decodes `text` pruned by `keep`.
 pub fn from_str(text: &str, keep: &Keep) -> serde_json::Result<Value> {
     let mut d = serde_json::Deserializer::from_str(text);
@@ -164,14 +212,16 @@ mod tests {
     const TREE: Keep = Keep::Only(&[
         ("metadata", Keep::AllBut(&["managedFields"])),
         ("spec", Keep::Fields(&["nodeName", "tolerations"])),
+        ("status", Keep::Only(&[("conditions", Keep::Each(&Keep::Fields(&["type", "status"])))])),
     ]);
 
     #[test]
     fn only_the_named_fields_are_kept() {
         let doc = json!({"kind": "Pod", "metadata": {"name": "p", "managedFields": [{"manager": "x"}]},
                          "spec": {"nodeName": "n", "containers": [{"name": "c"}], "tolerations": [{"key": "k"}]},
-                         "status": {"phase": "Running"}});
-        let want = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "tolerations": [{"key": "k"}]}});
+                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": null}]}});
+        let want = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "tolerations": [{"key": "k"}]},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
         assert_eq!(from_str(&doc.to_string(), &TREE).unwrap(), want);
         assert_eq!(TREE.prune(&doc), want);
     }
@@ -184,10 +234,19 @@ mod tests {
             json!([{"metadata": {}}]),
             json!("text"),
             json!({"spec": {"nodeName": {"deep": [true, null, -1, 18446744073709551615u64]}}}),
+            json!({"status": {"conditions": [1, "two", null, [{"type": "Ready", "x": 1}], {"type": "Ready", "x": 1}]}}),
+            json!({"status": {"conditions": {"type": "Ready", "x": [1]}}}),
+            json!({"status": {"conditions": "Ready", "phase": 1}}),
         ] {
             assert_eq!(from_str(&doc.to_string(), &TREE).unwrap(), TREE.prune(&doc), "{doc}");
         }
         assert_eq!(from_str("[1, 2]", &TREE).unwrap(), json!([1, 2]));
+    }
+
+    #[test]
+    fn an_escaped_key_is_matched_by_what_it_spells() {
+        let text = r#"{"metadata": {"na\u006de": "p", "\"uid\"": "u"}, "st\u0061tus": {"phase": 1}}"#;
+        assert_eq!(from_str(text, &TREE).unwrap(), json!({"metadata": {"name": "p", "\"uid\"": "u"}, "status": {}}));
     }
 
     #[test]
