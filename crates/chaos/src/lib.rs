@@ -102,6 +102,10 @@ impl Trial {
     }
 }
 
+/// The trial world's three zones; the first is the one lost. Both the
+/// world's builder and the verdict read it.
+pub const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+
 /// How big and how fast a trial is. Every duration of [`Scale::short`] is
 /// [`Scale::full`]'s divided by the same factor, the controller's periods
 /// included, so the two tell the same story at different speeds; only

@@ -216,7 +216,7 @@ pub fn verdict(
     heal: Duration,
     offset: Duration,
 ) -> Verdict {
-    let lost_prefix = format!("default/{}-", crate::world::ZONES[0].trim_start_matches("zone-"));
+    let lost_prefix = format!("default/{}-", crate::ZONES[0].trim_start_matches("zone-"));
     let in_lost = |d: &Deletion| d.pod.starts_with(&lost_prefix);
     let heal_at = start + heal;
     let expected = scale.nodes_per_zone * scale.pods_per_node;

@@ -13,10 +13,7 @@ use serde_json::json;
 
 use crate::observe::Recorder;
 use crate::replica::Replicas;
-use crate::{ChaosError, Scale, Trial, Verdict};
-
-/// The three zones; the first is lost.
-pub const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+use crate::{ChaosError, Scale, Trial, Verdict, ZONES};
 
 /// Node `i` of `zone`.
 pub fn node_name(zone: &str, i: usize) -> String {

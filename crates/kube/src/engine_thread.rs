@@ -19,51 +19,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use nodewarden_controller::{ClusterApi, Controller, StepEvent};
-use nodewarden_engine::{Action, Observation};
 use nodewarden_model::{Span, Timestamp, wall};
 
-use crate::watch::Watched;
-
-/// What reaches the engine thread.
-#[derive(Debug)]
-pub enum Input {
-    /// A watched change, or a write's answer (`WriteFinished`, then the
-    /// object's state).
-    Observe(Observation),
-    /// This watch has completed its first list.
-    Synced(Watched),
-    /// This watch listed again (it had lost track): these keys exist. What
-    /// the engine holds of the kind beyond them was deleted meanwhile.
-    Relisted(Watched, HashSet<String>),
-    /// This watch is failing (the API cannot be reached or refuses it):
-    /// what the engine knows of its objects is getting old.
-    WatchDown(Watched),
-    /// This watch is delivering again, and has caught up.
-    WatchUp(Watched),
-    /// The writer is about to send this write: is it still true? Answered
-    /// on `reply` once everything that arrived before it has been taken
-    /// in ([`Controller::still_true`]); a write asked about while the
-    /// engine is blind (a heartbeat watch down, caches not synced) is
-    /// withdrawn, as nothing decided from an aging view may go out.
-    Judge {
-        /// The write.
-        action: Box<Action>,
-        /// Where the verdict goes: `Err` says why it must not be sent.
-        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
-    },
-    /// The API server has not answered a probe within its time: the
-    /// watches may be stalled without an error (a frozen server keeps its
-    /// connections open), so what the engine knows is getting old.
-    ApiUnanswered,
-    /// The API server answers again; decisions resume once the watches
-    /// have had time to deliver what happened meanwhile.
-    ApiAnswered,
-    /// This replica won the election: a warm standby's engine starts
-    /// deciding now, from the records it kept ([`Controller::take_over`]).
-    TakeOver,
-    /// Stop stepping and return (shutdown, or leadership lost).
-    Stop,
-}
+use crate::input::{Input, Watched};
 
 /// The engine's time: Unix nanoseconds at start, then the monotonic clock
 /// (at the rate of the process's clock, [`wall`]: faster than real time
@@ -414,7 +372,7 @@ fn step_time(now: Timestamp, due: Timestamp, fed: Timestamp) -> Timestamp {
 mod tests {
     use std::collections::BTreeMap;
 
-    use nodewarden_engine::{NodeSnapshot, ObjectKind, PodSnapshot};
+    use nodewarden_engine::{Action, NodeSnapshot, ObjectKind, Observation, PodSnapshot};
     use nodewarden_model::ControllerConfig;
 
     use super::*;

@@ -19,6 +19,7 @@
 
 pub mod convert;
 pub mod engine_thread;
+pub mod input;
 pub mod leader;
 pub mod limiter;
 pub mod prune;
@@ -30,11 +31,12 @@ pub mod write_log;
 pub mod writer;
 
 pub use convert::Detail;
-pub use engine_thread::{EngineClock, EngineThread, Health, Input};
+pub use engine_thread::{EngineClock, EngineThread, Health};
+pub use input::{Input, Watched};
 pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign};
 pub use runner::{RunOptions, Running, start};
 pub use trimmed::{Scheduled, Trimmed};
-pub use watch::{Watched, Watches, spawn_watchers};
+pub use watch::{Watches, spawn_watchers};
 pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};
 
 /// A client configuration made fit for the controller: kube-rs's own retry

@@ -12,9 +12,11 @@ use nodewarden_engine::Action;
 use nodewarden_model::{ConfigError, ControllerConfig};
 
 use crate::convert::Detail;
-use crate::engine_thread::{EngineClock, EngineThread, Health, Input};
+use crate::engine_thread::{EngineClock, EngineThread, Health};
+use crate::input::Input;
+use crate::input::Watched;
 use crate::leader::Fence;
-use crate::watch::{Watched, Watches, spawn_watchers};
+use crate::watch::{Watches, spawn_watchers};
 use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
 
 /// What to run.

@@ -33,76 +33,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
-use nodewarden_engine::{ObjectKind, Observation};
 
 use crate::convert::NODE_LEASE_NAMESPACE;
-use crate::engine_thread::Input;
+use crate::input::{Input, Watched};
 use crate::trimmed::{Readable, Scheduled, Trimmed};
-
-/// The caches the engine waits for before its first decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Watched {
-    /// `nodes`.
-    Nodes,
-    /// `pods`, every namespace.
-    Pods,
-    /// `leases` in `kube-node-lease`.
-    Leases,
-    /// `poddisruptionbudgets` (policy/v1), every namespace; only with the
-    /// rescheduler.
-    Budgets,
-}
-
-impl Watched {
-    /// The watches node lifecycle needs.
-    pub const LIFECYCLE: [Watched; 3] = [Watched::Nodes, Watched::Pods, Watched::Leases];
-
-    /// Every watch the engine needs: with the rescheduler, budgets too.
-    pub fn needed(rescheduler: bool) -> Vec<Watched> {
-        let mut w = Watched::LIFECYCLE.to_vec();
-        if rescheduler {
-            w.push(Watched::Budgets);
-        }
-        w
-    }
-
-    /// For logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Watched::Nodes => "nodes",
-            Watched::Pods => "pods",
-            Watched::Leases => "leases",
-            Watched::Budgets => "poddisruptionbudgets",
-        }
-    }
-
-    /// The engine's name for the kind ([`Engine::known_keys`]).
-    ///
-    /// [`Engine::known_keys`]: nodewarden_engine::Engine::known_keys
-    pub fn kind(self) -> ObjectKind {
-        match self {
-            Watched::Nodes => ObjectKind::Node,
-            Watched::Pods => ObjectKind::Pod,
-            Watched::Leases => ObjectKind::Lease,
-            Watched::Budgets => ObjectKind::Budget,
-        }
-    }
-
-    /// The observation that an object of this kind, by its key, is gone.
-    pub fn deleted(self, key: String) -> Observation {
-        Observation::deletion(self.kind(), key)
-    }
-
-    /// Whether the engine stops deciding while this watch is down. Nodes
-    /// and Leases carry the heartbeats: a node whose heartbeats stop
-    /// arriving because the watch is down would look dead. Pods and
-    /// budgets carry none: a decision on a stale pod fails on its uid, and
-    /// an eviction against a stale budget is judged by the API server,
-    /// which refuses (429) what the budget forbids.
-    pub fn blinds(self) -> bool {
-        matches!(self, Watched::Nodes | Watched::Leases)
-    }
-}
 
 /// A kind the engine watches: how to key it and what its deletion tells
 /// the engine. Objects arrive as [`Trimmed`], already read.
@@ -331,6 +265,7 @@ async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodewarden_engine::Observation;
     use nodewarden_model::Timestamp;
     use serde_json::json;
 

@@ -51,7 +51,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::convert::{self, Detail};
-use crate::engine_thread::Input;
+use crate::input::Input;
 use crate::leader::Fence;
 use crate::limiter::{Limiter, WriteClass};
 use crate::trimmed::{Readable, Scheduled, Trimmed};

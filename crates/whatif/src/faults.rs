@@ -97,7 +97,7 @@ impl Faults {
     pub fn failed_nodes(&self, snap: &Snapshot) -> Result<Vec<String>, SnapshotError> {
         let bad = SnapshotError::Fault;
         let mut out = BTreeSet::new();
-        let zones = crate::fleet::zones(snap);
+        let zones = snap.zones();
         for z in &self.zones {
             let mut found = false;
             for n in &snap.nodes {

@@ -19,8 +19,6 @@
 //!   (admission already ran in the real cluster, so none is added), their
 //!   node, Ready condition and deletion timestamp.
 
-use std::collections::BTreeMap;
-
 use nodewarden_engine::NodeSnapshot;
 use nodewarden_model::{ConditionStatus, ConditionType, Span, Timestamp};
 use nodewarden_sim::admission::AdmissionDefaults;
@@ -79,15 +77,6 @@ fn next_after_zero(last: Timestamp, every: Span) -> Timestamp {
         return Timestamp::from_nanos(next.min(every_n));
     }
     Timestamp::from_nanos(next.rem_euclid(every_n))
-}
-
-/// Node names by zone key (`region/zone`), for messages and fault checks.
-pub fn zones(snap: &Snapshot) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for n in &snap.nodes {
-        out.entry(nodewarden_model::ZoneKey::from_labels(&n.labels).to_string()).or_default().push(n.name.clone());
-    }
-    out
 }
 
 /// Builds the simulated cluster, its kubelets and the fault plan.

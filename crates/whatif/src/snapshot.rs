@@ -241,6 +241,16 @@ impl Snapshot {
         Snapshot { source: source.into(), ..Snapshot::default() }
     }
 
+    /// Node names by zone key (`region/zone`), for messages and fault
+    /// checks.
+    pub fn zones(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for n in &self.nodes {
+            out.entry(nodewarden_model::ZoneKey::from_labels(&n.labels).to_string()).or_default().push(n.name.clone());
+        }
+        out
+    }
+
     fn problem(&mut self, kind: &str, v: &Value, why: &str) {
         self.problems.push(format!("{kind} {}: {why}; left out", object_name(v)));
     }
