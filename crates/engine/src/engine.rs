@@ -803,10 +803,6 @@ mod reset_tests {
     use super::Engine;
     use crate::observation::{NodeSnapshot, Observation, PodSnapshot};
 
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(secs)
-    }
-
     /// Five nodes in two zones, one of them NotReady, each with two pods
     /// that tolerate `not-ready` for 0 and 30 s.
     fn cluster(now: Timestamp) -> Vec<Observation> {
@@ -889,18 +885,21 @@ mod reset_tests {
             ControllerConfig { enable_rescheduler: true, ..ControllerConfig::default() },
             ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() },
         ] {
-            let mut used = Engine::new(config.clone(), at(0)).unwrap();
-            let _ = run(&mut used, at(0));
+            let mut used = Engine::new(config.clone(), Timestamp::from_secs(0)).unwrap();
+            let _ = run(&mut used, Timestamp::from_secs(0));
             // What `reset` does when the mode stays, and without falling
             // back on building a new engine.
             assert!(used.resets_cheaply_to(&config));
-            assert!(used.clear_world(config.clone(), at(1000)), "the World came out as a new engine's");
-            used.reset(config.clone(), at(1000)).unwrap();
-            let fresh = Engine::new(config.clone(), at(1000)).unwrap();
+            assert!(
+                used.clear_world(config.clone(), Timestamp::from_secs(1000)),
+                "the World came out as a new engine's"
+            );
+            used.reset(config.clone(), Timestamp::from_secs(1000)).unwrap();
+            let fresh = Engine::new(config.clone(), Timestamp::from_secs(1000)).unwrap();
             assert_eq!(layout(&used), layout(&fresh), "after a reset, before any input");
 
             let mut fresh = fresh;
-            let (a, b) = (run(&mut used, at(1000)), run(&mut fresh, at(1000)));
+            let (a, b) = (run(&mut used, Timestamp::from_secs(1000)), run(&mut fresh, Timestamp::from_secs(1000)));
             assert!(a.iter().any(|t| t != "[]"), "the run does something");
             assert_eq!(a, b);
             assert_eq!(layout(&used), layout(&fresh), "after the same input");

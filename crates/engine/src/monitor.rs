@@ -561,10 +561,6 @@ mod tests {
     use super::*;
     use nodewarden_model::Span;
 
-    fn t(s: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(s)
-    }
-
     fn entity(i: u32) -> Entity {
         Entity::from_raw_u32(i).expect("valid index")
     }
@@ -583,25 +579,25 @@ mod tests {
     fn overdue_buckets_come_back_oldest_first_and_renewals_move_nodes() {
         let mut timers = NodeTimers::default();
         let slots: Vec<u32> = (0..4).map(|i| timers.add(entity(i))).collect();
-        let pass = timers.begin_pass(t(0));
+        let pass = timers.begin_pass(Timestamp::from_secs(0));
         assert_eq!(pass, 1);
         let _ = timers.take_active();
         for &s in &slots {
-            assert!(timers.file_at(s, t(0)));
+            assert!(timers.file_at(s, Timestamp::from_secs(0)));
         }
         assert_eq!(timers.quiet(), 4);
         // Node 1 renews before pass 2; node 2 renews before pass 3.
         timers.file(slots[1], 2, None);
-        timers.begin_pass(t(5));
+        timers.begin_pass(Timestamp::from_secs(5));
         timers.file(slots[2], 3, None);
-        timers.begin_pass(t(10));
+        timers.begin_pass(Timestamp::from_secs(10));
         // Grace 7 s: at 10 s only the bucket of 0 s is overdue.
-        timers.activate_overdue(t(10), Span::from_secs(7));
+        timers.activate_overdue(Timestamp::from_secs(10), Span::from_secs(7));
         assert_eq!(visited(&mut timers), vec![slots[0], slots[3]]);
         // At 12 s (still pass 3's bookkeeping) nothing more: 5 + 7 is not before 12.
-        timers.activate_overdue(t(12), Span::from_secs(7));
+        timers.activate_overdue(Timestamp::from_secs(12), Span::from_secs(7));
         assert_eq!(visited(&mut timers), vec![slots[0], slots[3]]);
-        timers.activate_overdue(t(13), Span::from_secs(7));
+        timers.activate_overdue(Timestamp::from_secs(13), Span::from_secs(7));
         assert_eq!(visited(&mut timers), vec![slots[0], slots[3], slots[1]]);
         assert_eq!(timers.quiet(), 1);
     }
@@ -623,12 +619,12 @@ mod tests {
         let mut timers = NodeTimers::default();
         let a = timers.add(entity(0));
         let b = timers.add(entity(1));
-        timers.begin_pass(t(0));
+        timers.begin_pass(Timestamp::from_secs(0));
         let _ = timers.take_active();
-        assert!(timers.file_at(a, t(0)) && timers.file_at(b, t(0)));
+        assert!(timers.file_at(a, Timestamp::from_secs(0)) && timers.file_at(b, Timestamp::from_secs(0)));
         timers.remove(a);
-        timers.begin_pass(t(100));
-        timers.activate_overdue(t(100), Span::from_secs(1));
+        timers.begin_pass(Timestamp::from_secs(100));
+        timers.activate_overdue(Timestamp::from_secs(100), Span::from_secs(1));
         assert_eq!(visited(&mut timers), vec![b]);
     }
 
@@ -636,8 +632,8 @@ mod tests {
     fn a_probe_time_of_no_recent_pass_is_not_filed() {
         let mut timers = NodeTimers::default();
         let a = timers.add(entity(0));
-        timers.begin_pass(t(0));
+        timers.begin_pass(Timestamp::from_secs(0));
         let _ = timers.take_active();
-        assert!(!timers.file_at(a, t(3)));
+        assert!(!timers.file_at(a, Timestamp::from_secs(3)));
     }
 }

@@ -275,9 +275,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn t(s: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(s)
-    }
     fn ms(m: i64) -> Timestamp {
         Timestamp::EPOCH + Span::from_millis(m)
     }
@@ -293,76 +290,76 @@ mod tests {
 
     #[test]
     fn bucket_starts_full_and_refills_one_token_per_interval() {
-        let mut b = TokenBucket::full(0.1, t(0));
-        assert!(b.try_take(t(0)));
-        assert!(!b.try_take(t(9)));
-        assert!(b.try_take(t(10)));
+        let mut b = TokenBucket::full(0.1, Timestamp::from_secs(0));
+        assert!(b.try_take(Timestamp::from_secs(0)));
+        assert!(!b.try_take(Timestamp::from_secs(9)));
+        assert!(b.try_take(Timestamp::from_secs(10)));
         // Idle time never stores more than one token.
-        assert!(b.try_take(t(100)));
-        assert!(!b.try_take(t(100)));
+        assert!(b.try_take(Timestamp::from_secs(100)));
+        assert!(!b.try_take(Timestamp::from_secs(100)));
         assert!(!b.try_take(ms(109_999)));
-        assert!(b.try_take(t(110)));
+        assert!(b.try_take(Timestamp::from_secs(110)));
     }
 
     #[test]
     fn zero_rate_never_grants() {
-        let mut b = TokenBucket::full(0.0, t(0));
-        assert!(!b.try_take(t(1_000_000)));
+        let mut b = TokenBucket::full(0.0, Timestamp::from_secs(0));
+        assert!(!b.try_take(Timestamp::from_secs(1_000_000)));
         assert_eq!(b.qps(), 0.0);
         assert_eq!(b.next_token_at(), Timestamp::MAX);
     }
 
     #[test]
     fn swap_to_same_rate_keeps_state() {
-        let mut b = TokenBucket::full(0.1, t(0));
-        assert!(b.try_take(t(0)));
-        b.swap_rate(0.1, t(1));
-        assert!(!b.try_take(t(5)));
-        assert!(b.try_take(t(10)));
+        let mut b = TokenBucket::full(0.1, Timestamp::from_secs(0));
+        assert!(b.try_take(Timestamp::from_secs(0)));
+        b.swap_rate(0.1, Timestamp::from_secs(1));
+        assert!(!b.try_take(Timestamp::from_secs(5)));
+        assert!(b.try_take(Timestamp::from_secs(10)));
     }
 
     #[test]
     fn swap_from_full_spends_the_old_token_and_starts_full() {
-        let mut b = TokenBucket::full(0.1, t(0));
-        b.swap_rate(0.01, t(5));
-        assert!(b.try_take(t(5)));
-        assert!(!b.try_take(t(104)));
-        assert!(b.try_take(t(105)));
+        let mut b = TokenBucket::full(0.1, Timestamp::from_secs(0));
+        b.swap_rate(0.01, Timestamp::from_secs(5));
+        assert!(b.try_take(Timestamp::from_secs(5)));
+        assert!(!b.try_take(Timestamp::from_secs(104)));
+        assert!(b.try_take(Timestamp::from_secs(105)));
     }
 
     #[test]
     fn swap_from_empty_drains_the_new_bucket() {
-        let mut b = TokenBucket::full(0.1, t(0));
-        assert!(b.try_take(t(0)));
-        b.swap_rate(0.01, t(1));
-        assert!(!b.try_take(t(1)));
-        assert!(!b.try_take(t(100)));
-        assert!(b.try_take(t(101)));
+        let mut b = TokenBucket::full(0.1, Timestamp::from_secs(0));
+        assert!(b.try_take(Timestamp::from_secs(0)));
+        b.swap_rate(0.01, Timestamp::from_secs(1));
+        assert!(!b.try_take(Timestamp::from_secs(1)));
+        assert!(!b.try_take(Timestamp::from_secs(100)));
+        assert!(b.try_take(Timestamp::from_secs(101)));
     }
 
     #[test]
     fn leaving_a_pause_waits_a_full_interval() {
-        let mut b = TokenBucket::full(0.0, t(0));
-        b.swap_rate(0.1, t(50));
-        assert!(!b.try_take(t(50)));
+        let mut b = TokenBucket::full(0.0, Timestamp::from_secs(0));
+        b.swap_rate(0.1, Timestamp::from_secs(50));
+        assert!(!b.try_take(Timestamp::from_secs(50)));
         assert!(!b.try_take(ms(59_999)));
-        assert!(b.try_take(t(60)));
+        assert!(b.try_take(Timestamp::from_secs(60)));
         // And pausing again from any state stops everything.
-        b.swap_rate(0.0, t(61));
-        assert!(!b.try_take(t(1000)));
+        b.swap_rate(0.0, Timestamp::from_secs(61));
+        assert!(!b.try_take(Timestamp::from_secs(1000)));
     }
 
     #[test]
     fn queue_is_unique_and_ordered_by_time_added() {
-        let mut q = RateLimitedTimedQueue::new(1000.0, t(0));
-        assert!(q.add("b", t(1)));
-        assert!(q.add("a", t(2)));
-        assert!(!q.add("b", t(3)));
-        assert!(q.add("c", t(1)));
+        let mut q = RateLimitedTimedQueue::new(1000.0, Timestamp::from_secs(0));
+        assert!(q.add("b", Timestamp::from_secs(1)));
+        assert!(q.add("a", Timestamp::from_secs(2)));
+        assert!(!q.add("b", Timestamp::from_secs(3)));
+        assert!(q.add("c", Timestamp::from_secs(1)));
         assert_eq!(q.len(), 3);
         let mut out = vec![];
         for s in 3..10 {
-            out.extend(drain_all(&mut q, t(s)));
+            out.extend(drain_all(&mut q, Timestamp::from_secs(s)));
         }
         // b and c tie at t=1: insertion order; then a.
         assert_eq!(out, ["b", "c", "a"]);
@@ -370,49 +367,49 @@ mod tests {
 
     #[test]
     fn processed_keys_stay_seen_until_removed() {
-        let mut q = RateLimitedTimedQueue::new(1000.0, t(0));
-        q.add("n", t(0));
-        assert_eq!(drain_all(&mut q, t(0)), ["n"]);
+        let mut q = RateLimitedTimedQueue::new(1000.0, Timestamp::from_secs(0));
+        q.add("n", Timestamp::from_secs(0));
+        assert_eq!(drain_all(&mut q, Timestamp::from_secs(0)), ["n"]);
         assert!(q.contains(&"n"));
         assert!(!q.is_queued(&"n"));
-        assert!(!q.add("n", t(1)), "a done key cannot be queued again");
+        assert!(!q.add("n", Timestamp::from_secs(1)), "a done key cannot be queued again");
         assert!(q.remove(&"n"));
-        assert!(q.add("n", t(2)));
+        assert!(q.add("n", Timestamp::from_secs(2)));
         assert!(q.is_queued(&"n"));
     }
 
     #[test]
     fn removed_items_are_skipped() {
-        let mut q = RateLimitedTimedQueue::new(1000.0, t(0));
-        q.add("a", t(0));
-        q.add("b", t(0));
+        let mut q = RateLimitedTimedQueue::new(1000.0, Timestamp::from_secs(0));
+        q.add("a", Timestamp::from_secs(0));
+        q.add("b", Timestamp::from_secs(0));
         assert!(q.remove(&"a"));
         assert!(!q.remove(&"a"));
-        assert_eq!(drain_all(&mut q, t(1)), ["b"]);
+        assert_eq!(drain_all(&mut q, Timestamp::from_secs(1)), ["b"]);
         assert!(q.is_empty());
     }
 
     #[test]
     fn a_token_is_spent_even_on_an_item_that_needs_nothing() {
-        let mut q = RateLimitedTimedQueue::new(0.1, t(0));
-        q.add("ready-now", t(0));
-        q.add("dead", t(0));
+        let mut q = RateLimitedTimedQueue::new(0.1, Timestamp::from_secs(0));
+        q.add("ready-now", Timestamp::from_secs(0));
+        q.add("dead", Timestamp::from_secs(0));
         let mut seen = vec![];
-        q.try_drain(t(0), |k, _| {
+        q.try_drain(Timestamp::from_secs(0), |k, _| {
             seen.push(*k);
             Attempt::Done
         });
         assert_eq!(seen, ["ready-now"]);
-        assert!(drain_all(&mut q, t(9)).is_empty());
-        assert_eq!(drain_all(&mut q, t(10)), ["dead"]);
+        assert!(drain_all(&mut q, Timestamp::from_secs(9)).is_empty());
+        assert_eq!(drain_all(&mut q, Timestamp::from_secs(10)), ["dead"]);
     }
 
     #[test]
     fn retry_pushes_the_item_back_and_wastes_the_token_when_not_due() {
-        let mut q = RateLimitedTimedQueue::new(1000.0, t(0));
-        q.add("x", t(0));
+        let mut q = RateLimitedTimedQueue::new(1000.0, Timestamp::from_secs(0));
+        q.add("x", Timestamp::from_secs(0));
         let mut calls = 0;
-        q.try_drain(t(0), |_, _| {
+        q.try_drain(Timestamp::from_secs(0), |_, _| {
             calls += 1;
             Attempt::RetryAfter(Span::from_millis(50))
         });
@@ -424,20 +421,20 @@ mod tests {
 
     #[test]
     fn re_queueing_the_same_keys_does_not_grow_the_heap() {
-        let mut q = RateLimitedTimedQueue::new(0.0, t(0));
+        let mut q = RateLimitedTimedQueue::new(0.0, Timestamp::from_secs(0));
         for pass in 0..1000 {
             for key in 0..100u32 {
                 q.remove(&key);
-                q.add(key, t(pass));
+                q.add(key, Timestamp::from_secs(pass));
             }
         }
         assert_eq!(q.len(), 100);
         assert!(q.heap.len() <= 3 * 100 + 64, "heap holds {} entries", q.heap.len());
         // Order is still by time added, then insertion order.
-        q.swap_rate(1e6, t(2000));
+        q.swap_rate(1e6, Timestamp::from_secs(2000));
         let mut out = vec![];
         for i in 0..200 {
-            q.try_drain(t(3000 + i), |k, _| {
+            q.try_drain(Timestamp::from_secs(3000 + i), |k, _| {
                 out.push(*k);
                 Attempt::Done
             });
@@ -447,11 +444,11 @@ mod tests {
 
     #[test]
     fn paused_queue_reports_no_due_time() {
-        let mut q = RateLimitedTimedQueue::new(0.0, t(0));
-        q.add("x", t(0));
+        let mut q = RateLimitedTimedQueue::new(0.0, Timestamp::from_secs(0));
+        q.add("x", Timestamp::from_secs(0));
         assert_eq!(q.next_due(), None);
-        q.swap_rate(0.1, t(5));
-        assert_eq!(q.next_due(), Some(t(15)));
+        q.swap_rate(0.1, Timestamp::from_secs(5));
+        assert_eq!(q.next_due(), Some(Timestamp::from_secs(15)));
     }
 
     proptest! {
@@ -459,13 +456,13 @@ mod tests {
         /// insertion order, each key once.
         #[test]
         fn drains_in_time_added_order(adds in proptest::collection::vec((0u8..20, 0i64..50), 1..60)) {
-            let mut q = RateLimitedTimedQueue::new(1e6, t(0));
+            let mut q = RateLimitedTimedQueue::new(1e6, Timestamp::from_secs(0));
             let mut expected: Vec<(i64, usize, u8)> = vec![];
             let mut seen = std::collections::HashSet::new();
             let mut sorted_adds = adds.clone();
             sorted_adds.sort_by_key(|&(_, at)| at);
             for (i, (key, at)) in sorted_adds.iter().enumerate() {
-                if q.add(*key, t(*at)) {
+                if q.add(*key, Timestamp::from_secs(*at)) {
                     prop_assert!(seen.insert(*key));
                     expected.push((*at, i, *key));
                 } else {
@@ -476,7 +473,7 @@ mod tests {
             let mut out = vec![];
             // Burst 1: one item per instant, so poll once a second.
             for i in 0..100 {
-                q.try_drain(t(1000 + i), |k, _| { out.push(*k); Attempt::Done });
+                q.try_drain(Timestamp::from_secs(1000 + i), |k, _| { out.push(*k); Attempt::Done });
             }
             prop_assert_eq!(out, expected.into_iter().map(|(_, _, k)| k).collect::<Vec<_>>());
         }
@@ -489,8 +486,8 @@ mod tests {
             polls in proptest::collection::vec(0i64..100_000, 1..200),
         ) {
             let qps = qps_milli as f64 / 1000.0;
-            let mut q = RateLimitedTimedQueue::new(qps, t(0));
-            for i in 0..500u32 { q.add(i, t(0)); }
+            let mut q = RateLimitedTimedQueue::new(qps, Timestamp::from_secs(0));
+            for i in 0..500u32 { q.add(i, Timestamp::from_secs(0)); }
             let mut polls = polls;
             polls.sort();
             let mut drained: Vec<Timestamp> = vec![];

@@ -5,24 +5,20 @@ use std::collections::BTreeMap;
 use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, Timestamp};
 
-fn t(ms: i64) -> Timestamp {
-    Timestamp::EPOCH + Span::from_millis(ms)
-}
-
 fn node(name: &str) -> Observation {
     Observation::NodeUpserted(NodeSnapshot {
         version: 0,
         allocatable: None,
         name: name.into(),
-        created: t(-3_600_000),
+        created: Timestamp::from_millis(-3_600_000),
         labels: BTreeMap::new(),
         conditions: vec![NodeCondition {
             kind: ConditionType::Ready,
             status: ConditionStatus::True,
             reason: String::new(),
             message: String::new(),
-            last_heartbeat: t(0),
-            last_transition: t(0),
+            last_heartbeat: Timestamp::from_millis(0),
+            last_transition: Timestamp::from_millis(0),
         }],
         taints: vec![],
         unschedulable: false,
@@ -32,22 +28,22 @@ fn node(name: &str) -> Observation {
 #[test]
 fn refuses_a_configuration_that_cannot_work() {
     let bad = ControllerConfig { unhealthy_zone_threshold: 0.0, ..Default::default() };
-    let err = Engine::new(bad, t(0)).err().map(|e| e.flag);
+    let err = Engine::new(bad, Timestamp::from_millis(0)).err().map(|e| e.flag);
     assert_eq!(err, Some("unhealthy-zone-threshold"));
 }
 
 #[test]
 fn phases_are_timed_only_with_a_clock_and_only_when_they_ran() {
-    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     engine.observe(node("a"));
-    let _ = engine.tick(t(0));
+    let _ = engine.tick(Timestamp::from_millis(0));
     assert!(engine.last_tick_timings().is_empty(), "no clock lent, nothing timed");
     engine.measure_with(std::time::Instant::now);
-    let _ = engine.tick(t(5_000));
+    let _ = engine.tick(Timestamp::from_millis(5_000));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
     assert!(ran.contains(&"ingest") && ran.contains(&"health_monitor") && ran.contains(&"tainting_pass"), "{ran:?}");
     assert!(!ran.contains(&"legacy_eviction_pass"));
-    let _ = engine.tick(t(5_050));
+    let _ = engine.tick(Timestamp::from_millis(5_050));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
     assert!(!ran.contains(&"health_monitor") && !ran.contains(&"tainting_pass"), "off-grid tick: {ran:?}");
     assert_eq!(engine.phase_names().first(), Some(&"ingest"));
@@ -55,13 +51,13 @@ fn phases_are_timed_only_with_a_clock_and_only_when_they_ran() {
 
 #[test]
 fn a_silent_node_goes_unknown_after_the_grace_period_and_the_clock_never_goes_back() {
-    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     engine.observe(node("a"));
     assert_eq!(engine.pending_observations(), 1);
     let mut unknown_at = None;
     let mut now = 0;
     while now <= 60_000 && unknown_at.is_none() {
-        let actions = engine.tick(t(now));
+        let actions = engine.tick(Timestamp::from_millis(now));
         assert_eq!(engine.pending_observations(), 0);
         if actions.iter().any(|a| matches!(&a.kind, ActionKind::UpdateNodeConditions { .. })) {
             unknown_at = Some(now);
@@ -71,9 +67,9 @@ fn a_silent_node_goes_unknown_after_the_grace_period_and_the_clock_never_goes_ba
     // First seen at 0 s, grace 40 s, strictly after: the 45 s pass.
     assert_eq!(unknown_at, Some(45_000));
     // A tick in the past is held at the last tick's time and changes nothing.
-    let actions = engine.tick(t(1_000));
+    let actions = engine.tick(Timestamp::from_millis(1_000));
     assert_eq!(actions.into_iter().filter(|a| !matches!(a.kind, ActionKind::RecordEvent(_))).count(), 0);
-    assert!(engine.next_due() >= t(45_100));
+    assert!(engine.next_due() >= Timestamp::from_millis(45_100));
 }
 
 /// A node in `zone` whose Ready heartbeat is at `beat` ms.
@@ -81,7 +77,7 @@ fn zoned_node(name: &str, zone: &str, beat: i64) -> Observation {
     let Observation::NodeUpserted(mut n) = node(name) else { unreachable!() };
     n.labels.insert(nodewarden_model::keys::LABEL_TOPOLOGY_ZONE.into(), zone.into());
     for c in &mut n.conditions {
-        c.last_heartbeat = t(beat);
+        c.last_heartbeat = Timestamp::from_millis(beat);
     }
     Observation::NodeUpserted(n)
 }
@@ -109,7 +105,7 @@ fn first_list() -> Vec<Observation> {
         for i in 0..4 {
             let name = format!("{prefix}{i}");
             out.push(zoned_node(&name, zone, 0));
-            out.push(Observation::LeaseUpserted { node: name.clone(), renew: Some(t(0)) });
+            out.push(Observation::LeaseUpserted { node: name.clone(), renew: Some(Timestamp::from_millis(0)) });
             for p in 0..3 {
                 out.push(plain_pod(&format!("default/{name}-{p}"), &name));
             }
@@ -135,10 +131,13 @@ fn run_on(engine: &mut Engine, start_ms: i64) -> Vec<String> {
     while now <= start_ms + 180_000 {
         if now % 10_000 == 0 {
             for name in ["a1", "a2", "a3", "b0", "b1", "b2", "b3"] {
-                engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(t(now)) });
+                engine.observe(Observation::LeaseUpserted {
+                    node: name.into(),
+                    renew: Some(Timestamp::from_millis(now)),
+                });
             }
         }
-        for a in engine.tick(t(now)) {
+        for a in engine.tick(Timestamp::from_millis(now)) {
             seen.push(format!("{:?}", a.kind));
             if a.kind.slot().is_some() {
                 engine.observe(Observation::WriteFinished { id: a.id, outcome: WriteOutcome::Done });
@@ -166,14 +165,14 @@ fn taking_in_before_the_first_tick_decides_as_one_tick_would() {
     // one engine holds everything until then, the other takes each part
     // in as it arrives. They must then decide exactly alike.
     let list = first_list();
-    let mut held = Engine::new(ControllerConfig::default(), t(0)).unwrap();
-    let mut absorbed = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut held = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let mut absorbed = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     for (i, chunk) in list.chunks(7).enumerate() {
         for o in chunk {
             held.observe(o.clone());
             absorbed.observe(o.clone());
         }
-        absorbed.absorb(t(i as i64 * 300));
+        absorbed.absorb(Timestamp::from_millis(i as i64 * 300));
         assert_eq!(absorbed.pending_observations(), 0, "taken in at once");
     }
     assert_eq!(held.pending_observations(), list.len());
@@ -192,33 +191,34 @@ fn taking_in_before_the_first_tick_decides_as_one_tick_would() {
 /// flight and counts as no failure.
 #[test]
 fn an_unknown_status_is_withdrawn_once_a_renewal_is_observed() {
-    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     engine.observe(node("a"));
-    engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(t(0)) });
+    engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(Timestamp::from_millis(0)) });
     let mut decided = Vec::new();
     let mut now = 0;
     while now <= 60_000 && decided.is_empty() {
-        decided = engine.tick(t(now));
+        decided = engine.tick(Timestamp::from_millis(now));
         decided.retain(|a| a.kind.slot().is_some());
         now += 100;
     }
     // The status, then the NoSchedule taint it calls for, both in flight.
     let [status, taint] = <[_; 2]>::try_from(decided).expect("the silent node goes Unknown and is tainted");
     assert!(matches!(status.kind, ActionKind::UpdateNodeConditions { .. }));
-    assert_eq!(engine.still_true(t(46_000), &status.kind), Ok(()), "nothing heard since");
-    engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(t(46_000)) });
-    let why = engine.still_true(t(46_100), &status.kind).expect_err("a renewal was observed");
+    assert_eq!(engine.still_true(Timestamp::from_millis(46_000), &status.kind), Ok(()), "nothing heard since");
+    engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(Timestamp::from_millis(46_000)) });
+    let why = engine.still_true(Timestamp::from_millis(46_100), &status.kind).expect_err("a renewal was observed");
     assert!(why.contains("heard from"), "{why}");
     // As the adapter answers a withdrawn node write: the outcome, then the
     // node as it is.
     engine.observe(Observation::WriteFinished { id: status.id, outcome: WriteOutcome::Withdrawn(why) });
     engine.observe(node("a"));
     // The taint patch queued behind it is judged with that node taken in.
-    let why = engine.still_true(t(46_150), &taint.kind).expect_err("the node is Ready as observed");
+    let why =
+        engine.still_true(Timestamp::from_millis(46_150), &taint.kind).expect_err("the node is Ready as observed");
     assert!(why.contains("no longer calls for"), "{why}");
     engine.observe(Observation::WriteFinished { id: taint.id, outcome: WriteOutcome::Withdrawn(why) });
     engine.observe(node("a"));
-    let actions = engine.tick(t(46_200));
+    let actions = engine.tick(Timestamp::from_millis(46_200));
     assert!(actions.iter().all(|a| matches!(a.kind, ActionKind::RecordEvent(_))), "nothing to decide: {actions:?}");
     assert_eq!(engine.writes_in_flight(), 0);
 }
@@ -236,9 +236,9 @@ fn until_issued(
         if now % 10_000 == 0 {
             // Another zone stays healthy, so this one's outage is not
             // every zone's (which would pause all tainting).
-            engine.observe(Observation::LeaseUpserted { node: "b".into(), renew: Some(t(now)) });
+            engine.observe(Observation::LeaseUpserted { node: "b".into(), renew: Some(Timestamp::from_millis(now)) });
         }
-        for a in engine.tick(t(now)) {
+        for a in engine.tick(Timestamp::from_millis(now)) {
             if want(&a.kind) {
                 return a;
             }
@@ -281,24 +281,24 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
         let deletion = until_issued(engine, &mut n, 0, |k| matches!(k, ActionKind::DeletePod { .. }));
         (n, deletion)
     };
-    let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     let (mut n, deletion) = start(&mut engine);
-    assert_eq!(engine.still_true(t(60_000), &deletion.kind), Ok(()));
+    assert_eq!(engine.still_true(Timestamp::from_millis(60_000), &deletion.kind), Ok(()));
     // The node seen without its taint (an operator removed it).
     n.taints.clear();
     n.version += 1;
     engine.observe(Observation::NodeUpserted(n));
-    let why = engine.still_true(t(60_100), &deletion.kind).expect_err("the taint is gone");
+    let why = engine.still_true(Timestamp::from_millis(60_100), &deletion.kind).expect_err("the taint is gone");
     assert!(why.contains("NoExecute"), "{why}");
 
     // The same name, another pod.
-    let mut again = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut again = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     let (_, deletion) = start(&mut again);
     let Observation::PodUpserted(mut other) = plain_pod("default/p", "a") else { unreachable!() };
     other.uid = "uid-new".into();
     other.version = 9;
     again.observe(Observation::PodUpserted(other));
-    let why = again.still_true(t(60_100), &deletion.kind).expect_err("another pod");
+    let why = again.still_true(Timestamp::from_millis(60_100), &deletion.kind).expect_err("another pod");
     assert!(why.contains("re-created"), "{why}");
 }
 
@@ -311,10 +311,12 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
 fn an_addon_eviction_is_withdrawn_once_the_pod_is_seen_gone_or_moved() {
     use nodewarden_engine::{AddonEviction, PreparationTier};
     use nodewarden_model::Resources;
-    let mut engine = Engine::new(ControllerConfig { enable_rescheduler: true, ..Default::default() }, t(0)).unwrap();
+    let mut engine =
+        Engine::new(ControllerConfig { enable_rescheduler: true, ..Default::default() }, Timestamp::from_millis(0))
+            .unwrap();
     engine.observe(node("a"));
     engine.observe(plain_pod("default/p", "a"));
-    let _ = engine.tick(t(0));
+    let _ = engine.tick(Timestamp::from_millis(0));
     let eviction = ActionKind::EvictForAddon {
         pod: "default/p".into(),
         uid: "uid-default/p".into(),
@@ -323,7 +325,7 @@ fn an_addon_eviction_is_withdrawn_once_the_pod_is_seen_gone_or_moved() {
             pod: "default/p".into(),
             node: "a".into(),
             addon: "kube-system/dns".into(),
-            unschedulable_since: t(0),
+            unschedulable_since: Timestamp::from_millis(0),
             needed: Resources::default(),
             free_before: Resources::default(),
             tier: PreparationTier::Allowed,
@@ -332,18 +334,18 @@ fn an_addon_eviction_is_withdrawn_once_the_pod_is_seen_gone_or_moved() {
             budgets: vec![],
             pod_grace: Span::from_secs(30),
             grace: Span::from_secs(30),
-            decided_at: t(0),
+            decided_at: Timestamp::from_millis(0),
         }),
     };
-    assert_eq!(engine.still_true(t(100), &eviction), Ok(()));
+    assert_eq!(engine.still_true(Timestamp::from_millis(100), &eviction), Ok(()));
     let Observation::PodUpserted(mut terminating) = plain_pod("default/p", "a") else { unreachable!() };
     terminating.terminating = true;
     terminating.version = 2;
     engine.observe(Observation::PodUpserted(terminating));
-    let why = engine.still_true(t(200), &eviction).expect_err("terminating");
+    let why = engine.still_true(Timestamp::from_millis(200), &eviction).expect_err("terminating");
     assert!(why.contains("terminating"), "{why}");
     engine.observe(Observation::PodDeleted { key: "default/p".into() });
-    let why = engine.still_true(t(300), &eviction).expect_err("the pod is gone");
+    let why = engine.still_true(Timestamp::from_millis(300), &eviction).expect_err("the pod is gone");
     assert!(why.contains("gone"), "{why}");
 }
 
@@ -357,9 +359,13 @@ fn a_warm_standby_judges_each_node_by_its_own_last_heartbeat() {
     // Renews every 10 s until 10 s, then silent; another node renews on.
     let renewals = |until: i64| {
         (0..=until).step_by(10_000).flat_map(|at| {
-            let mut out = vec![(at, Observation::LeaseUpserted { node: "b".into(), renew: Some(t(at)) })];
+            let mut out =
+                vec![(at, Observation::LeaseUpserted { node: "b".into(), renew: Some(Timestamp::from_millis(at)) })];
             if at <= 10_000 {
-                out.push((at, Observation::LeaseUpserted { node: "a".into(), renew: Some(t(at)) }));
+                out.push((
+                    at,
+                    Observation::LeaseUpserted { node: "a".into(), renew: Some(Timestamp::from_millis(at)) },
+                ));
             }
             out
         })
@@ -367,10 +373,11 @@ fn a_warm_standby_judges_each_node_by_its_own_last_heartbeat() {
     let unknown_at = |engine: &mut Engine, from: i64| {
         for now in (from..=120_000).step_by(100) {
             if now % 10_000 == 0 {
-                engine.observe(Observation::LeaseUpserted { node: "b".into(), renew: Some(t(now)) });
+                engine
+                    .observe(Observation::LeaseUpserted { node: "b".into(), renew: Some(Timestamp::from_millis(now)) });
             }
             let written = engine
-                .tick(t(now))
+                .tick(Timestamp::from_millis(now))
                 .into_iter()
                 .any(|a| matches!(&a.kind, ActionKind::UpdateNodeConditions { node, .. } if node == "a"));
             if written {
@@ -380,7 +387,7 @@ fn a_warm_standby_judges_each_node_by_its_own_last_heartbeat() {
         None
     };
 
-    let mut warm = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+    let mut warm = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
     warm.stand_by();
     warm.observe(zoned_node("a", "zone-a", 0));
     warm.observe(zoned_node("b", "zone-b", 0));
@@ -389,19 +396,19 @@ fn a_warm_standby_judges_each_node_by_its_own_last_heartbeat() {
         while let Some((_, obs)) = events.next_if(|(at, _)| *at <= now) {
             warm.observe(obs);
         }
-        assert!(warm.tick(t(now)).is_empty(), "a standby decides nothing (at {now} ms)");
+        assert!(warm.tick(Timestamp::from_millis(now)).is_empty(), "a standby decides nothing (at {now} ms)");
     }
     assert!(warm.standing_by());
-    warm.take_over(t(30_000));
+    warm.take_over(Timestamp::from_millis(30_000));
     assert!(!warm.standing_by());
     // Last renewal at 10 s, grace 40 s, strictly after: the 55 s pass (passes
     // from the takeover at 30 s: 30, 35, ..., 50, 55).
     assert_eq!(unknown_at(&mut warm, 30_000), Some(55_000));
 
-    let mut cold = Engine::new(ControllerConfig::default(), t(30_000)).unwrap();
+    let mut cold = Engine::new(ControllerConfig::default(), Timestamp::from_millis(30_000)).unwrap();
     cold.observe(zoned_node("a", "zone-a", 0));
     cold.observe(zoned_node("b", "zone-b", 0));
-    cold.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(t(10_000)) });
+    cold.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(Timestamp::from_millis(10_000)) });
     // First seen at 30 s: a full grace from then, the 75 s pass.
     assert_eq!(unknown_at(&mut cold, 30_000), Some(75_000));
 }

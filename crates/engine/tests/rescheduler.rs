@@ -14,10 +14,6 @@ use nodewarden_model::{
     Taint, TaintEffect, Timestamp, Toleration, TolerationOperator, keys,
 };
 
-fn t(secs: i64) -> Timestamp {
-    Timestamp::EPOCH + Span::from_secs(secs)
-}
-
 fn config() -> ControllerConfig {
     ControllerConfig { enable_rescheduler: true, node_lifecycle: false, ..ControllerConfig::default() }
 }
@@ -35,15 +31,15 @@ fn node(name: &str, cpu: u64) -> NodeSnapshot {
     NodeSnapshot {
         version: 0,
         name: name.into(),
-        created: t(-3600),
+        created: Timestamp::from_secs(-3600),
         labels: BTreeMap::from([(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string())]),
         conditions: vec![NodeCondition {
             kind: ConditionType::Ready,
             status: ConditionStatus::True,
             reason: String::new(),
             message: String::new(),
-            last_heartbeat: t(0),
-            last_transition: t(-3600),
+            last_heartbeat: Timestamp::from_secs(0),
+            last_transition: Timestamp::from_secs(-3600),
         }],
         taints: vec![],
         unschedulable: false,
@@ -95,7 +91,7 @@ fn addon(key: &str, cpu: u64, since: i64) -> PodSnapshot {
             requests: Resources::pod(cpu, 0),
             critical_annotation: true,
             controller_kind: Some("ReplicaSet".into()),
-            unschedulable_since: Some(t(since)),
+            unschedulable_since: Some(Timestamp::from_secs(since)),
             ..PodScheduling::default()
         })),
     }
@@ -127,7 +123,7 @@ struct Cluster {
 impl Cluster {
     fn new(config: ControllerConfig) -> Cluster {
         Cluster {
-            engine: Engine::new(config, t(0)).unwrap(),
+            engine: Engine::new(config, Timestamp::from_secs(0)).unwrap(),
             nodes: BTreeMap::new(),
             pods: BTreeMap::new(),
             refuse: BTreeMap::new(),
@@ -158,7 +154,7 @@ impl Cluster {
     /// Ticks every second up to `until` (seconds), applying each action.
     fn run_to(&mut self, until: i64) {
         while self.now <= until {
-            let actions = self.engine.tick(t(self.now));
+            let actions = self.engine.tick(Timestamp::from_secs(self.now));
             for a in actions {
                 self.apply(a);
             }
@@ -263,12 +259,15 @@ fn tier_1_is_chosen_when_a_quick_allowed_eviction_makes_room() {
     assert_eq!(why.tier, PreparationTier::AllowedAndQuick);
     assert_eq!(why.node, "b");
     assert_eq!(why.addon, "kube-system/dns");
-    assert_eq!(why.unschedulable_since, t(0));
+    assert_eq!(why.unschedulable_since, Timestamp::from_secs(0));
     assert_eq!(why.victims, vec!["default/quick".to_string()]);
     assert_eq!(why.budgets, vec![("default/quick".to_string(), 1)]);
     assert_eq!(why.freed, Resources::pod(1000, 0));
     assert_eq!(why.free_before.cpu_millis, 0);
-    assert_eq!((why.pod_grace, why.grace, why.decided_at), (Span::from_secs(5), Span::from_secs(5), t(10)));
+    assert_eq!(
+        (why.pod_grace, why.grace, why.decided_at),
+        (Span::from_secs(5), Span::from_secs(5), Timestamp::from_secs(10))
+    );
     assert_eq!(c.reservations(), vec![(10, "b".to_string(), true)]);
     assert!(c.carries_ours("b") && !c.carries_ours("a"));
     assert_eq!(c.events("CriticalAddonPreparing").len(), 2, "on the node and on the addon");
@@ -442,7 +441,7 @@ fn nothing_is_done_while_every_zone_is_down() {
     // The zone comes back: the rescheduler acts at its next pass.
     let mut up = c.nodes["down"].clone();
     up.conditions[0].status = ConditionStatus::True;
-    up.conditions[0].last_heartbeat = t(31);
+    up.conditions[0].last_heartbeat = Timestamp::from_secs(31);
     c.put_node(up);
     c.run_to(40);
     assert!(!c.engine.all_zones_down());

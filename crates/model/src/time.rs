@@ -227,6 +227,15 @@ impl Timestamp {
     pub const fn from_nanos(n: i64) -> Timestamp {
         Timestamp(n)
     }
+    /// The instant `ms` milliseconds after the epoch (saturating): how
+    /// tests and scenario offsets write an instant.
+    pub const fn from_millis(ms: i64) -> Timestamp {
+        Timestamp(ms.saturating_mul(1_000_000))
+    }
+    /// The instant `s` seconds after the epoch (saturating).
+    pub const fn from_secs(s: i64) -> Timestamp {
+        Timestamp(s.saturating_mul(1_000_000_000))
+    }
     /// Nanoseconds since the epoch.
     pub const fn as_nanos(self) -> i64 {
         self.0

@@ -361,10 +361,6 @@ impl Comparison {
 mod tests {
     use super::*;
 
-    fn t(s: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(s)
-    }
-
     fn workload(name: &str, evicted: &[i64], no_ready_from: Option<i64>) -> WorkloadReport {
         WorkloadReport {
             id: WorkloadId { kind: "Deployment".into(), namespace: "prod".into(), name: name.into() },
@@ -372,8 +368,12 @@ mod tests {
             ready_at_start: 3,
             zones: Default::default(),
             on_failed_nodes: evicted.len(),
-            evicted: evicted.iter().enumerate().map(|(i, s)| (t(*s), format!("prod/{name}-{i}"))).collect(),
-            no_ready: no_ready_from.map(|s| (t(s), None)).into_iter().collect(),
+            evicted: evicted
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (Timestamp::from_secs(*s), format!("prod/{name}-{i}")))
+                .collect(),
+            no_ready: no_ready_from.map(|s| (Timestamp::from_secs(s), None)).into_iter().collect(),
             min_ready: if no_ready_from.is_some() { 0 } else { 3 - evicted.len() },
             critical: 0,
         }
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn only_workloads_whose_fate_or_timing_differs_are_listed() {
-        let end = t(3600);
+        let end = Timestamp::from_secs(3600);
         // Loses every replica in both runs, at the same times: not listed.
         let same = workload("same", &[535, 535, 536], Some(105));
         assert_eq!(diff(&same, &same.clone(), end, end), None);

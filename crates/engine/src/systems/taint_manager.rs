@@ -320,42 +320,43 @@ mod tests {
             seconds,
         }
     }
-    fn t(s: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(s)
-    }
     fn taints() -> Vec<Taint> {
         vec![Taint::new("k", TaintEffect::NoExecute)]
     }
 
     #[test]
     fn an_earlier_deadline_is_kept_whatever_the_new_tolerations_say() {
-        let pending = Some(Deadline { created: t(10), fire_at: t(40), seq: 0 });
-        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(1000))]), t(20)), Plan::Keep));
-        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(1))]), t(20)), Plan::Keep));
+        let pending = Some(Deadline { created: Timestamp::from_secs(10), fire_at: Timestamp::from_secs(40), seq: 0 });
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(1000))]), Timestamp::from_secs(20)), Plan::Keep));
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(1))]), Timestamp::from_secs(20)), Plan::Keep));
     }
 
     #[test]
     fn forever_or_no_taints_cancels() {
-        let pending = Some(Deadline { created: t(10), fire_at: t(40), seq: 0 });
-        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(None)]), t(20)), Plan::Cancel));
-        assert!(matches!(plan(pending, &[], &pod(vec![tol(Some(5))]), t(20)), Plan::Cancel));
+        let pending = Some(Deadline { created: Timestamp::from_secs(10), fire_at: Timestamp::from_secs(40), seq: 0 });
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(None)]), Timestamp::from_secs(20)), Plan::Cancel));
+        assert!(matches!(plan(pending, &[], &pod(vec![tol(Some(5))]), Timestamp::from_secs(20)), Plan::Cancel));
     }
 
     #[test]
     fn untolerated_means_now_even_when_pending() {
-        let pending = Some(Deadline { created: t(10), fire_at: t(40), seq: 0 });
-        assert!(matches!(plan(pending, &taints(), &pod(vec![]), t(20)), Plan::At(c, d, _) if c == t(20) && d == t(20)));
+        let pending = Some(Deadline { created: Timestamp::from_secs(10), fire_at: Timestamp::from_secs(40), seq: 0 });
+        assert!(
+            matches!(plan(pending, &taints(), &pod(vec![]), Timestamp::from_secs(20)), Plan::At(c, d, _) if c == Timestamp::from_secs(20) && d == Timestamp::from_secs(20))
+        );
         // A 0 s toleration does not move an existing deadline...
-        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(0))]), t(20)), Plan::Keep));
+        assert!(matches!(plan(pending, &taints(), &pod(vec![tol(Some(0))]), Timestamp::from_secs(20)), Plan::Keep));
         // ...but without one it means now.
-        assert!(matches!(plan(None, &taints(), &pod(vec![tol(Some(-3))]), t(20)), Plan::At(_, d, _) if d == t(20)));
+        assert!(
+            matches!(plan(None, &taints(), &pod(vec![tol(Some(-3))]), Timestamp::from_secs(20)), Plan::At(_, d, _) if d == Timestamp::from_secs(20))
+        );
     }
 
     #[test]
     fn same_instant_reschedule_replaces_the_deadline() {
-        let pending = Some(Deadline { created: t(20), fire_at: t(50), seq: 0 });
+        let pending = Some(Deadline { created: Timestamp::from_secs(20), fire_at: Timestamp::from_secs(50), seq: 0 });
         assert!(
-            matches!(plan(pending, &taints(), &pod(vec![tol(Some(5))]), t(20)), Plan::At(c, d, _) if c == t(20) && d == t(25))
+            matches!(plan(pending, &taints(), &pod(vec![tol(Some(5))]), Timestamp::from_secs(20)), Plan::At(c, d, _) if c == Timestamp::from_secs(20) && d == Timestamp::from_secs(25))
         );
     }
 
