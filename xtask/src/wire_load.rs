@@ -40,17 +40,18 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use futures_util::StreamExt;
 use futures_util::io::AsyncBufReadExt;
 use kube::core::params::{GetParams, ListParams, WatchParams};
 use nodewarden_apiserver::clock::parse_rfc3339;
+use nodewarden_wire::process::{self, Proc, free_port, unix_nanos};
 use serde_json::{Value, json};
 
 /// CPU of the server alone, before any controller: the kubelets' renewals
@@ -171,11 +172,6 @@ impl Options {
     }
 }
 
-/// The Unix time now, in nanoseconds.
-fn unix_nanos() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
 fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
@@ -262,57 +258,20 @@ fn usage_of(pid: &str, tick: f64) -> Result<Usage> {
     Ok(Usage { rss, peak, cpu })
 }
 
-/// A child process, SIGKILLed when dropped (on an error too).
-struct Proc {
-    child: Child,
-    what: String,
-    log: PathBuf,
-    /// When it was started (Unix nanoseconds).
-    spawned: i64,
+/// Memory and CPU of one of the harness's processes, named in the error.
+fn usage(p: &Proc, tick: f64) -> Result<Usage> {
+    usage_of(&p.id().to_string(), tick).with_context(|| p.what().to_string())
 }
 
-impl Proc {
-    fn spawn(binary: &Path, args: &[String], what: &str, log: PathBuf, env: &[(&str, &str)]) -> Result<Proc> {
-        let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let mut cmd = Command::new(binary);
-        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(file);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let spawned = unix_nanos();
-        let child = cmd.spawn().with_context(|| format!("starting {}", binary.display()))?;
-        Ok(Proc { child, what: what.to_string(), log, spawned })
+/// Starts `binary args` with `env`, its stdout piped (the caller reads or
+/// drops it), its stderr in `log`.
+fn spawn(binary: &Path, args: &[String], what: &str, log: PathBuf, env: &[(&str, &str)]) -> Result<Proc> {
+    let mut cmd = Command::new(binary);
+    cmd.args(args).stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-
-    /// An error naming the process and the end of its log, if it has
-    /// exited.
-    fn check(&mut self) -> Result<()> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => bail!(
-                "{} exited ({status}); the end of {}:\n{}",
-                self.what,
-                self.log.display(),
-                nodewarden_wire::play::tail(&self.log)
-            ),
-            Ok(None) => Ok(()),
-            Err(e) => Err(anyhow!("{}: cannot tell whether it runs: {e}", self.what)),
-        }
-    }
-
-    fn usage(&self, tick: f64) -> Result<Usage> {
-        usage_of(&self.child.id().to_string(), tick).with_context(|| self.what.clone())
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
+    Ok(Proc::spawn(cmd, what, log)?)
 }
 
 /// The server and the `run` replicas (`None` once killed).
@@ -324,7 +283,7 @@ struct Procs {
 impl Procs {
     fn check(&mut self) -> Result<()> {
         self.server.check()?;
-        self.replicas.iter_mut().flatten().try_for_each(Proc::check)
+        Ok(self.replicas.iter_mut().flatten().try_for_each(Proc::check)?)
     }
 
     fn replica(&self, i: usize) -> Result<&Proc> {
@@ -776,7 +735,7 @@ fn start_replica(binary: &Path, kubeconfig: &Path, dir: &Path, n: usize, o: &Opt
         "--kubeconfig".into(),
         kubeconfig.display().to_string(),
         "--bind-address".into(),
-        format!("127.0.0.1:{}", nodewarden_wire::play::free_port()?.port()),
+        format!("127.0.0.1:{}", free_port().context("finding a free port")?.port()),
         "--log-format".into(),
         "json".into(),
     ];
@@ -788,7 +747,7 @@ fn start_replica(binary: &Path, kubeconfig: &Path, dir: &Path, n: usize, o: &Opt
     }
     args.extend(o.run_flags.iter().cloned());
     let host = format!("wire-load-{n}");
-    let mut p = Proc::spawn(
+    let mut p = spawn(
         binary,
         &args,
         &format!("nodewarden run #{n}"),
@@ -796,7 +755,7 @@ fn start_replica(binary: &Path, kubeconfig: &Path, dir: &Path, n: usize, o: &Opt
         &[("RUST_LOG", "info"), ("HOSTNAME", &host)],
     )?;
     // It writes nothing there; a pipe nobody reads would block it.
-    drop(p.child.stdout.take());
+    drop(p.take_stdout());
     Ok(p)
 }
 
@@ -814,7 +773,7 @@ async fn wait_for_line(procs: &mut Procs, tail: &mut LogTail, prefix: &str, limi
                 "no line {prefix:?} in {} within {} s; its end:\n{}",
                 tail.path.display(),
                 limit.as_secs(),
-                nodewarden_wire::play::tail(&tail.path)
+                process::tail(&tail.path)
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -901,11 +860,10 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
         args.extend(["--speed".into(), format!("{}", 60.0 / o.crash_at.as_secs_f64())]);
     }
     say(began, format!("starting nodewarden sim --serve: {} nodes, {pods} pods, {} zones", o.nodes, o.zones));
-    let mut server =
-        Proc::spawn(binary, &args, "nodewarden sim --serve", dir.join("server.log"), &[("RUST_LOG", "warn")])?;
-    let server_spawned = server.spawned;
+    let mut server = spawn(binary, &args, "nodewarden sim --serve", dir.join("server.log"), &[("RUST_LOG", "warn")])?;
+    let server_spawned = server.spawned_unix_nanos();
     let crash = server_spawned + nanos(o.crash_at);
-    let out = server.child.stdout.take().context("the server's output")?;
+    let out = server.take_stdout().context("the server's output")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
@@ -933,14 +891,14 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
             bail!(
                 "nodewarden sim --serve did not serve within {} s; the end of {}:\n{}",
                 limit.as_secs(),
-                procs.server.log.display(),
-                nodewarden_wire::play::tail(&procs.server.log)
+                procs.server.log().display(),
+                process::tail(procs.server.log())
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let served = unix_nanos();
-    let at_serve = procs.server.usage(tick)?;
+    let at_serve = usage(&procs.server, tick)?;
     say(
         began,
         format!(
@@ -952,10 +910,10 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
     );
     let api = Api::connect(&kubeconfig).await?;
     let idle_began = Instant::now();
-    let before_idle = procs.server.usage(tick)?;
+    let before_idle = usage(&procs.server, tick)?;
     tokio::time::sleep(IDLE_WINDOW).await;
     procs.check()?;
-    let at_run = procs.server.usage(tick)?;
+    let at_run = usage(&procs.server, tick)?;
     let idle_cores = (at_run.cpu - before_idle.cpu) / idle_began.elapsed().as_secs_f64();
 
     // The controller: one replica, or a leader and then a standby.
@@ -972,11 +930,11 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
     };
     let sync_limit = Duration::from_secs(120 + (pods / 4000) as u64);
     let leader = procs.replica(0)?;
-    let (leader_spawned, mut leader_log) = (leader.spawned, LogTail::new(&leader.log));
+    let (leader_spawned, mut leader_log) = (leader.spawned_unix_nanos(), LogTail::new(leader.log()));
     let synced = wait_for_line(&mut procs, &mut leader_log, "every cache synced", sync_limit)
         .await
         .context("nodewarden run #0 syncing its caches")?;
-    let run_to_sync = procs.replica(0)?.usage(tick)?;
+    let run_to_sync = usage(procs.replica(0)?, tick)?;
     say(began, format!("#0: every cache synced {:.1} s after its start", secs(leader_spawned, synced)));
     if synced > crash {
         problems.push(format!(
@@ -987,7 +945,7 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
     let mut standby_synced = None;
     if o.failover && !o.cold {
         let standby = procs.replica(1)?;
-        let (spawned, mut log) = (standby.spawned, LogTail::new(&standby.log));
+        let (spawned, mut log) = (standby.spawned_unix_nanos(), LogTail::new(standby.log()));
         let at = wait_for_line(&mut procs, &mut log, "every cache synced", sync_limit)
             .await
             .context("nodewarden run #1 (warm standby) syncing its caches")?;
@@ -1017,7 +975,7 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
         }
     }
     let decides = if o.cold { "every cache synced" } else { "leading: deciding" };
-    let mut new_leader_log = procs.replicas.get(1).and_then(Option::as_ref).map(|p| LogTail::new(&p.log));
+    let mut new_leader_log = procs.replicas.get(1).and_then(Option::as_ref).map(|p| LogTail::new(p.log()));
     say(
         began,
         format!("the nodes crash {:.0} s after the server's launch", o.crash_at.as_secs_f64())
@@ -1041,10 +999,10 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
         procs.check()?;
         let now = unix_nanos();
         if steady[0].is_none() && now >= steady_from && now < crash {
-            steady[0] = Some((now, procs.replica(0)?.usage(tick)?.cpu));
+            steady[0] = Some((now, usage(procs.replica(0)?, tick)?.cpu));
         }
         if steady[0].is_some() && steady[1].is_none() && now >= crash {
-            steady[1] = Some((now, procs.replica(0)?.usage(tick)?.cpu));
+            steady[1] = Some((now, usage(procs.replica(0)?, tick)?.cpu));
         }
         if watcher.is_finished() {
             return Err(match watcher.await {
@@ -1054,8 +1012,8 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
             });
         }
         if o.failover && killed.is_none() && now >= kill_at {
-            let leader = procs.replica(0)?.usage(tick)?;
-            let standby = procs.replica(1)?.usage(tick)?;
+            let leader = usage(procs.replica(0)?, tick)?;
+            let standby = usage(procs.replica(1)?, tick)?;
             if let Some(mut p) = procs.replicas[0].take() {
                 p.kill();
             }
@@ -1134,7 +1092,7 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let observed = procs.server.usage(tick)?;
+    let observed = usage(&procs.server, tick)?;
     let run_seconds = run_began.elapsed().as_secs_f64();
     say(
         began,
@@ -1147,12 +1105,12 @@ async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Measured> {
     );
     let lag = lease_lag(&api, LEASE_WINDOW).await?;
     say(began, "listing every pod");
-    let before_list = procs.server.usage(tick)?;
+    let before_list = usage(&procs.server, tick)?;
     let listed = list_pods(&api).await?;
     procs.check()?;
     watcher.abort();
-    let server_end = procs.server.usage(tick)?;
-    let last_leader = procs.replica(if o.failover { 1 } else { 0 })?.usage(tick)?;
+    let server_end = usage(&procs.server, tick)?;
+    let last_leader = usage(procs.replica(if o.failover { 1 } else { 0 })?, tick)?;
     let harness_cpu = usage_of("self", tick).map_or(0.0, |u| u.cpu) - harness_cpu0;
     say(began, format!("listed {} pods in {} s; stopping", listed.pods, listed.seconds));
     drop(procs);

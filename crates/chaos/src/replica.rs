@@ -3,11 +3,12 @@
 //! they are killed and at the end.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use nodewarden_wire::process::{ScrapeTimeouts, free_port};
 
 use crate::{ChaosError, Scale};
 
@@ -56,25 +57,18 @@ pub struct Replicas {
     scraped: Scraped,
 }
 
-fn free_port() -> Result<SocketAddr, ChaosError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| ChaosError::Io { what: "a free port".into(), source })?;
-    l.local_addr().map_err(|source| ChaosError::Io { what: "a free port".into(), source })
-}
-
 fn dur(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
-/// `GET /metrics` over plain HTTP; empty when it cannot be read.
+/// How long a scrape may take: a replica about to be killed is scraped
+/// for what it counted, so it gets time to answer under the trial's load.
+const SCRAPE: ScrapeTimeouts = ScrapeTimeouts { connect: Duration::from_millis(500), read: Duration::from_secs(2) };
+
+/// `GET /metrics` of a replica, with this module's timeouts; empty when it
+/// cannot be read.
 fn scrape(addr: SocketAddr) -> String {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return String::new() };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
-        return String::new();
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
+    nodewarden_wire::process::scrape(addr, SCRAPE)
 }
 
 /// A sample's value, and its labels as `k="v"` text.
@@ -161,7 +155,7 @@ impl Replicas {
     /// Starts one more replica.
     pub fn start_one(&mut self) -> Result<(), ChaosError> {
         let n = self.scraped.started;
-        let addr = free_port()?;
+        let addr = free_port().map_err(|source| ChaosError::Io { what: "a free port".into(), source })?;
         let log = self.dir.join(format!("replica-{n}.log"));
         let io = |what: &str, source| ChaosError::Io { what: format!("{what} {}", log.display()), source };
         let file = std::fs::File::create(&log).map_err(|e| io("creating", e))?;
