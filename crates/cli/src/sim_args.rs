@@ -36,7 +36,8 @@ const WHAT_IF_SOURCE: &str = "what_if_source";
 /// error for a group's conflict lists every member of the group, given
 /// or not, where an argument's names just the flags given.
 const WHAT_IF_SOURCES: [&str; 2] = ["from_snapshot", "from_cluster"];
-/// The flags of no mode but the plain simulation refuse every mode flag.
+/// Every flag that picks a mode: a flag only the plain simulation reads
+/// refuses all of them.
 const MODE_FLAGS: [&str; 3] = ["serve", "from_snapshot", "from_cluster"];
 
 /// Everything `nodewarden sim` takes, as its modes' groups; clap fills it,
