@@ -1,22 +1,25 @@
 //! The `nodewarden run` replicas of a trial: real processes with leader
 //! election, their logs in files, their metrics scraped over HTTP before
-//! they are killed and at the end.
+//! they are killed and at the end. Each is a [`Proc`] of the harness the
+//! wire suites share, so a trial that fails half-way leaves none running.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use nodewarden_wire::WireError;
+use nodewarden_wire::process::{Proc, ScrapeTimeouts, free_port};
 
 use crate::{ChaosError, Scale};
 
 /// One replica process.
 struct Replica {
-    child: Child,
+    /// Killed (SIGKILL) when dropped.
+    proc: Proc,
     /// Its `--bind-address` (metrics, probes).
     addr: SocketAddr,
-    log: PathBuf,
     /// Stopped with SIGSTOP, not yet continued.
     stopped: bool,
     /// Its metrics as last scraped (a replica that exits by itself is
@@ -56,25 +59,18 @@ pub struct Replicas {
     scraped: Scraped,
 }
 
-fn free_port() -> Result<SocketAddr, ChaosError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| ChaosError::Io { what: "a free port".into(), source })?;
-    l.local_addr().map_err(|source| ChaosError::Io { what: "a free port".into(), source })
-}
-
 fn dur(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
-/// `GET /metrics` over plain HTTP; empty when it cannot be read.
+/// How long a scrape may take: a replica about to be killed is scraped
+/// for what it counted, so it gets time to answer under the trial's load.
+const SCRAPE: ScrapeTimeouts = ScrapeTimeouts { connect: Duration::from_millis(500), read: Duration::from_secs(2) };
+
+/// `GET /metrics` of a replica, with this module's timeouts; empty when it
+/// cannot be read.
 fn scrape(addr: SocketAddr) -> String {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return String::new() };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
-        return String::new();
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
+    nodewarden_wire::process::scrape(addr, SCRAPE)
 }
 
 /// A sample's value, and its labels as `k="v"` text.
@@ -161,23 +157,22 @@ impl Replicas {
     /// Starts one more replica.
     pub fn start_one(&mut self) -> Result<(), ChaosError> {
         let n = self.scraped.started;
-        let addr = free_port()?;
+        let addr = free_port().map_err(|source| ChaosError::Io { what: "a free port".into(), source })?;
         let log = self.dir.join(format!("replica-{n}.log"));
-        let io = |what: &str, source| ChaosError::Io { what: format!("{what} {}", log.display()), source };
-        let file = std::fs::File::create(&log).map_err(|e| io("creating", e))?;
-        let child = Command::new(&self.binary)
-            .args(["run", "--kubeconfig"])
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(["run", "--kubeconfig"])
             .arg(&self.kubeconfig)
             .args(["--bind-address", &addr.to_string()])
             .args(&self.flags)
             .env("HOSTNAME", format!("chaos-{n}"))
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .map_err(|source| ChaosError::Io { what: format!("starting {}", self.binary.display()), source })?;
+            .stdout(Stdio::null());
+        let proc = Proc::spawn(cmd, format!("nodewarden run (replica {n})"), log).map_err(|e| match e {
+            WireError::Io { what, source } => ChaosError::Io { what, source },
+            other => ChaosError::Replica(other.to_string()),
+        })?;
         self.scraped.started += 1;
-        self.running.push(Replica { child, addr, log, stopped: false, last: String::new() });
+        self.running.push(Replica { proc, addr, stopped: false, last: String::new() });
         Ok(())
     }
 
@@ -185,13 +180,15 @@ impl Replicas {
     pub fn restart_exited(&mut self) -> Result<(), ChaosError> {
         let mut gone = Vec::new();
         for (i, r) in self.running.iter_mut().enumerate() {
-            if matches!(r.child.try_wait(), Ok(Some(_))) {
+            // One that cannot be asked counts as exited, as everywhere
+            // the harness watches a process.
+            if r.proc.check().is_err() {
                 gone.push(i);
             }
         }
         for i in gone.into_iter().rev() {
             let r = self.running.remove(i);
-            let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+            let log = std::fs::read_to_string(r.proc.log()).unwrap_or_default();
             let metrics = r.last.clone();
             if !log.contains("nodewarden run started") && !log.contains("waiting to become the leader") {
                 let tail: Vec<&str> = log.lines().rev().take(10).collect();
@@ -248,9 +245,8 @@ impl Replicas {
     async fn retire(&mut self, mut r: Replica) {
         let addr = r.addr;
         let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
-        let _ = r.child.kill();
-        let _ = r.child.wait();
-        let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+        r.proc.kill();
+        let log = std::fs::read_to_string(r.proc.log()).unwrap_or_default();
         self.scraped.add(if metrics.is_empty() { &r.last } else { &metrics }, &log);
     }
 
@@ -259,12 +255,12 @@ impl Replicas {
         let Some(i) = self.leader().await else { return Err(ChaosError::NoLeader) };
         self.signal(i, "-STOP")?;
         self.running[i].stopped = true;
-        Ok(self.running[i].child.id())
+        Ok(self.running[i].proc.id())
     }
 
     /// SIGCONTs the replica with process id `pid`.
     pub fn cont(&mut self, pid: u32) -> Result<(), ChaosError> {
-        if let Some(i) = self.running.iter().position(|r| r.child.id() == pid && r.stopped) {
+        if let Some(i) = self.running.iter().position(|r| r.proc.id() == pid && r.stopped) {
             self.signal(i, "-CONT")?;
             self.running[i].stopped = false;
         }
@@ -272,7 +268,7 @@ impl Replicas {
     }
 
     fn signal(&self, i: usize, signal: &str) -> Result<(), ChaosError> {
-        let pid = self.running[i].child.id().to_string();
+        let pid = self.running[i].proc.id().to_string();
         Command::new("kill")
             .args([signal, &pid])
             .status()
@@ -291,14 +287,5 @@ impl Replicas {
             self.retire(r).await;
         }
         std::mem::take(&mut self.scraped)
-    }
-}
-
-impl Drop for Replicas {
-    fn drop(&mut self) {
-        for r in &mut self.running {
-            let _ = r.child.kill();
-            let _ = r.child.wait();
-        }
     }
 }

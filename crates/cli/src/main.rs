@@ -34,6 +34,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod serve;
 mod sim;
+mod sim_args;
 mod whatif;
 
 /// Exit code: every expectation held.
@@ -61,7 +62,7 @@ enum Command {
     /// per zone when nodes were seen dead, tainted and their pods evicted,
     /// against what the configuration predicts. Exits 0 when every safety
     /// check held, 1 when one failed, 2 on bad flags or input.
-    Sim(Box<sim::SimArgs>),
+    Sim(Box<sim_args::SimArgs>),
     /// Replay a scenario file against the controller on a virtual clock.
     ///
     /// Prints one JSON object a line: every write the controller made,
@@ -141,7 +142,7 @@ fn main() -> ExitCode {
                 EXIT_INVALID
             }
         },
-        Command::Sim(args) => match sim::run(&args) {
+        Command::Sim(args) => match sim::run(*args) {
             Ok(true) => EXIT_OK,
             Ok(false) => EXIT_FAILED,
             Err(e) => {

@@ -2,6 +2,7 @@
 //! API, in real time, until Ctrl-C.
 
 use std::io::{self, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -10,31 +11,27 @@ use nodewarden_apiserver::{PlannedApiFault, Security, ServeOptions, ServeSource,
 use nodewarden_sim::fleet::FleetSpec;
 use nodewarden_sim::{Builtin, KubeletTiming, load_scenario};
 
-use crate::sim::SimArgs;
+use crate::sim_args::{CommonArgs, FleetArgs, ServeArgs};
 
-fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
-    if args.nodes == 0 {
+fn options(common: &CommonArgs, fleet: &FleetArgs, args: &ServeArgs) -> anyhow::Result<ServeOptions> {
+    if fleet.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
-    if args.zones == 0 || args.zones > args.nodes {
-        bail!("--zones must be from 1 to --nodes ({}), got {}", args.nodes, args.zones);
+    if fleet.zones == 0 || fleet.zones > fleet.nodes {
+        bail!("--zones must be from 1 to --nodes ({}), got {}", fleet.nodes, fleet.zones);
     }
-    for (flag, set) in [
-        ("--json", args.json),
-        ("--report", args.report.is_some()),
-        ("--legacy", args.legacy && !args.controller),
-        ("--api-latency (the served API's latency is the real one)", args.api_latency.is_some()),
-    ] {
-        if set {
-            bail!("{flag} does not apply to --serve");
-        }
+    // Not a rule of modes (clap's): --legacy is the served mode's flag
+    // too, but only for the controller that --controller runs in it.
+    if common.legacy && !args.controller {
+        bail!("--legacy does not apply to --serve");
     }
-    let fleet = FleetSpec { nodes: args.nodes, zones: args.zones, pods_per_node: args.pods_per_node, seed: args.seed };
+    let spec =
+        FleetSpec { nodes: fleet.nodes, zones: fleet.zones, pods_per_node: fleet.pods_per_node, seed: common.seed };
     let mut timing = KubeletTiming::default();
-    let source = match args.scenario.as_deref() {
-        None | Some("none") => ServeSource::Fleet(fleet, None),
+    let source = match common.scenario.as_deref() {
+        None | Some("none") => ServeSource::Fleet(spec, None),
         Some(name) => match name.parse::<Builtin>() {
-            Ok(b) => ServeSource::Fleet(fleet, Some(b)),
+            Ok(b) => ServeSource::Fleet(spec, Some(b)),
             Err(unknown) => {
                 let path = Path::new(name);
                 if !path.is_file() {
@@ -52,18 +49,18 @@ fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
         // A scenario file brings its controller's flags (`config:`), as it
         // does for `nodewarden sim`: its rescheduler flags included.
         (ServeSource::File(scenario), true) => {
-            if args.config.is_some() {
+            if common.config.is_some() {
                 bail!("--config does not apply to a scenario file: the file's own `config:` is the controller's");
             }
             let mut config = scenario.config.clone();
-            if args.legacy {
+            if common.legacy {
                 config.enable_taint_manager = false;
             }
             Some(config)
         }
-        (ServeSource::Fleet(..), true) => Some(crate::sim::controller_config(args)?),
+        (ServeSource::Fleet(..), true) => Some(common.controller_config()?),
     };
-    let speed = match args.speed {
+    let speed = match fleet.speed {
         Some(s) if s.is_finite() && s > 0.0 => s,
         Some(s) => bail!("--speed must be a positive number, got {s}"),
         None => 1.0,
@@ -84,9 +81,8 @@ fn options(args: &SimArgs) -> anyhow::Result<ServeOptions> {
     })
 }
 
-/// Runs the server until Ctrl-C.
-pub fn run(args: &SimArgs) -> anyhow::Result<()> {
-    let Some(addr) = args.serve else { bail!("--serve needs an address") };
+/// Runs the server on `addr` (`--serve`'s) until Ctrl-C.
+pub fn run(addr: SocketAddr, common: &CommonArgs, fleet: &FleetArgs, args: &ServeArgs) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() {
         if !args.plain_http {
             tracing::warn!(
@@ -101,7 +97,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let opts = options(args)?;
+    let opts = options(common, fleet, args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
@@ -126,14 +122,14 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = every.tick() => {
-                    if !args.quiet {
+                    if !common.quiet {
                         let line = format!("sim --serve {url}: {}", served.status());
                         if live { eprint!("\r{line}\x1b[K") } else { eprintln!("{line}") }
                     }
                 }
             }
         }
-        if live && !args.quiet {
+        if live && !common.quiet {
             eprintln!();
         }
         eprintln!("sim --serve: stopped");
@@ -153,13 +149,17 @@ mod tests {
     #[derive(Parser)]
     struct Line {
         #[command(flatten)]
-        sim: SimArgs,
+        sim: crate::sim_args::SimArgs,
     }
 
-    fn args(extra: &[&str]) -> SimArgs {
+    /// The served mode's options from a command line after `--serve`.
+    fn options_of(extra: &[&str]) -> anyhow::Result<ServeOptions> {
         let mut line = vec!["nodewarden", "--serve", "127.0.0.1:0"];
         line.extend_from_slice(extra);
-        Line::parse_from(line).sim
+        match Line::parse_from(line).sim.into_mode() {
+            crate::sim_args::Mode::Serve { common, fleet, serve, .. } => options(&common, &fleet, &serve),
+            other => panic!("not the served mode: {other:?}"),
+        }
     }
 
     /// A scenario file's `config:` is the in-process controller's, its
@@ -180,20 +180,20 @@ mod tests {
         std::fs::write(&flags, "node-monitor-grace-period: 50s\n").expect("write");
         let path = file.to_str().expect("utf-8");
 
-        let opts = options(&args(&["--scenario", path, "--controller"])).expect("options");
+        let opts = options_of(&["--scenario", path, "--controller"]).expect("options");
         let config = opts.controller.expect("a controller");
         assert!(config.enable_rescheduler);
         assert_eq!(config.rescheduler_unschedulable_grace, nodewarden_model::Span::from_secs(3));
 
-        let legacy = options(&args(&["--scenario", path, "--controller", "--legacy"])).expect("options");
+        let legacy = options_of(&["--scenario", path, "--controller", "--legacy"]).expect("options");
         assert!(legacy.controller.is_some_and(|c| c.enable_rescheduler && !c.enable_taint_manager));
 
-        let both = options(&args(&["--scenario", path, "--controller", "--config", flags.to_str().expect("utf-8")]));
+        let both = options_of(&["--scenario", path, "--controller", "--config", flags.to_str().expect("utf-8")]);
         let err = both.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("--config does not apply to a scenario file"), "{err}");
 
-        assert!(options(&args(&["--scenario", path])).expect("options").controller.is_none());
-        let fleet = options(&args(&["--controller", "--config", flags.to_str().expect("utf-8")])).expect("options");
+        assert!(options_of(&["--scenario", path]).expect("options").controller.is_none());
+        let fleet = options_of(&["--controller", "--config", flags.to_str().expect("utf-8")]).expect("options");
         let config = fleet.controller.expect("a controller");
         assert_eq!(config.node_monitor_grace_period, nodewarden_model::Span::from_secs(50));
         assert!(!config.enable_rescheduler);

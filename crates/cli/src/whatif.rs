@@ -12,7 +12,7 @@ use nodewarden_whatif::compare::{Comparison, compare};
 use nodewarden_whatif::config::TolerationDefaults;
 use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
 
-use crate::sim::SimArgs;
+use crate::sim_args::{ClockArgs, CommonArgs, WhatIfArgs};
 
 /// Workloads listed per section in the text report.
 const LIST_LIMIT: usize = 25;
@@ -21,22 +21,14 @@ const LIST_LIMIT: usize = 25;
 /// each; `--json` has them all).
 const COMPARE_LIMIT: usize = 10;
 
-fn faults(args: &SimArgs) -> anyhow::Result<Faults> {
+fn faults(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow::Result<Faults> {
     let mode = match args.fail_mode.as_str() {
         "partition" => FailMode::Partition,
         "crash" => FailMode::Crash,
         other => bail!("--fail-mode must be partition or crash, got {other:?}"),
     };
-    let duration = match (args.duration, args.hours) {
-        (Some(d), _) if d <= Span::ZERO => bail!("--duration must be positive, got {d}"),
-        (Some(d), _) => Some(d),
-        (None, Some(h)) => match Span::from_secs_f64(h * 3600.0).filter(|s| *s > Span::ZERO) {
-            Some(s) => Some(s),
-            None => bail!("--hours must be a positive number, got {h}"),
-        },
-        (None, None) => None,
-    };
-    let events = match &args.scenario {
+    let duration = clock.duration()?;
+    let events = match &common.scenario {
         Some(name) if name.parse::<nodewarden_sim::Builtin>().is_ok() => {
             bail!(
                 "--scenario {name} generates its own fleet; on a snapshot, aim the failure with --fail-zone, --fail-nodes, --fail-nodes-selector or --fail-control-plane (or give a scenario file)"
@@ -64,7 +56,7 @@ fn faults(args: &SimArgs) -> anyhow::Result<Faults> {
     })
 }
 
-fn snapshot(args: &SimArgs) -> anyhow::Result<Snapshot> {
+fn snapshot(args: &WhatIfArgs) -> anyhow::Result<Snapshot> {
     if let Some(path) = &args.from_snapshot {
         return Ok(nodewarden_whatif::load_path(path)?);
     }
@@ -100,16 +92,16 @@ fn play_config(
     snap: &Snapshot,
     faults: &Faults,
     (config, defaults): (ControllerConfig, TolerationDefaults),
-    args: &SimArgs,
+    (common, clock): (&CommonArgs, &ClockArgs),
     name: &str,
 ) -> anyhow::Result<Played> {
-    let (seed, api) = (args.seed, args.api_latency);
+    let (seed, api) = (common.seed, clock.api_latency);
     if defaults.is_empty() {
         return Ok(nodewarden_whatif::play_with(snap, faults, config, seed, api)?);
     }
     let mut copy = snap.clone();
     let n = defaults.apply(&mut copy);
-    if !args.quiet {
+    if !common.quiet {
         eprintln!("sim: {name}: {} ({n} admission-added toleration(s) rewritten)", defaults.describe());
     }
     Ok(nodewarden_whatif::play_with(&copy, faults, config, seed, api)?)
@@ -122,16 +114,16 @@ fn html_section(title: &str, played: &Played) -> String {
 }
 
 /// Runs a what-if; `Ok(true)` when every safety check held.
-pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
-    let faults = faults(args)?;
-    let config_a = read_config(args.config.as_deref(), args.legacy)?;
+pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow::Result<bool> {
+    let faults = faults(common, clock, args)?;
+    let config_a = read_config(common.config.as_deref(), common.legacy)?;
     let config_b = match &args.compare {
-        Some(path) => Some((path, read_config(Some(path), args.legacy)?)),
+        Some(path) => Some((path, read_config(Some(path), common.legacy)?)),
         None => None,
     };
     let started = std::time::Instant::now();
     let snap = snapshot(args)?;
-    if !args.quiet {
+    if !common.quiet {
         eprintln!("sim: {} (read in {:.1}s)", snap.summary(), started.elapsed().as_secs_f64());
         for p in snap.problems.iter().take(20) {
             eprintln!("sim:   {p}");
@@ -141,17 +133,17 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
         }
     }
     nodewarden_whatif::faults::check_events(&faults.events, &snap)?;
-    if !args.quiet {
+    if !common.quiet {
         eprintln!("sim: playing: {}", faults.describe());
     }
-    let name_a = args.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
-    let a = play_config(&snap, &faults, config_a, args, &name_a)?;
+    let name_a = common.config.as_ref().map_or("default flags".to_string(), |p| p.display().to_string());
+    let a = play_config(&snap, &faults, config_a, (common, clock), &name_a)?;
     let b = match config_b {
-        Some((path, c)) => Some((path, play_config(&snap, &faults, c, args, &path.display().to_string())?)),
+        Some((path, c)) => Some((path, play_config(&snap, &faults, c, (common, clock), &path.display().to_string())?)),
         None => None,
     };
     let comparison: Option<(String, Comparison)> = b.as_ref().map(|(pb, b)| (pb.display().to_string(), compare(&a, b)));
-    if let Some(path) = &args.report {
+    if let Some(path) = &clock.report {
         let mut page = report::render_html(&a.outcome, &a.run);
         let mut sections = String::new();
         if let Some((name_b, c)) = &comparison {
@@ -168,11 +160,11 @@ pub fn run(args: &SimArgs) -> anyhow::Result<bool> {
             None => page.push_str(&sections),
         }
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
-        if !args.quiet {
+        if !common.quiet {
             eprintln!("sim: report written to {}", path.display());
         }
     }
-    let text = if args.json {
+    let text = if clock.json {
         let one = |p: &Played| {
             serde_json::json!({
                 "workloads": p.report.to_json(),

@@ -144,7 +144,7 @@ fn bad_input_exits_2_with_a_message() {
         ),
         (vec!["sim", "--from-snapshot", s, "--fail-nodes-selector", "nolabel"], "LABEL=VALUE"),
         (vec!["sim", "--from-snapshot", s, "--fail-mode", "melt"], "--fail-mode"),
-        (vec!["sim", "--fail-zone", "zone-a"], "need --from-snapshot or --from-cluster"),
+        (vec!["sim", "--fail-zone", "zone-a"], "<--from-snapshot <FILE|DIR>|--from-cluster>"),
     ] {
         let o = nodewarden(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

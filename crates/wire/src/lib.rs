@@ -7,7 +7,8 @@
 //! process ([`play`]). Every expectation is then judged against what the
 //! served cluster held and when (its journal) and the zone states and
 //! rates the controller's `/metrics` showed, with replay's own checks
-//! ([`judge`]).
+//! ([`judge`]). The processes are started, watched and killed by
+//! [`process`], which `cargo xtask wire-load` and the chaos trials share.
 //!
 //! Time is compressed by one clock both processes share
 //! ([`nodewarden_model::wall`]): every duration of the file, every flag,
@@ -20,6 +21,7 @@
 pub mod flags;
 pub mod judge;
 pub mod play;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -12,10 +12,10 @@
 //! file's rule 10 says a restarted controller does. Zone states and rates
 //! are scraped from the running controller's `/metrics` as it goes.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nodewarden_engine::ZoneReport;
@@ -25,6 +25,7 @@ use nodewarden_sim::{EventAction, Scenario};
 
 use crate::WireError;
 use crate::judge::zones_from_metrics;
+use crate::process::{Proc, ScrapeTimeouts, free_port, scrape, tail};
 
 /// What a play left to judge.
 pub struct Played {
@@ -56,63 +57,9 @@ pub struct PlayOptions<'a> {
 /// that a successor gets before it takes over.
 const LEAD: Duration = Duration::from_millis(2500);
 
-/// A loopback address no one listens on now, for a process to bind.
-pub fn free_port() -> Result<SocketAddr, WireError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| WireError::io("finding a free port".into(), e))?;
-    l.local_addr().map_err(|e| WireError::io("finding a free port".into(), e))
-}
-
-/// `GET /metrics` over plain HTTP; empty when it cannot be read.
-fn scrape(addr: SocketAddr) -> String {
-    // Short: the loop that kills a controller at its instant waits for it.
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(50)) else { return String::new() };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-    if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
-        return String::new();
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
-}
-
-/// A process that is killed when dropped.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-    what: String,
-}
-
-impl Proc {
-    fn exited(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Some(format!(
-                "{} exited ({status}); the end of {}:\n{}",
-                self.what,
-                self.log.display(),
-                tail(&self.log)
-            )),
-            _ => None,
-        }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The last lines of a log.
-pub fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(12)..].join("\n")
-}
+/// How long a scrape of a controller may take: short, since the loop that
+/// kills a controller at its instant waits for it.
+const SCRAPE: ScrapeTimeouts = ScrapeTimeouts { connect: Duration::from_millis(50), read: Duration::from_millis(100) };
 
 /// A controller process and where its metrics are.
 struct Controller {
@@ -138,7 +85,6 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     let journal = opts.dir.join("journal.jsonl");
     let server_log = opts.dir.join("server.log");
 
-    let log = std::fs::File::create(&server_log).map_err(io(format!("creating {}", server_log.display())))?;
     let mut server = Command::new(opts.binary);
     server
         .args(["sim", "--serve", "127.0.0.1:0", "--quiet", "--scenario"])
@@ -150,11 +96,9 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
         .args(["--start-at", &secs(anchor)])
         .env(wall::ENV, &env)
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(log);
-    let mut child = server.spawn().map_err(io(format!("starting {}", opts.binary.display())))?;
-    let stdout = child.stdout.take();
-    let mut server = Proc { child, log: server_log.clone(), what: "sim --serve".into() };
+        .stdout(Stdio::piped());
+    let mut server = Proc::spawn(server, "sim --serve", server_log.clone())?;
+    let stdout = server.take_stdout();
     // The server says where its kubeconfig is once it serves.
     if let Some(out) = stdout {
         let mut lines = BufReader::new(out).lines();
@@ -163,13 +107,12 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
                 Some(Ok(l)) if l.starts_with("kubeconfig:") => break,
                 Some(Ok(_)) => {}
                 _ => {
-                    return Err(WireError::Process(server.exited().unwrap_or_else(|| {
-                        format!(
-                            "sim --serve wrote no kubeconfig; the end of {}:\n{}",
-                            server_log.display(),
-                            tail(&server_log)
-                        )
-                    })));
+                    server.check()?;
+                    return Err(WireError::Process(format!(
+                        "sim --serve wrote no kubeconfig; the end of {}:\n{}",
+                        server_log.display(),
+                        tail(&server_log)
+                    )));
                 }
             }
         }
@@ -179,11 +122,10 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     let mut start_controller = |at: Timestamp| -> Result<Controller, WireError> {
         let n = started;
         started += 1;
-        let metrics = free_port()?;
+        let metrics = free_port().map_err(io("finding a free port".into()))?;
         let log_path = opts.dir.join(format!("run-{n}.log"));
-        let log = std::fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
-        let child = Command::new(opts.binary)
-            .args(["run", "--kubeconfig"])
+        let mut cmd = Command::new(opts.binary);
+        cmd.args(["run", "--kubeconfig"])
             .arg(&kubeconfig)
             .args(["--bind-address", &metrics.to_string(), "--leader-elect=false"])
             .args(["--start-at", &secs(anchor + (at - Timestamp::EPOCH).as_nanos())])
@@ -191,11 +133,8 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
             .env(wall::ENV, &env)
             .env("RUST_LOG", "info")
             .env("HOSTNAME", format!("wire-{n}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(io(format!("starting {}", opts.binary.display())))?;
-        Ok(Controller { proc: Proc { child, log: log_path, what: format!("nodewarden run #{n}") }, metrics })
+            .stdout(Stdio::null());
+        Ok(Controller { proc: Proc::spawn(cmd, format!("nodewarden run #{n}"), log_path)?, metrics })
     };
 
     // Scenario time now, on the shared clock.
@@ -239,17 +178,13 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
                 continue;
             }
         }
-        if let Some(why) = server.exited() {
-            return Err(WireError::Process(why));
-        }
-        if let Some(why) = current.proc.exited() {
-            return Err(WireError::Process(why));
-        }
+        server.check()?;
+        current.proc.check()?;
         // Not in the moments before a restart: the kill must not wait.
         let restart_near = restarts.peek().is_some_and(|&r| wall::real_unix_nanos() + 200_000_000 >= real_of(r));
         if Instant::now() >= next_scrape && !restart_near {
             let asked = now();
-            let page = scrape(current.metrics);
+            let page = scrape(current.metrics, SCRAPE);
             if !page.is_empty() {
                 scrapes.push((asked, zones_from_metrics(&page)));
             }

@@ -1,0 +1,142 @@
+//! `cargo xtask wire-load`'s arguments: read by hand, as every xtask
+//! reads its own (no argument parser in xtask), with `--help`'s text
+//! beside the reader so the two change together.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Options {
+    pub(super) nodes: usize,
+    pub(super) pods_per_node: usize,
+    pub(super) zones: usize,
+    pub(super) failover: bool,
+    pub(super) cold: bool,
+    pub(super) binary: Option<PathBuf>,
+    pub(super) keep: bool,
+    /// When the nodes crash, after the server's launch.
+    pub(super) crash_at: Duration,
+    /// Extra flags for every `nodewarden run` replica.
+    pub(super) run_flags: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            nodes: 1000,
+            pods_per_node: 30,
+            zones: 3,
+            failover: false,
+            cold: false,
+            binary: None,
+            keep: false,
+            crash_at: Duration::from_secs(60),
+            run_flags: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn number<T: FromStr>(flag: &str, value: Option<String>) -> Result<T> {
+    let value = value.with_context(|| format!("{flag} needs a number"))?;
+    value.parse().map_err(|_| anyhow!("{flag} needs a whole number, got {value:?}"))
+}
+
+impl Options {
+    /// Reads `--flag VALUE` and `--flag=VALUE`.
+    pub(super) fn parse(args: impl Iterator<Item = String>) -> Result<Options> {
+        let mut o = Options::default();
+        let mut args = args.peekable();
+        while let Some(arg) = args.next() {
+            let (flag, mut inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+                _ => (arg.clone(), None),
+            };
+            let mut value = || inline.take().or_else(|| args.next());
+            match flag.as_str() {
+                "--nodes" => o.nodes = number("--nodes", value())?,
+                "--pods-per-node" => o.pods_per_node = number("--pods-per-node", value())?,
+                "--zones" => o.zones = number("--zones", value())?,
+                "--crash-at" => o.crash_at = Duration::from_secs(number("--crash-at", value())?),
+                "--binary" => o.binary = Some(value().context("--binary needs a path")?.into()),
+                "--run-flag" => o.run_flags.push(value().context("--run-flag needs a flag for `nodewarden run`")?),
+                "--failover" | "--cold" | "--keep" => {
+                    if inline.is_some() {
+                        bail!("{flag} takes no value");
+                    }
+                    match flag.as_str() {
+                        "--failover" => o.failover = true,
+                        "--cold" => o.cold = true,
+                        _ => o.keep = true,
+                    }
+                }
+                other => bail!("unknown flag {other:?} for `cargo xtask wire-load`\n\n{USAGE}"),
+            }
+        }
+        if o.nodes == 0 {
+            bail!("--nodes must be at least 1");
+        }
+        if o.zones == 0 || o.zones > o.nodes {
+            bail!("--zones must be from 1 to --nodes ({}), got {}", o.nodes, o.zones);
+        }
+        if !(20..=3600).contains(&o.crash_at.as_secs()) {
+            bail!("--crash-at must be from 20 to 3600 seconds after the server's launch, got {}", o.crash_at.as_secs());
+        }
+        if o.cold && !o.failover {
+            bail!("--cold is the standby's kind: it needs --failover");
+        }
+        Ok(o)
+    }
+}
+
+/// What `cargo xtask wire-load --help` prints.
+pub(super) const USAGE: &str = "\
+cargo xtask wire-load: nodewarden sim --serve and nodewarden run on loopback, through a node crash;
+one JSON report on stdout (memory, CPU, sync, Lease watch lag, detection, taint, takeover), progress on stderr
+
+  --nodes N           nodes of the served cluster (1000)
+  --pods-per-node P   pods a node (30)
+  --zones Z           zones (3)
+  --crash-at SECS     when 1% of the nodes crash, after the server's launch (60; 20 to 3600)
+  --failover          two replicas with leader election; the leader is SIGKILLed 5 s after the crash
+  --cold              with --failover: the standby is cold (--warm-standby=false)
+  --run-flag FLAG     an extra flag for every nodewarden run replica (repeatable)
+  --binary PATH       the nodewarden binary (default: built with cargo build --release)
+  --keep              keep the log directory
+
+Figures and what each key means: docs/run.md (\"Measured\").";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Result<Options> {
+        Options::parse(line.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn flags_are_read_and_bad_ones_refused() {
+        assert_eq!(args("").expect("defaults"), Options::default());
+        let o = args("--nodes=10000 --pods-per-node 30 --failover --cold --crash-at 90 --run-flag=--kube-api-qps=50")
+            .expect("flags");
+        assert_eq!((o.nodes, o.pods_per_node, o.failover, o.cold), (10000, 30, true, true));
+        assert_eq!(o.crash_at, Duration::from_secs(90));
+        assert_eq!(o.run_flags, vec!["--kube-api-qps=50".to_string()]);
+        for (line, says) in [
+            ("--cold", "needs --failover"),
+            ("--nodes ten", "--nodes needs a whole number, got \"ten\""),
+            ("--nodes", "--nodes needs a number"),
+            ("--nodes 0", "at least 1"),
+            ("--nodes 2 --zones 3", "--zones must be from 1 to --nodes (2)"),
+            ("--crash-at 5", "--crash-at must be from 20"),
+            ("--keep=yes", "--keep takes no value"),
+            ("--speed 2", "unknown flag \"--speed\""),
+        ] {
+            let err = args(line).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(says), "{line}: {err}");
+        }
+    }
+}
