@@ -4,7 +4,8 @@
 //! repository root anywhere (`crates/kube/src/typed.rs`), or by its path
 //! from its crate's `src/` (`typed.rs`, `cluster/apply.rs`), in backticks,
 //! inside the section about its crate (a heading naming `` `crates/kube` ``
-//! or `` `xtask` ``, up to the next heading of the same or a higher level).
+//! or `` `xtask` ``, up to the next heading of the same or a higher level);
+//! a directory module's `mod.rs` by its directory (`` `systems/` ``).
 //! Crate roots (`lib.rs`, `main.rs`) are their sections' subject and need
 //! no entry; binaries under `src/bin/` do.
 
@@ -21,7 +22,10 @@ pub fn unmapped(root: &Path, map: &str) -> Vec<String> {
                 continue;
             }
             let full = format!("{krate}/src/{rel}");
-            if !map.contains(&full) && !section.contains(&format!("`{rel}`")) {
+            // A directory module's `mod.rs` is named by its directory.
+            let dir = rel.strip_suffix("mod.rs").map(|d| format!("`{d}`"));
+            let named = section.contains(&format!("`{rel}`")) || dir.is_some_and(|d| section.contains(&d));
+            if !map.contains(&full) && !named {
                 out.push(full);
             }
         }
@@ -101,7 +105,7 @@ mod tests {
                        ### `crates/kube`\n\
                        `typed.rs` reads pods; see `crates/apiserver/src/store.rs`.\n\
                        #### details of `crates/kube`\n\
-                       `cluster/apply.rs` too.\n\
+                       `cluster/apply.rs` and `systems/` too.\n\
                        ### `crates/sim`\n\
                        Nothing about `runner.rs` here is kube's.\n";
 
@@ -121,7 +125,8 @@ mod tests {
         let src = root.join("crates/kube/src");
         std::fs::create_dir_all(src.join("cluster")).unwrap();
         std::fs::write(root.join("crates/kube/Cargo.toml"), "").unwrap();
-        for f in ["lib.rs", "typed.rs", "watch.rs", "cluster/apply.rs"] {
+        std::fs::create_dir_all(src.join("systems")).unwrap();
+        for f in ["lib.rs", "typed.rs", "watch.rs", "cluster/apply.rs", "systems/mod.rs"] {
             std::fs::write(src.join(f), "").unwrap();
         }
         let missing = unmapped(&root, MAP);
