@@ -239,11 +239,6 @@ fn causes_json(causes: &[Cause]) -> Value {
     )
 }
 
-/// Shorthand for a 422 with one cause.
-pub fn invalid(kind: &str, group: &str, name: &str, cause: Cause) -> ApiError {
-    ApiError::Invalid { kind: kind.to_string(), group: group.to_string(), name: name.to_string(), causes: vec![cause] }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,7 +251,12 @@ mod tests {
         assert_eq!(s["details"]["kind"], "leases");
         assert_eq!(s["details"]["group"], "coordination.k8s.io");
         assert_eq!(s["code"], 404);
-        let e = invalid("Node", "", "n", Cause::new("FieldValueRequired", "metadata.name", "Required value"));
+        let e = ApiError::Invalid {
+            kind: "Node".into(),
+            group: String::new(),
+            name: "n".into(),
+            causes: vec![Cause::new("FieldValueRequired", "metadata.name", "Required value")],
+        };
         assert_eq!(e.status()["message"], "Node \"n\" is invalid: metadata.name: Required value");
         let e = ApiError::TooManyRequests { message: "slow down".into(), retry_after: Some(3), causes: vec![] };
         assert_eq!(e.status()["details"]["retryAfterSeconds"], 3);

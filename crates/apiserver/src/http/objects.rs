@@ -7,8 +7,6 @@
 //! validation the API server does for the fields nodewarden and kubectl
 //! write answers 422 with upstream's field paths and wording.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Cause};
@@ -499,14 +497,6 @@ pub fn init_metadata(v: &mut Value, namespace: &str, uid: String, created: Strin
             meta.insert("generation".into(), json!(1));
         }
     }
-}
-
-/// Labels of an object.
-pub fn labels(v: &Value) -> BTreeMap<String, String> {
-    v.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
-        .unwrap_or_default()
 }
 
 /// Fills the names of a `generateName` object: `prefix` + 5 characters.
