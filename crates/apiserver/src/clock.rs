@@ -70,7 +70,7 @@ impl TimeBase {
 /// Unix time now, in nanoseconds, on the process's clock
 /// ([`nodewarden_model::wall`]: faster than real time under `cargo xtask
 /// wire`).
-pub fn unix_now_nanos() -> i64 {
+pub(crate) fn unix_now_nanos() -> i64 {
     nodewarden_model::wall::unix_now_nanos()
 }
 

@@ -30,7 +30,7 @@ use crate::clock::TimeBase;
 use crate::resource::Kind;
 
 /// An open journal.
-pub struct Journal {
+pub(crate) struct Journal {
     time: TimeBase,
     out: Mutex<Option<BufWriter<File>>>,
 }
