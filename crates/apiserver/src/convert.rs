@@ -1,9 +1,12 @@
 //! Full Kubernetes objects (JSON) to and from what nodewarden's engine
-//! observes: [`NodeSnapshot`], [`PodSnapshot`] and a Lease's renew time.
+//! observes: [`NodeSnapshot`] and [`PodSnapshot`].
 //!
 //! One module, so the served cluster, the in-process controller and (later)
 //! the kube adapter read objects the same way. Reading never fails: a
 //! missing or malformed field reads as absent, as the engine expects.
+//!
+//! Invariant: what these functions write is a whole object as a real
+//! cluster would hold it, and reading one back gives what was written.
 
 use std::collections::BTreeMap;
 
@@ -132,7 +135,9 @@ fn resource_version(meta: &Value) -> u64 {
     meta.get("resourceVersion").and_then(Value::as_str).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
-/// What the engine reads of a Node.
+/// What the engine reads of a Node, as the simulator reads it: for the
+/// served cluster's own kubelets and scheduler, and for judging a served
+/// run (`cargo xtask wire`) by replay's rules.
 pub fn node_snapshot(v: &Value, time: &TimeBase) -> NodeSnapshot {
     let meta = &v["metadata"];
     NodeSnapshot {
@@ -179,7 +184,8 @@ pub(crate) fn pod_ready(v: &Value) -> Option<bool> {
         .map(|c| s(c, "status") == "True")
 }
 
-/// What the engine reads of a Pod.
+/// What the engine reads of a Pod, as the simulator reads it: for judging
+/// a served run (`cargo xtask wire`) by replay's rules.
 pub fn pod_snapshot(v: &Value) -> PodSnapshot {
     let meta = &v["metadata"];
     PodSnapshot {
@@ -216,7 +222,8 @@ pub(crate) fn resources_json(allocatable: Option<nodewarden_model::Resources>) -
     }
 }
 
-/// A whole Node as a kubelet registers it, from what the simulator holds.
+/// A whole Node as a kubelet registers it, from what the simulator holds,
+/// so tests can store nodes exactly as the served cluster writes its own.
 pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> Value {
     let mut labels = n.labels.clone();
     labels.entry("kubernetes.io/hostname".into()).or_insert_with(|| n.name.clone());
@@ -262,7 +269,8 @@ pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> 
     })
 }
 
-/// A whole running Pod, from what the simulator holds.
+/// A whole running Pod, from what the simulator holds, so tests can store
+/// pods exactly as the served cluster writes its own.
 pub fn pod_json(
     p: &PodSnapshot,
     uid: &str,

@@ -2,6 +2,11 @@
 //! and messages the real API server uses, so clients' error handling
 //! (`IsNotFound`, `IsConflict`, retry on 429 with `Retry-After`, relist on
 //! 410) works unchanged.
+//!
+//! This is the API's vocabulary of refusals, shared by the domain and the
+//! HTTP layer; turning one into an HTTP answer is the HTTP layer's.
+//! Invariant: an error's code, reason and message are upstream's for the
+//! same refusal.
 
 use serde_json::{Value, json};
 
@@ -23,7 +28,8 @@ impl Cause {
     }
 }
 
-/// An error the API answers with.
+/// An error the API answers with. Domain code refuses in these terms too,
+/// so an HTTP client and the in-process controller are told the same.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
     /// 400: the request cannot be understood (malformed JSON, wrong kind,

@@ -15,6 +15,9 @@
 //! replaced, nor are bare pods. It follows the store's changes from the
 //! resourceVersion it last saw, so a dropped or lagging subscription
 //! misses nothing (a gap beyond the store's window is logged).
+//!
+//! Invariant: an owned pod is replaced at most once per deletion, and
+//! nothing is recreated into a namespace that is going.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! Label and field selectors, as `labels.Parse` and `fields.ParseSelector`
 //! read them.
+//!
+//! Invariant: a selector that parses selects as upstream's would; one that
+//! does not is refused (400) with upstream's wording, never read loosely.
 
 use crate::error::ApiError;
 

@@ -191,7 +191,8 @@ impl Served {
         self.http.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    /// The API faults, to inject by hand.
+    /// The API faults, for a test (or the cli) to inject by hand beside
+    /// the planned ones.
     pub fn faults(&self) -> &ApiFaults {
         &self.shared.faults
     }
@@ -222,12 +223,14 @@ impl Served {
         self.credentials.as_deref().map(Credentials::token)
     }
 
-    /// The status line now.
+    /// The status line now, for a terminal that shows the cluster without
+    /// being a client of it.
     pub fn status(&self) -> StatusLine {
         self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    /// Stops serving and driving.
+    /// Stops serving and driving, so a test can end one cluster and start
+    /// another in the same process.
     pub fn stop(self) {
         for t in self.tasks {
             t.abort();
@@ -235,13 +238,15 @@ impl Served {
     }
 }
 
-/// A kubeconfig for a server at `url` (plain HTTP, no credentials).
+/// A kubeconfig for a server at `url` (plain HTTP, no credentials), for
+/// tools that reach a served cluster without its own [`Served`].
 pub fn kubeconfig(url: &str) -> String {
     kubeconfig_with(url, "", " {}")
 }
 
 /// A kubeconfig for an HTTPS server at `url` whose certificate `ca_pem`
-/// signed, for the user holding `token`.
+/// signed, for the user holding `token`: what a client needs to trust the
+/// served cluster, and to be trusted by it.
 pub fn secure_kubeconfig(url: &str, ca_pem: &str, token: &str) -> String {
     use base64::Engine as _;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);

@@ -17,6 +17,11 @@
 //! - it lives on the Unix clock, as the adapter does: its `now`, and every
 //!   time it reads or writes, is Unix time ([`TimeBase::unix_timestamp`]),
 //!   while the simulated cluster keeps its own clock ([`TimeBase`]).
+//!
+//! Invariant: every action is judged against the stored object under the
+//! store's lock, with the same preconditions an HTTP client's write meets
+//! (uid, budgets through the eviction), and faults refuse it as they would
+//! refuse that client.
 
 use std::collections::HashSet;
 use std::sync::{Arc, MutexGuard};

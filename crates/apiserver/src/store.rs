@@ -25,7 +25,8 @@ use tokio::sync::broadcast;
 use crate::error::ApiError;
 use crate::resource::Kind;
 
-/// A stored object.
+/// A stored object: its JSON as clients get it, with what lists, watches
+/// and selectors need kept beside it so they never parse it again.
 #[derive(Debug)]
 pub struct Obj {
     /// `namespace/name`, or `name` for cluster-scoped kinds: the etcd key
@@ -178,7 +179,8 @@ impl Obj {
     }
 }
 
-/// The kind of a watch event.
+/// The kind of a watch event, as the change feed reports it to followers
+/// of the store (the HTTP watches, the in-process controller, tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
     /// Created.
@@ -200,7 +202,8 @@ impl EventType {
     }
 }
 
-/// One change, as watchers receive it.
+/// One change, as watchers receive it: with the object before, so a
+/// filtered watch can tell an object leaving its filter from one changing.
 #[derive(Debug)]
 pub struct Change {
     /// The resourceVersion of the change.
@@ -250,7 +253,9 @@ struct Table {
     dict: Option<Arc<[u8]>>,
 }
 
-/// Store limits.
+/// Store limits: how much history and how many snapshots a served
+/// cluster keeps, so a large fleet fits in memory and tests can make a
+/// watch fall out of the window on purpose.
 #[derive(Clone, Copy, Debug)]
 pub struct StoreLimits {
     /// Changes kept per kind for watch resume (upstream's watch cache keeps
@@ -280,13 +285,16 @@ impl Default for StoreLimits {
     }
 }
 
-/// The store.
+/// The store: the one place the cluster's state lives, so that every
+/// reader (HTTP, kubelets, the in-process controller, tests) sees one
+/// history of resourceVersions.
 pub struct Store {
     inner: Mutex<Inner>,
     journal: std::sync::OnceLock<Arc<crate::journal::Journal>>,
 }
 
-/// The store under its lock.
+/// The store under its lock: reads and writes through it are atomic
+/// with each other, as etcd's transactions are.
 pub struct Inner {
     rv: u64,
     uid_seq: u64,
@@ -430,7 +438,8 @@ impl Store {
 /// the status line never parse a node to read it. Not selectable.
 pub(crate) const NODE_READY: &str = "nodewarden.internal/ready";
 
-/// An object's labels.
+/// An object's labels, kept apart from its JSON so selectors read them
+/// without parsing it.
 #[derive(Debug, Default)]
 pub struct Labels(pub Box<[(Box<str>, Box<str>)]>);
 
@@ -489,7 +498,8 @@ fn labels_of(v: &Value) -> Labels {
     )
 }
 
-/// The store key of an object.
+/// The store key of an object: `namespace/name`, or `name` alone for a
+/// cluster-scoped one, so one kind's keys sort by namespace first.
 pub fn key_of(namespace: &str, name: &str) -> String {
     if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") }
 }

@@ -15,6 +15,9 @@
 //! a kind the document has no schema for, the server still validates every
 //! item it is sent, and `kubectl explain` has nothing to read, which
 //! docs/simulation.md says.
+//!
+//! Invariant: the documents list exactly the paths and operations that are
+//! routed (both are read from [`crate::resource`]'s table).
 
 use hyper::header::{CONTENT_TYPE, ETAG, HeaderValue, VARY};
 use hyper::{Response, StatusCode};

@@ -20,6 +20,9 @@
 //! Swagger schema this document uses; anything else is an
 //! [`EncodeError`] (answered 503, as kube-openapi answers when it cannot
 //! produce the document).
+//!
+//! Invariant: the protobuf form says what the JSON form says, or the
+//! document is not served at all.
 
 use hyper::Response;
 use serde_json::{Map, Value, json};

@@ -1,4 +1,8 @@
 //! HTTP plumbing: bodies, responses, query strings and content negotiation.
+//!
+//! Invariant: every refusal goes out as a `metav1.Status` with the
+//! [`ApiError`](crate::error::ApiError)'s code, and `Retry-After` when it
+//! carries one.
 
 use std::collections::HashMap;
 use std::pin::Pin;

@@ -15,7 +15,8 @@ use crate::cluster::ServedCluster;
 /// Upstream's request body limit (3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
-/// How the server behaves.
+/// How the server behaves: the knobs tests turn to make timeouts,
+/// bookmarks and logs happen when they want them.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// A watch without `timeoutSeconds` ends after a random time between
@@ -42,7 +43,8 @@ pub struct ServerConfig {
     pub security: Security,
 }
 
-/// One write the server accepted: when, by which client, what.
+/// One write the server accepted: when, by which client, what, so a test
+/// can tell which replica of a controller wrote, and when.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteRecord {
     /// When the answer was ready (the write had taken effect).
