@@ -282,3 +282,84 @@ fn take_disruption(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TimeBase;
+    use crate::store::StoreLimits;
+
+    /// One Ready pod `default/web-1` (labels `app: web`, uid `u1`) and a
+    /// budget `b` over it needing one healthy pod.
+    fn cluster() -> ServedCluster {
+        let sh = ServedCluster::new(
+            StoreLimits::default(),
+            TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
+            nodewarden_sim::AdmissionDefaults::default(),
+        );
+        let mut s = sh.store.lock();
+        let pod = json!({"metadata": {"name": "web-1", "namespace": "default", "uid": "u1", "labels": {"app": "web"}},
+                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+        s.commit(Kind::Pod, "default/web-1", pod, false);
+        let budget = json!({"metadata": {"name": "b", "namespace": "default", "uid": "bu"},
+                            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        s.commit(Kind::PodDisruptionBudget, "default/b", budget, false);
+        drop(s);
+        sh
+    }
+
+    fn eviction(uid: Option<&str>) -> EvictionRequest<'static> {
+        EvictionRequest { namespace: "default", name: "web-1", uid: uid.map(str::to_string), grace: None, dry: false }
+    }
+
+    /// Each refusal is the verdict of its cause, changes nothing, and is
+    /// worded (code, reason, message, cause) as upstream's Eviction API
+    /// answers it.
+    #[test]
+    fn refusals_change_nothing_and_read_as_upstreams() {
+        let sh = cluster();
+        let rv = sh.store.lock().rv();
+        let refused = evict(&sh, &eviction(None)).err();
+        assert_eq!(refused, Some(EvictionRefused::BudgetExhausted { budget: "b".into(), desired: 1, healthy: 1 }));
+        let status = ApiError::from(refused.unwrap_or(EvictionRefused::ScenarioRefuses)).status();
+        assert_eq!(
+            status,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                   "reason": "TooManyRequests", "code": 429,
+                   "details": {"causes": [{"reason": "DisruptionBudget",
+                       "message": "The disruption budget b needs 1 healthy pods and has 1 currently"}]}})
+        );
+        let wrong_uid = evict(&sh, &eviction(Some("other"))).err();
+        assert_eq!(
+            wrong_uid.map(|r| ApiError::from(r).to_string()).as_deref(),
+            Some(
+                "Operation cannot be fulfilled on pods \"web-1\": Precondition failed: UID in precondition: other, UID in object meta: u1"
+            )
+        );
+        let missing = EvictionRequest { name: "web-2", ..eviction(None) };
+        assert_eq!(evict(&sh, &missing).err().map(|r| ApiError::from(r).code()), Some(404));
+        assert_eq!(sh.store.lock().rv(), rv, "a refused eviction wrote something");
+        assert_eq!(ApiError::from(EvictionRefused::SeveralBudgets).code(), 500);
+    }
+
+    /// With room in the budget the pod goes, and the budget records the
+    /// disruption.
+    #[test]
+    fn an_allowed_eviction_takes_one_disruption_and_deletes_the_pod() {
+        let sh = cluster();
+        {
+            let mut s = sh.store.lock();
+            let Some(b) = s.get(Kind::PodDisruptionBudget, "default/b") else { panic!("no budget") };
+            let mut v = b.value();
+            v["spec"] = json!({"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}});
+            s.commit(Kind::PodDisruptionBudget, "default/b", v, false);
+        }
+        assert_eq!(evict(&sh, &eviction(Some("u1"))), Ok(()));
+        let s = sh.store.lock();
+        assert!(s.get(Kind::Pod, "default/web-1").is_none());
+        let b = s.get(Kind::PodDisruptionBudget, "default/b").map(|b| b.value()).unwrap_or_default();
+        assert_eq!(b["status"]["disruptionsAllowed"], 0);
+        assert!(b["status"]["disruptedPods"]["web-1"].is_string());
+    }
+}

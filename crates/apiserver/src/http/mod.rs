@@ -8,9 +8,10 @@
 //! `crate::binding`, `crate::admission`).
 //!
 //! Invariant: this layer depends on the domain and never the reverse: no
-//! module outside `http` names anything in it but the crate root, which
-//! starts it. A refusal from the domain is answered here, with the code
-//! and body upstream gives it.
+//! module outside `http` names anything in it but the composition root
+//! (`crate::served`, which starts it) and the crate's facade. A refusal
+//! from the domain is answered here, with the code and body upstream
+//! gives it.
 
 mod events;
 mod objects;

@@ -90,3 +90,43 @@ fn binding_refused(why: BindRefused, name: &str) -> ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused binding reads as upstream's: 404 for a missing pod, 409
+    /// on `pods` for a uid precondition, 409 on `pods/binding` otherwise.
+    #[test]
+    fn binding_refusals_read_as_upstreams() {
+        let read = |why| {
+            let e = binding_refused(why, "dns");
+            (e.code(), e.to_string())
+        };
+        assert_eq!(read(BindRefused::NoSuchPod), (404, "pods \"dns\" not found".to_string()));
+        assert_eq!(
+            read(BindRefused::UidMismatch("a".into(), "b".into())),
+            (
+                409,
+                "Operation cannot be fulfilled on pods \"dns\": Precondition failed: UID in precondition: a, UID in object meta: b"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            read(BindRefused::AlreadyBound("n1".into())),
+            (
+                409,
+                "Operation cannot be fulfilled on pods/binding \"dns\": pod dns is already assigned to node \"n1\""
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            read(BindRefused::Terminating),
+            (
+                409,
+                "Operation cannot be fulfilled on pods/binding \"dns\": pod dns is being deleted, cannot be assigned to a host"
+                    .to_string()
+            )
+        );
+    }
+}
