@@ -22,9 +22,10 @@ use crate::store::{Inner, NODE_READY, Obj, Store, StoreLimits};
 
 /// The served cluster, shared by every task that serves or drives it.
 ///
-/// Its fields are public because tests (here and in other crates) look
-/// into the store, read the clock and inject faults directly, as an
-/// operator with access to etcd and the fault switch would.
+/// Its store, clock and faults are public because tests (here and in
+/// other crates) look into the store, read the clock and inject faults
+/// directly, as an operator with access to etcd and the fault switch
+/// would; the rest is the crate's.
 pub struct ServedCluster {
     /// Every object, with the change feed watches and journals read.
     pub store: Store,
@@ -36,7 +37,7 @@ pub struct ServedCluster {
     pub faults: ApiFaults,
     /// The DefaultTolerationSeconds admission plugin's settings, the
     /// scenario's own when it brings some.
-    pub admission: AdmissionDefaults,
+    pub(crate) admission: AdmissionDefaults,
     /// Deletions and evictions the API still refuses, by pod key: a
     /// scenario file's `refuse-deletions: N`, as an admission webhook (or,
     /// for an eviction, a budget) would refuse them.
