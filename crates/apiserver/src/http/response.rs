@@ -1,8 +1,7 @@
 //! HTTP plumbing: bodies, responses, query strings and content negotiation.
 //!
 //! Invariant: every refusal goes out as a `metav1.Status` with the
-//! [`ApiError`](crate::error::ApiError)'s code, and `Retry-After` when it
-//! carries one.
+//! [`ApiError`]'s code, and `Retry-After` when it carries one.
 
 use std::collections::HashMap;
 use std::pin::Pin;

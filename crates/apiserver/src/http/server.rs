@@ -140,7 +140,7 @@ async fn handle(
 }
 
 /// Notes a write in the journal (a node or pod's) and the write log (an
-/// accepted one, when [`ServerConfig::record_writes`] is on).
+/// accepted one, when [`ServerConfig::record_writes`](super::ServerConfig::record_writes) is on).
 fn record_write(sh: &HttpState, method: &Method, path: String, agent: Option<String>, resp: &Response<ResBody>) {
     let is_write = !matches!(*method, Method::GET | Method::HEAD);
     let accepted_write = resp.status().is_success() && is_write;
