@@ -7,10 +7,15 @@
 //! client writes maps back onto the simulator's clock. The in-process
 //! controller lives on Unix time, as the kube adapter does
 //! ([`TimeBase::UNIX`], [`TimeBase::unix_timestamp`]).
+//!
+//! Invariant: a time written through a [`TimeBase`] and read back through
+//! the same one is the same instant (to the format's precision), so what
+//! a client reads and writes back never drifts.
 
 use nodewarden_model::Timestamp;
 
-/// Where the simulator's [`Timestamp::EPOCH`] sits on the Unix time line.
+/// Where the simulator's [`Timestamp::EPOCH`] sits on the Unix time line:
+/// the one anchor that makes the scenario's times real times for clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeBase {
     /// Unix time, in nanoseconds, of `Timestamp::EPOCH`.
@@ -70,7 +75,7 @@ impl TimeBase {
 /// Unix time now, in nanoseconds, on the process's clock
 /// ([`nodewarden_model::wall`]: faster than real time under `cargo xtask
 /// wire`).
-pub fn unix_now_nanos() -> i64 {
+pub(crate) fn unix_now_nanos() -> i64 {
     nodewarden_model::wall::unix_now_nanos()
 }
 
@@ -99,7 +104,8 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// Formats Unix nanoseconds as RFC 3339 UTC.
+/// Formats Unix nanoseconds as RFC 3339 UTC, as the served objects carry
+/// times, for tools that write or compare them.
 pub fn format_rfc3339(unix_nanos: i64, micros: bool) -> String {
     let secs = unix_nanos.div_euclid(NANOS);
     let frac = unix_nanos.rem_euclid(NANOS);
@@ -113,7 +119,8 @@ pub fn format_rfc3339(unix_nanos: i64, micros: bool) -> String {
     }
 }
 
-/// Parses RFC 3339 into Unix nanoseconds.
+/// Parses RFC 3339 into Unix nanoseconds: the reverse, for tools that
+/// read the served objects' times.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {

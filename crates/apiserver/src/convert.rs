@@ -1,9 +1,12 @@
 //! Full Kubernetes objects (JSON) to and from what nodewarden's engine
-//! observes: [`NodeSnapshot`], [`PodSnapshot`] and a Lease's renew time.
+//! observes: [`NodeSnapshot`] and [`PodSnapshot`].
 //!
 //! One module, so the served cluster, the in-process controller and (later)
 //! the kube adapter read objects the same way. Reading never fails: a
 //! missing or malformed field reads as absent, as the engine expects.
+//!
+//! Invariant: what these functions write is a whole object as a real
+//! cluster would hold it, and reading one back gives what was written.
 
 use std::collections::BTreeMap;
 
@@ -18,10 +21,10 @@ use serde_json::{Map, Value, json};
 use crate::clock::TimeBase;
 
 /// The namespace of node Leases.
-pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+pub(crate) const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The kubelet version the simulated nodes report.
-pub const KUBELET_VERSION: &str = "v1.33.0-nodewarden-sim";
+pub(crate) const KUBELET_VERSION: &str = "v1.33.0-nodewarden-sim";
 
 fn effect(s: &str) -> Option<TaintEffect> {
     match s {
@@ -45,7 +48,7 @@ fn s<'a>(v: &'a Value, key: &str) -> &'a str {
 }
 
 /// A taint as the API writes it.
-pub fn taint_json(t: &Taint, time: &TimeBase) -> Value {
+pub(crate) fn taint_json(t: &Taint, time: &TimeBase) -> Value {
     let mut v = json!({"key": t.key, "effect": t.effect.as_str()});
     if !t.value.is_empty() {
         v["value"] = json!(t.value);
@@ -57,7 +60,7 @@ pub fn taint_json(t: &Taint, time: &TimeBase) -> Value {
 }
 
 /// A taint from the API; `None` for an unknown effect.
-pub fn taint(v: &Value, time: &TimeBase) -> Option<Taint> {
+pub(crate) fn taint(v: &Value, time: &TimeBase) -> Option<Taint> {
     Some(Taint {
         key: s(v, "key").to_string(),
         value: s(v, "value").to_string(),
@@ -67,7 +70,7 @@ pub fn taint(v: &Value, time: &TimeBase) -> Option<Taint> {
 }
 
 /// A toleration as the API writes it.
-pub fn toleration_json(t: &Toleration) -> Value {
+pub(crate) fn toleration_json(t: &Toleration) -> Value {
     let mut v = Map::new();
     if !t.key.is_empty() {
         v.insert("key".into(), json!(t.key));
@@ -92,7 +95,7 @@ pub fn toleration_json(t: &Toleration) -> Value {
 }
 
 /// A toleration from the API.
-pub fn toleration(v: &Value) -> Toleration {
+pub(crate) fn toleration(v: &Value) -> Toleration {
     Toleration {
         key: s(v, "key").to_string(),
         operator: if s(v, "operator") == "Exists" { TolerationOperator::Exists } else { TolerationOperator::Equal },
@@ -103,7 +106,7 @@ pub fn toleration(v: &Value) -> Toleration {
 }
 
 /// A node condition as the API writes it.
-pub fn condition_json(c: &NodeCondition, time: &TimeBase) -> Value {
+pub(crate) fn condition_json(c: &NodeCondition, time: &TimeBase) -> Value {
     json!({
         "type": c.kind.as_str(),
         "status": c.status.as_str(),
@@ -132,7 +135,9 @@ fn resource_version(meta: &Value) -> u64 {
     meta.get("resourceVersion").and_then(Value::as_str).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
-/// What the engine reads of a Node.
+/// What the engine reads of a Node, as the simulator reads it: for the
+/// served cluster's own kubelets and scheduler, and for judging a served
+/// run (`cargo xtask wire`) by replay's rules.
 pub fn node_snapshot(v: &Value, time: &TimeBase) -> NodeSnapshot {
     let meta = &v["metadata"];
     NodeSnapshot {
@@ -158,28 +163,29 @@ pub fn node_snapshot(v: &Value, time: &TimeBase) -> NodeSnapshot {
 }
 
 /// A string map (labels, annotations).
-pub fn string_map(v: &Value) -> BTreeMap<String, String> {
+pub(crate) fn string_map(v: &Value) -> BTreeMap<String, String> {
     v.as_object()
         .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
         .unwrap_or_default()
 }
 
 /// True when the pod is owned (as controller) by a DaemonSet.
-pub fn owned_by_daemonset(v: &Value) -> bool {
+pub(crate) fn owned_by_daemonset(v: &Value) -> bool {
     v.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|refs| {
         refs.iter().any(|r| s(r, "kind") == "DaemonSet" && r.get("controller").and_then(Value::as_bool) == Some(true))
     })
 }
 
 /// The pod's Ready condition.
-pub fn pod_ready(v: &Value) -> Option<bool> {
+pub(crate) fn pod_ready(v: &Value) -> Option<bool> {
     v.pointer("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| s(c, "type") == "Ready"))
         .map(|c| s(c, "status") == "True")
 }
 
-/// What the engine reads of a Pod.
+/// What the engine reads of a Pod, as the simulator reads it: for judging
+/// a served run (`cargo xtask wire`) by replay's rules.
 pub fn pod_snapshot(v: &Value) -> PodSnapshot {
     let meta = &v["metadata"];
     PodSnapshot {
@@ -200,20 +206,15 @@ pub fn pod_snapshot(v: &Value) -> PodSnapshot {
     }
 }
 
-/// A Lease's `spec.renewTime`.
-pub fn lease_renew(v: &Value, time: &TimeBase) -> Option<Timestamp> {
-    v.pointer("/spec/renewTime").and_then(Value::as_str).and_then(|t| time.parse(t))
-}
-
 /// A node's internal IP, made from its index.
-pub fn node_ip(index: usize) -> String {
+pub(crate) fn node_ip(index: usize) -> String {
     format!("10.{}.{}.{}", 64 + (index >> 16) % 64, (index >> 8) & 0xff, index & 0xff)
 }
 
 /// A node's `status.allocatable` (and capacity): what the simulator gave
 /// it (a scenario's, for the scheduler and the rescheduler), or, when it
 /// gave nothing, a common 8-core machine.
-pub fn resources_json(allocatable: Option<nodewarden_model::Resources>) -> Value {
+pub(crate) fn resources_json(allocatable: Option<nodewarden_model::Resources>) -> Value {
     match allocatable {
         Some(a) => json!({"cpu": format!("{}m", a.cpu_millis), "memory": a.memory_bytes.to_string(),
                           "pods": a.pods.to_string(), "ephemeral-storage": "100Gi"}),
@@ -221,7 +222,8 @@ pub fn resources_json(allocatable: Option<nodewarden_model::Resources>) -> Value
     }
 }
 
-/// A whole Node as a kubelet registers it, from what the simulator holds.
+/// A whole Node as a kubelet registers it, from what the simulator holds,
+/// so tests can store nodes exactly as the served cluster writes its own.
 pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> Value {
     let mut labels = n.labels.clone();
     labels.entry("kubernetes.io/hostname".into()).or_insert_with(|| n.name.clone());
@@ -267,7 +269,8 @@ pub fn node_json(n: &NodeSnapshot, uid: &str, index: usize, time: &TimeBase) -> 
     })
 }
 
-/// A whole running Pod, from what the simulator holds.
+/// A whole running Pod, from what the simulator holds, so tests can store
+/// pods exactly as the served cluster writes its own.
 pub fn pod_json(
     p: &PodSnapshot,
     uid: &str,
@@ -333,7 +336,7 @@ pub fn pod_json(
 
 /// A scenario file's PodDisruptionBudget as the API holds it (its status
 /// is the served disruption controller's, [`crate::pdb::refresh`]).
-pub fn budget_json(
+pub(crate) fn budget_json(
     b: &nodewarden_sim::scenario::BudgetSpec,
     ns: &str,
     name: &str,
@@ -456,7 +459,7 @@ fn with_scheduling(v: &mut Value, s: &PodScheduling, unbound: bool, time: &TimeB
 }
 
 /// The status a kubelet posts for a pod it runs (or Pending when unbound).
-pub fn running_status(
+pub(crate) fn running_status(
     running: bool,
     ready: bool,
     started: Timestamp,
@@ -500,7 +503,7 @@ pub fn running_status(
 }
 
 /// A node's Lease, as its kubelet keeps it.
-pub fn lease_json(
+pub(crate) fn lease_json(
     node: &str,
     node_uid: &str,
     uid: &str,
@@ -512,7 +515,7 @@ pub fn lease_json(
 }
 
 /// A node's Lease created at `created`.
-pub fn lease_json_created(
+pub(crate) fn lease_json_created(
     node: &str,
     node_uid: &str,
     uid: &str,
@@ -588,7 +591,5 @@ mod tests {
         };
         let v = pod_json(&pod, "pu", t(0), Some("10.0.0.1"), "10.1.0.1", &time);
         assert_eq!(pod_snapshot(&v), pod);
-        let l = lease_json("n1", "u", "lu", t(7), 40, &time);
-        assert_eq!(lease_renew(&l, &time), Some(t(7)));
     }
 }

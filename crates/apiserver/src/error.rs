@@ -2,6 +2,11 @@
 //! and messages the real API server uses, so clients' error handling
 //! (`IsNotFound`, `IsConflict`, retry on 429 with `Retry-After`, relist on
 //! 410) works unchanged.
+//!
+//! This is the API's vocabulary of refusals, shared by the domain and the
+//! HTTP layer; turning one into an HTTP answer is the HTTP layer's.
+//! Invariant: an error's code, reason and message are upstream's for the
+//! same refusal.
 
 use serde_json::{Value, json};
 
@@ -23,7 +28,8 @@ impl Cause {
     }
 }
 
-/// An error the API answers with.
+/// An error the API answers with. Domain code refuses in these terms too,
+/// so an HTTP client and the in-process controller are told the same.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
     /// 400: the request cannot be understood (malformed JSON, wrong kind,
@@ -239,11 +245,6 @@ fn causes_json(causes: &[Cause]) -> Value {
     )
 }
 
-/// Shorthand for a 422 with one cause.
-pub fn invalid(kind: &str, group: &str, name: &str, cause: Cause) -> ApiError {
-    ApiError::Invalid { kind: kind.to_string(), group: group.to_string(), name: name.to_string(), causes: vec![cause] }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,7 +257,12 @@ mod tests {
         assert_eq!(s["details"]["kind"], "leases");
         assert_eq!(s["details"]["group"], "coordination.k8s.io");
         assert_eq!(s["code"], 404);
-        let e = invalid("Node", "", "n", Cause::new("FieldValueRequired", "metadata.name", "Required value"));
+        let e = ApiError::Invalid {
+            kind: "Node".into(),
+            group: String::new(),
+            name: "n".into(),
+            causes: vec![Cause::new("FieldValueRequired", "metadata.name", "Required value")],
+        };
         assert_eq!(e.status()["message"], "Node \"n\" is invalid: metadata.name: Required value");
         let e = ApiError::TooManyRequests { message: "slow down".into(), retry_after: Some(3), causes: vec![] };
         assert_eq!(e.status()["details"]["retryAfterSeconds"], 3);

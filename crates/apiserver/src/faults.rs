@@ -3,6 +3,10 @@
 //! `Retry-After`, added latency, and dropped watches. The simulated
 //! kubelets live inside the server and are not affected, as in the
 //! simulator's own control-plane outage.
+//!
+//! Invariant: a fault acts only on what goes through the API (HTTP
+//! requests and watches, the in-process controller's writes and watches);
+//! it never changes the store.
 
 use std::fmt;
 use std::str::FromStr;
@@ -14,7 +18,8 @@ use tokio::sync::watch;
 
 use crate::error::ApiError;
 
-/// One kind of API fault.
+/// One kind of API fault: the troubles a real control plane gives its
+/// clients, so their handling of each can be tested on purpose.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ApiFault {
     /// The API server is gone: new connections are closed at once, open
@@ -61,7 +66,8 @@ impl fmt::Display for ApiFault {
     }
 }
 
-/// A fault at an offset from the start, for a while.
+/// A fault at an offset from the start, for a while: the API's fault plan,
+/// played out on the wall clock beside the scenario's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannedApiFault {
     /// When it starts, from the server's start.
@@ -174,7 +180,8 @@ impl FaultTarget {
     }
 }
 
-/// The faults in force now.
+/// The faults in force now. One switchboard, read by every request, watch
+/// and in-process write, so a fault hits every client alike.
 pub struct ApiFaults {
     active: Mutex<(Vec<Active>, u64)>,
     drops: watch::Sender<u64>,

@@ -4,45 +4,63 @@
 //! file's cluster) whose kubelets heartbeat on the wall clock, its fault
 //! plan played out in real time, served over the Kubernetes REST and watch
 //! protocol (JSON) on loopback, over HTTPS with a bearer token by default
-//! ([`tls`]), so kubectl, kube-rs and client-go programs work against it
-//! unchanged with the kubeconfig it writes. It makes no lifecycle decision of its own:
-//! with `--controller`, nodewarden's engine runs in-process through the same
-//! [`nodewarden_controller::Controller`] loop as everywhere else, and its
-//! actions land through [`ServedApi`], an implementation of
-//! [`nodewarden_controller::ClusterApi`] over the store.
+//! ([`Security`]), so kubectl, kube-rs and client-go programs work against
+//! it unchanged with the kubeconfig it writes. It makes no lifecycle
+//! decision of its own: with `--controller`, nodewarden's engine runs
+//! in-process through the same [`nodewarden_controller::Controller`] loop
+//! as everywhere else, its actions landing on the store as a client's
+//! writes would.
+//!
+//! Layers, each depending only on those before it:
+//! - foundations: [`clock`], `error` (the API's refusals), `resource`
+//!   (the served kinds), `selector`, [`convert`], [`journal`], [`store`],
+//!   `faults`;
+//! - the domain: `cluster` ([`ServedCluster`]: store, clock, faults,
+//!   admission settings), `admission`, `kubelets`, `pdb`, `binding`,
+//!   `scheduler`, `recreate`, `populate`, `served_api` (the in-process
+//!   controller's side), `driver` (the cluster in motion);
+//! - `http`: the wire protocol over the domain;
+//! - `served`: the composition root ([`Served`]).
+//!
+//! The public surface is what `nodewarden sim --serve` and the tests of
+//! other crates use: start and stop a cluster, reach its store, clock and
+//! faults, and read or write objects as the served cluster writes them.
 
-pub mod binding;
+mod admission;
+mod binding;
 pub mod clock;
+mod cluster;
 pub mod convert;
-pub mod error;
-pub mod events;
-pub mod faults;
-pub mod http;
+mod driver;
+mod error;
+mod faults;
+mod http;
 pub mod journal;
-pub mod objects;
-pub mod openapi;
-pub mod openapi_v2;
-pub mod patch;
-pub mod pdb;
-pub mod protobuf;
-pub mod recreate;
-pub mod request_log;
-pub mod resource;
-pub mod scheduler;
-pub mod selector;
-pub mod served_api;
-pub mod server;
+mod kubelets;
+mod pdb;
+mod populate;
+mod recreate;
+mod resource;
+mod scheduler;
+mod selector;
+mod served;
+mod served_api;
 pub mod store;
-pub mod table;
-pub mod tls;
-pub mod world;
 
 pub use clock::TimeBase;
+pub use cluster::ServedCluster;
+pub use driver::StatusLine;
 pub use error::ApiError;
 pub use faults::{ApiFault, ApiFaults, FaultTarget, PlannedApiFault};
-pub use request_log::RequestRecord;
-pub use served_api::ServedApi;
-pub use server::{ServerConfig, WriteRecord};
+pub use http::{RequestRecord, Security, ServerConfig, TlsError, WriteRecord};
+pub use populate::ServeSource;
+pub use resource::Kind;
+pub use served::{ServeError, ServeOptions, Served, kubeconfig, secure_kubeconfig};
 pub use store::StoreLimits;
-pub use tls::{Credentials, Security};
-pub use world::{ServeError, ServeOptions, ServeSource, Served, StatusLine, kubeconfig, secure_kubeconfig};
+
+/// What tests need beyond the public surface.
+pub mod testing {
+    /// A CA of its own, for a test that checks a client trusting another
+    /// CA is refused at the handshake.
+    pub use crate::http::tls::new_ca;
+}

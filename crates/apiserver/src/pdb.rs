@@ -1,19 +1,22 @@
 //! PodDisruptionBudgets: the disruption controller's status (computed
-//! here from the pods) and the Eviction API, which answers 429 when a
-//! budget forbids, as upstream does.
+//! here from the pods) and the eviction of a pod under them, refused when
+//! a budget forbids it, as upstream's Eviction API refuses it.
+//!
+//! Invariant: a refused eviction changes nothing; an accepted one takes
+//! one disruption from the budget (of a healthy pod) and deletes the pod,
+//! in one hold of the store's lock. The verdict is a [`EvictionRefused`],
+//! which HTTP clients and the in-process controller both see worded as
+//! the API words it ([`ApiError`]).
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use hyper::Response;
 use serde_json::{Value, json};
 
+use crate::cluster::{ServedCluster, mark_graceful};
 use crate::convert;
 use crate::error::{ApiError, Cause};
-use crate::http::{self, ResBody};
 use crate::resource::Kind;
 use crate::selector::{LabelReq, LabelSelector};
-use crate::server::Shared;
 use crate::store::{Inner, Obj, key_of};
 
 /// A PDB's `spec.selector` as a label selector; `None` when malformed.
@@ -78,7 +81,7 @@ pub fn numbers(s: &Inner, pdb: &Obj) -> (i64, i64, i64) {
 }
 
 /// Recomputes every budget's status; writes only those that changed.
-pub fn refresh(sh: &Shared) {
+pub fn refresh(sh: &ServedCluster) {
     let mut s = sh.store.lock();
     let pdbs: Vec<Arc<Obj>> = s.snapshot(Kind::PodDisruptionBudget).iter_from("", None).cloned().collect();
     for pdb in pdbs {
@@ -109,31 +112,38 @@ pub fn refresh(sh: &Shared) {
     }
 }
 
-/// `deleteOptions.gracePeriodSeconds`: `None` when absent (the pod's
-/// own), a negative value reads as 1 s (as upstream's `BeforeDelete`
-/// coerces it), anything but an integer is refused.
-pub fn grace_period(opts: &Value) -> Result<Option<i64>, ApiError> {
-    match opts.get("gracePeriodSeconds") {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => match x.as_i64() {
-            Some(n) => Ok(Some(if n < 0 { 1 } else { n })),
-            None => Err(ApiError::BadRequest(format!("gracePeriodSeconds: {x} is not an integer"))),
-        },
-    }
-}
-
-/// The served kubelets stop a pod at once, so a deleted pod is removed
-/// without waiting. When the deletion asked for a grace period, the pod's
-/// last state says so, as a real API server's would while it terminated:
-/// `deletionTimestamp` and `deletionGracePeriodSeconds`, which watchers
-/// see in the DELETED event (and tests check the grace sent by).
-pub fn mark_graceful(pod: &mut Value, grace: Option<i64>, now: &str) {
-    let Some(grace) = grace else { return };
-    let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut) else { return };
-    if meta.get("deletionTimestamp").is_none_or(Value::is_null) {
-        meta.insert("deletionTimestamp".into(), json!(now));
-        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
-    }
+/// Why an eviction was refused. Each has the code and wording upstream's
+/// Eviction API answers with (see the [`ApiError`] it converts to).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionRefused {
+    /// No pod of that name.
+    NoSuchPod {
+        /// The pod's name.
+        name: String,
+    },
+    /// The eviction's uid precondition names another pod.
+    UidMismatch {
+        /// The pod's name.
+        name: String,
+        /// The uid the eviction asked for.
+        precondition: String,
+        /// The stored pod's uid.
+        actual: String,
+    },
+    /// The scenario refuses this eviction (`refuse-deletions`).
+    ScenarioRefuses,
+    /// More than one budget selects the pod, which upstream does not
+    /// support.
+    SeveralBudgets,
+    /// The pod's budget allows no disruption now.
+    BudgetExhausted {
+        /// The budget's name.
+        budget: String,
+        /// Healthy pods it needs.
+        desired: i64,
+        /// Healthy pods it has.
+        healthy: i64,
+    },
 }
 
 /// The Eviction API's refusal for a budget (429 with a `DisruptionBudget`
@@ -146,79 +156,79 @@ fn budget_refusal(why: String) -> ApiError {
     }
 }
 
-/// `POST pods/{name}/eviction`.
-pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Result<Response<ResBody>, ApiError> {
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
-    let av = body.get("apiVersion").and_then(Value::as_str).unwrap_or("policy/v1");
-    if kind != "Eviction" || !matches!(av, "policy/v1" | "policy/v1beta1") {
-        return Err(ApiError::BadRequest(format!("{kind} in version {av:?} cannot be handled as an Eviction")));
+impl From<EvictionRefused> for ApiError {
+    fn from(r: EvictionRefused) -> ApiError {
+        match r {
+            EvictionRefused::NoSuchPod { name } => ApiError::NotFound { resource: "pods".into(), name },
+            EvictionRefused::UidMismatch { name, precondition, actual } => ApiError::Conflict {
+                resource: "pods".into(),
+                name,
+                message: format!(
+                    "Precondition failed: UID in precondition: {precondition}, UID in object meta: {actual}"
+                ),
+            },
+            EvictionRefused::ScenarioRefuses => {
+                budget_refusal("the scenario refuses this eviction (refuse-deletions)".to_string())
+            }
+            EvictionRefused::SeveralBudgets => ApiError::Internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+                    .into(),
+            ),
+            EvictionRefused::BudgetExhausted { budget, desired, healthy } => budget_refusal(format!(
+                "The disruption budget {budget} needs {desired} healthy pods and has {healthy} currently"
+            )),
+        }
     }
-    if body.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
-        return Err(ApiError::BadRequest("name in URL does not match name in Eviction object".into()));
-    }
-    let uid_pre = body.pointer("/deleteOptions/preconditions/uid").and_then(Value::as_str).map(str::to_string);
-    let grace = match body.get("deleteOptions") {
-        Some(o) if !o.is_null() => grace_period(o)?,
-        _ => None,
-    };
+}
+
+/// What an eviction asks for, once its request has been read.
+#[derive(Clone, Debug, Default)]
+pub struct EvictionRequest<'a> {
+    /// The pod's namespace.
+    pub namespace: &'a str,
+    /// The pod's name.
+    pub name: &'a str,
+    /// `deleteOptions.preconditions.uid`.
+    pub uid: Option<String>,
+    /// The grace period the deletion asks for (already coerced as
+    /// upstream does), `None` for the pod's own.
+    pub grace: Option<i64>,
+    /// `dryRun=All`: judge, change nothing.
+    pub dry: bool,
+}
+
+/// Evicts a pod as upstream's Eviction API does: refused when its budget
+/// allows no disruption; otherwise one disruption is taken from the budget
+/// (for a healthy pod) and the pod is deleted (or starts terminating
+/// through its grace, see [`ServedCluster::graceful_deletion`]). A pod
+/// already terminating gracefully is left as it is and the eviction
+/// succeeds.
+pub fn evict(sh: &ServedCluster, req: &EvictionRequest<'_>) -> Result<(), EvictionRefused> {
+    let &EvictionRequest { namespace: ns, name, grace, dry, .. } = req;
     let mut s = sh.store.lock();
     let key = key_of(ns, name);
-    let pod =
-        s.get(Kind::Pod, &key).ok_or_else(|| ApiError::NotFound { resource: "pods".into(), name: name.into() })?;
-    if let Some(uid) = uid_pre
-        && uid != pod.uid
+    let pod = s.get(Kind::Pod, &key).ok_or_else(|| EvictionRefused::NoSuchPod { name: name.into() })?;
+    if let Some(uid) = &req.uid
+        && *uid != pod.uid
     {
-        return Err(ApiError::Conflict {
-            resource: "pods".into(),
+        return Err(EvictionRefused::UidMismatch {
             name: name.into(),
-            message: format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", pod.uid),
+            precondition: uid.clone(),
+            actual: pod.uid.clone(),
         });
     }
     if sh.terminating_gracefully(&key) {
         // Evicted (or deleted) already and within its grace: nothing more.
-        return Ok(http::json_response(
-            201,
-            Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#),
-        ));
+        return Ok(());
     }
     if !dry && sh.refuses_deletion(&key) {
-        return Err(budget_refusal("the scenario refuses this eviction (refuse-deletions)".to_string()));
+        return Err(EvictionRefused::ScenarioRefuses);
     }
     let pv = pod.value();
     let terminal = matches!(pv.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
     let terminating = pv.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
     if !terminal && !terminating {
-        let prefix = format!("{ns}/");
-        let budgets: Vec<Arc<Obj>> = s
-            .snapshot(Kind::PodDisruptionBudget)
-            .iter_from("", Some(&prefix))
-            .filter(|b| selector(&b.value()).is_some_and(|sel| sel.matches_with(|k| pod.labels.get(k))))
-            .cloned()
-            .collect();
-        if budgets.len() > 1 {
-            return Err(ApiError::Internal(
-                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
-                    .into(),
-            ));
-        }
-        if let Some(b) = budgets.first() {
-            let (_, healthy, desired) = numbers(&s, b);
-            let pod_healthy = convert::pod_ready(&pv) == Some(true);
-            let allowed = healthy - desired;
-            let ok = if pod_healthy { allowed > 0 } else { healthy >= desired };
-            if !ok {
-                return Err(budget_refusal(format!(
-                    "The disruption budget {} needs {desired} healthy pods and has {healthy} currently",
-                    b.name()
-                )));
-            }
-            if !dry && pod_healthy {
-                let mut bv = b.value();
-                bv["status"]["disruptionsAllowed"] = json!((allowed - 1).max(0));
-                bv["status"]["disruptedPods"][name] = json!(sh.time.time(sh.time.now()));
-                s.commit(Kind::PodDisruptionBudget, &b.key, bv, false);
-            }
-        }
+        take_disruption(sh, &mut s, &pod, &pv, ns, name, dry)?;
     }
     if !dry {
         let mut pv = pv;
@@ -232,9 +242,124 @@ pub fn evict(sh: &Shared, body: Value, dry: bool, ns: &str, name: &str) -> Resul
             }
         }
     }
-    drop(s);
-    Ok(http::json_response(
-        201,
-        Bytes::from_static(br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#),
-    ))
+    Ok(())
+}
+
+/// The budget's part of an eviction: refused when the pod's budget allows
+/// no disruption; a healthy pod's eviction takes one (unless dry).
+fn take_disruption(
+    sh: &ServedCluster,
+    s: &mut Inner,
+    pod: &Obj,
+    pv: &Value,
+    ns: &str,
+    name: &str,
+    dry: bool,
+) -> Result<(), EvictionRefused> {
+    let prefix = format!("{ns}/");
+    let budgets: Vec<Arc<Obj>> = s
+        .snapshot(Kind::PodDisruptionBudget)
+        .iter_from("", Some(&prefix))
+        .filter(|b| selector(&b.value()).is_some_and(|sel| sel.matches_with(|k| pod.labels.get(k))))
+        .cloned()
+        .collect();
+    if budgets.len() > 1 {
+        return Err(EvictionRefused::SeveralBudgets);
+    }
+    let Some(b) = budgets.first() else { return Ok(()) };
+    let (_, healthy, desired) = numbers(s, b);
+    let pod_healthy = convert::pod_ready(pv) == Some(true);
+    let allowed = healthy - desired;
+    let ok = if pod_healthy { allowed > 0 } else { healthy >= desired };
+    if !ok {
+        return Err(EvictionRefused::BudgetExhausted { budget: b.name().to_string(), desired, healthy });
+    }
+    if !dry && pod_healthy {
+        let mut bv = b.value();
+        bv["status"]["disruptionsAllowed"] = json!((allowed - 1).max(0));
+        bv["status"]["disruptedPods"][name] = json!(sh.time.time(sh.time.now()));
+        s.commit(Kind::PodDisruptionBudget, &b.key, bv, false);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TimeBase;
+    use crate::store::StoreLimits;
+
+    /// One Ready pod `default/web-1` (labels `app: web`, uid `u1`) and a
+    /// budget `b` over it needing one healthy pod.
+    fn cluster() -> ServedCluster {
+        let sh = ServedCluster::new(
+            StoreLimits::default(),
+            TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
+            nodewarden_sim::AdmissionDefaults::default(),
+        );
+        let mut s = sh.store.lock();
+        let pod = json!({"metadata": {"name": "web-1", "namespace": "default", "uid": "u1", "labels": {"app": "web"}},
+                         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+        s.commit(Kind::Pod, "default/web-1", pod, false);
+        let budget = json!({"metadata": {"name": "b", "namespace": "default", "uid": "bu"},
+                            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        s.commit(Kind::PodDisruptionBudget, "default/b", budget, false);
+        drop(s);
+        sh
+    }
+
+    fn eviction(uid: Option<&str>) -> EvictionRequest<'static> {
+        EvictionRequest { namespace: "default", name: "web-1", uid: uid.map(str::to_string), grace: None, dry: false }
+    }
+
+    /// Each refusal is the verdict of its cause, changes nothing, and is
+    /// worded (code, reason, message, cause) as upstream's Eviction API
+    /// answers it.
+    #[test]
+    fn refusals_change_nothing_and_read_as_upstreams() {
+        let sh = cluster();
+        let rv = sh.store.lock().rv();
+        let refused = evict(&sh, &eviction(None)).err();
+        assert_eq!(refused, Some(EvictionRefused::BudgetExhausted { budget: "b".into(), desired: 1, healthy: 1 }));
+        let status = ApiError::from(refused.unwrap_or(EvictionRefused::ScenarioRefuses)).status();
+        assert_eq!(
+            status,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                   "reason": "TooManyRequests", "code": 429,
+                   "details": {"causes": [{"reason": "DisruptionBudget",
+                       "message": "The disruption budget b needs 1 healthy pods and has 1 currently"}]}})
+        );
+        let wrong_uid = evict(&sh, &eviction(Some("other"))).err();
+        assert_eq!(
+            wrong_uid.map(|r| ApiError::from(r).to_string()).as_deref(),
+            Some(
+                "Operation cannot be fulfilled on pods \"web-1\": Precondition failed: UID in precondition: other, UID in object meta: u1"
+            )
+        );
+        let missing = EvictionRequest { name: "web-2", ..eviction(None) };
+        assert_eq!(evict(&sh, &missing).err().map(|r| ApiError::from(r).code()), Some(404));
+        assert_eq!(sh.store.lock().rv(), rv, "a refused eviction wrote something");
+        assert_eq!(ApiError::from(EvictionRefused::SeveralBudgets).code(), 500);
+    }
+
+    /// With room in the budget the pod goes, and the budget records the
+    /// disruption.
+    #[test]
+    fn an_allowed_eviction_takes_one_disruption_and_deletes_the_pod() {
+        let sh = cluster();
+        {
+            let mut s = sh.store.lock();
+            let Some(b) = s.get(Kind::PodDisruptionBudget, "default/b") else { panic!("no budget") };
+            let mut v = b.value();
+            v["spec"] = json!({"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}});
+            s.commit(Kind::PodDisruptionBudget, "default/b", v, false);
+        }
+        assert_eq!(evict(&sh, &eviction(Some("u1"))), Ok(()));
+        let s = sh.store.lock();
+        assert!(s.get(Kind::Pod, "default/web-1").is_none());
+        let b = s.get(Kind::PodDisruptionBudget, "default/b").map(|b| b.value()).unwrap_or_default();
+        assert_eq!(b["status"]["disruptionsAllowed"], 0);
+        assert!(b["status"]["disruptedPods"]["web-1"].is_string());
+    }
 }

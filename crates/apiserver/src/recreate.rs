@@ -15,6 +15,9 @@
 //! replaced, nor are bare pods. It follows the store's changes from the
 //! resourceVersion it last saw, so a dropped or lagging subscription
 //! misses nothing (a gap beyond the store's window is logged).
+//!
+//! Invariant: an owned pod is replaced at most once per deletion, and
+//! nothing is recreated into a namespace that is going.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,8 +29,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 use tracing::{debug, warn};
 
+use crate::cluster::ServedCluster;
 use crate::resource::Kind;
-use crate::server::Shared;
 use crate::store::{Change, EventType, Inner, key_of};
 
 /// Follows pod deletions and creates the replacements.
@@ -93,7 +96,7 @@ pub fn replacement(old: &Value, name: &str, uid: &str, created: &str) -> Value {
 
 impl Recreator {
     /// Follows pod changes from now.
-    pub fn subscribe(sh: &Shared) -> Recreator {
+    pub fn subscribe(sh: &ServedCluster) -> Recreator {
         let mut s = sh.store.lock();
         let rv = s.rv();
         let rx = match s.watch(Kind::Pod, Some(rv)) {
@@ -106,7 +109,7 @@ impl Recreator {
 
     /// Replaces the owned pods deleted (or terminating) since the last
     /// pass; returns how many it created.
-    pub fn pass(&mut self, sh: &Shared, now: Timestamp) -> usize {
+    pub fn pass(&mut self, sh: &ServedCluster, now: Timestamp) -> usize {
         let mut changes: Vec<Arc<Change>> = Vec::new();
         let mut resume = false;
         loop {
@@ -166,7 +169,7 @@ impl Recreator {
 
 /// Creates the replacement of the pod at `key`; false when none could be
 /// named.
-fn recreate(s: &mut Inner, sh: &Shared, key: &str, old: &Value, now: Timestamp) -> bool {
+fn recreate(s: &mut Inner, sh: &ServedCluster, key: &str, old: &Value, now: Timestamp) -> bool {
     let base = replacement_base(key);
     let Some(new_key) =
         (1u64..10_000).map(|n| format!("{base}-r{n}")).find(|k| k != key && s.get(Kind::Pod, k).is_none())
@@ -208,22 +211,15 @@ mod tests {
         v
     }
 
-    fn shared() -> Shared {
-        Shared {
-            store: crate::store::Store::new(crate::store::StoreLimits::default()),
-            time: crate::TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
-            faults: crate::ApiFaults::default(),
-            config: crate::ServerConfig::default(),
-            admission: nodewarden_sim::AdmissionDefaults::default(),
-            addr: std::sync::OnceLock::new(),
-            writes: std::sync::Mutex::new(Vec::new()),
-            requests: std::sync::Mutex::new(Vec::new()),
-            refusals: std::sync::Mutex::new(std::collections::HashMap::new()),
-            graceful: std::sync::Mutex::new(None),
-        }
+    fn shared() -> ServedCluster {
+        ServedCluster::new(
+            crate::store::StoreLimits::default(),
+            crate::TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
+            nodewarden_sim::AdmissionDefaults::default(),
+        )
     }
 
-    fn names(sh: &Shared) -> Vec<String> {
+    fn names(sh: &ServedCluster) -> Vec<String> {
         sh.store.lock().snapshot(Kind::Pod).iter_from("", None).map(|o| o.key.clone()).collect()
     }
 

@@ -1,9 +1,13 @@
 //! The resources served, and the discovery documents that describe them.
+//!
+//! Invariant: this table is the one list of what is served: routing,
+//! discovery, OpenAPI and the store all read it, so they cannot disagree.
 
 use serde_json::{Value, json};
 
-/// A stored kind. `events.k8s.io/v1` Events are a view of [`Kind::Event`],
-/// as upstream stores both versions as one resource.
+/// A stored kind: the key to one table of the store, and the name tests
+/// use to look into it. `events.k8s.io/v1` Events are a view of
+/// [`Kind::Event`], as upstream stores both versions as one resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     /// core/v1 Namespace.

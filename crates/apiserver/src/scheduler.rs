@@ -26,9 +26,9 @@ use nodewarden_model::{ConditionStatus, ConditionType, NodeAffinity, Placement, 
 use nodewarden_sim::scheduler::{NodeView, PodView, first_fit, unschedulable_message};
 use serde_json::{Value, json};
 
+use crate::cluster::ServedCluster;
 use crate::convert;
 use crate::resource::Kind;
-use crate::server::Shared;
 
 /// The default scheduler's name; pods naming another are left alone.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -202,7 +202,7 @@ struct Pending {
 }
 
 /// One scheduling pass over the store. Returns how many pods it bound.
-pub fn pass(sh: &Shared) -> usize {
+pub fn pass(sh: &ServedCluster) -> usize {
     let mut s = sh.store.lock();
     let now = sh.time.now();
     let pods: Vec<Value> = s.snapshot(Kind::Pod).iter_from("", None).map(|o| o.value()).collect();

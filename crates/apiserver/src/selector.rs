@@ -1,7 +1,8 @@
 //! Label and field selectors, as `labels.Parse` and `fields.ParseSelector`
 //! read them.
-
-use std::collections::BTreeMap;
+//!
+//! Invariant: a selector that parses selects as upstream's would; one that
+//! does not is refused (400) with upstream's wording, never read loosely.
 
 use crate::error::ApiError;
 
@@ -23,12 +24,8 @@ pub enum LabelReq {
 pub struct LabelSelector(pub Vec<LabelReq>);
 
 impl LabelSelector {
-    /// True when the labels satisfy every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.matches_with(|k| labels.get(k).map(String::as_str))
-    }
-
-    /// The same, reading labels through `get`.
+    /// True when the labels, read through `get`, satisfy every
+    /// requirement.
     pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
             LabelReq::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
@@ -147,11 +144,6 @@ impl FieldSelector {
         })
     }
 
-    /// The value a requirement pins with `=`, if any (for indexed lookups).
-    pub fn pinned(&self, field: &str) -> Option<&str> {
-        self.0.iter().find(|r| r.field == field && !r.negated).map(|r| r.value.as_str())
-    }
-
     /// True when it selects everything.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -204,6 +196,8 @@ pub fn parse_fields(s: &str, supported: impl Fn(&str) -> bool) -> Result<FieldSe
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -220,7 +214,7 @@ mod tests {
             ("app,!zone", true),
             ("", true),
         ] {
-            assert_eq!(parse_labels(s).map(|x| x.matches(&l)), Ok(want), "{s}");
+            assert_eq!(parse_labels(s).map(|x| x.matches_with(|k| l.get(k).map(String::as_str))), Ok(want), "{s}");
         }
         assert!(parse_labels("a in b").is_err());
         assert!(parse_labels("a=b c").is_err());
@@ -228,14 +222,16 @@ mod tests {
 
     #[test]
     fn field_selectors() {
+        let pinned =
+            |f: &FieldSelector| f.0.iter().find(|r| r.field == "spec.nodeName" && !r.negated).map(|r| r.value.clone());
         let ok = |f: &str| f == "spec.nodeName" || f == "status.phase";
         let f = parse_fields("spec.nodeName=n1,status.phase!=Failed", ok).unwrap_or_default();
         assert!(f.matches(|k| Some(if k == "spec.nodeName" { "n1" } else { "Running" }.to_string())));
         assert!(!f.matches(|k| Some(if k == "spec.nodeName" { "n1" } else { "Failed" }.to_string())));
-        assert_eq!(f.pinned("spec.nodeName"), Some("n1"));
+        assert_eq!(pinned(&f).as_deref(), Some("n1"));
         assert!(matches!(parse_fields("spec.foo=1", ok), Err(ApiError::BadRequest(m)) if m.contains("not supported")));
         assert!(parse_fields("nonsense", ok).is_err());
         let e = parse_fields("spec.nodeName=a\\,b", ok).unwrap_or_default();
-        assert_eq!(e.pinned("spec.nodeName"), Some("a,b"));
+        assert_eq!(pinned(&e).as_deref(), Some("a,b"));
     }
 }

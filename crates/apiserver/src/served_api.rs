@@ -17,9 +17,14 @@
 //! - it lives on the Unix clock, as the adapter does: its `now`, and every
 //!   time it reads or writes, is Unix time ([`TimeBase::unix_timestamp`]),
 //!   while the simulated cluster keeps its own clock ([`TimeBase`]).
+//!
+//! Invariant: every action is judged against the stored object under the
+//! store's lock, with the same preconditions an HTTP client's write meets
+//! (uid, budgets through the eviction), and faults refuse it as they would
+//! refuse that client.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{
@@ -31,10 +36,13 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::clock::TimeBase;
+use crate::cluster::ServedCluster;
+use crate::cluster::requested_grace;
 use crate::convert::{self, NODE_LEASE_NAMESPACE};
+use crate::error::ApiError;
 use crate::faults::Verdict;
+use crate::pdb::EvictionRequest;
 use crate::resource::Kind;
-use crate::server::Shared;
 use crate::store::{Change, EventType, Inner, Obj, key_of};
 
 /// How the in-process controller reads the store: how much of each Node
@@ -84,14 +92,14 @@ impl Reader {
 
     /// The whole cluster as the controller's initial list: nodes, Leases,
     /// pods (and budgets), seen at `seen_at`.
-    pub fn state(&self, sh: &Shared, seen_at: Timestamp) -> Vec<Observation> {
+    pub fn state(&self, sh: &ServedCluster, seen_at: Timestamp) -> Vec<Observation> {
         self.listed(sh, seen_at).observations
     }
 
     /// The whole cluster as a list gives it: what [`Reader::state`] gives,
     /// and per kind the keys the list showed (an object the adapter cannot
     /// read is not shown, as in `nodewarden run`).
-    pub fn listed(&self, sh: &Shared, seen_at: Timestamp) -> Listed {
+    pub fn listed(&self, sh: &ServedCluster, seen_at: Timestamp) -> Listed {
         let s = sh.store.lock();
         let mut listed = Listed::default();
         for &kind in self.kinds() {
@@ -151,7 +159,7 @@ pub struct Feeds {
 
 impl Feeds {
     /// Watches from now.
-    pub fn subscribe(sh: &Shared, reader: Reader) -> Feeds {
+    pub fn subscribe(sh: &ServedCluster, reader: Reader) -> Feeds {
         let mut s = sh.store.lock();
         let rx = reader
             .kinds()
@@ -167,7 +175,7 @@ impl Feeds {
     /// What arrived since the last call, read as seen at `seen_at` (Unix
     /// time). During an outage nothing does (and the watches are dropped);
     /// afterwards the whole state comes again, as after a relist.
-    pub fn drain(&mut self, sh: &Shared, outage: bool, seen_at: Timestamp) -> Delivered {
+    pub fn drain(&mut self, sh: &ServedCluster, outage: bool, seen_at: Timestamp) -> Delivered {
         if outage {
             self.relist = true;
             for (_, rx) in &mut self.rx {
@@ -286,7 +294,7 @@ pub fn write_observation(s: &mut Inner, time: &TimeBase, lease_duration: i64, o:
 /// time ([`TimeBase::UNIX`]).
 pub struct ServedApi<'a> {
     /// The served cluster.
-    pub shared: &'a Shared,
+    pub cluster: &'a ServedCluster,
     /// How the controller reads what a write returns (as its watches do).
     pub reader: Reader,
 }
@@ -306,7 +314,7 @@ fn set_condition(list: &mut Vec<Value>, cond: Value) {
 
 impl ClusterApi for ServedApi<'_> {
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
-        let sh = self.shared;
+        let sh = self.cluster;
         // The controller's times are Unix time: written as they are.
         let time = TimeBase::UNIX;
         let reader = self.reader;
@@ -346,38 +354,14 @@ impl ClusterApi for ServedApi<'_> {
             );
         };
         let current = reader.observe(kind, &cur, false, now);
-        let uid_ok = |uid: &str| cur.uid == uid;
         let mut v = cur.value();
         match &action.kind {
-            ActionKind::UpdateNodeConditions { conditions, .. } => {
-                let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-                for c in conditions {
-                    set_condition(&mut list, convert::condition_json(c, &time));
-                }
-                v["status"]["conditions"] = Value::Array(list);
-            }
-            ActionKind::PatchNodeTaints { add, remove, .. } => {
-                let mut taints: Vec<Value> =
-                    v.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
-                let same = |t: &Value, key: &str, effect: &str| t["key"] == key && t["effect"] == effect;
-                taints.retain(|t| !remove.iter().any(|r| same(t, &r.key, r.effect.as_str())));
-                for a in add {
-                    taints.retain(|t| !same(t, &a.key, a.effect.as_str()));
-                    taints.push(convert::taint_json(a, &time));
-                }
-                v["spec"]["taints"] = Value::Array(taints);
-            }
-            ActionKind::PatchNodeLabels { labels, .. } => {
-                for (k, val) in labels {
-                    v["metadata"]["labels"][k] = json!(val);
-                }
-            }
             ActionKind::MarkPodNotReady { uid, .. }
             | ActionKind::SetPodNodeLost { uid, .. }
             | ActionKind::AddPodDisruptionTarget { uid, .. }
             | ActionKind::DeletePod { uid, .. }
             | ActionKind::EvictForAddon { uid, .. }
-                if !uid_ok(uid) =>
+                if cur.uid != *uid =>
             {
                 return failed(
                     id,
@@ -385,62 +369,11 @@ impl ClusterApi for ServedApi<'_> {
                     current,
                 );
             }
-            ActionKind::MarkPodNotReady { .. } => {
-                if let Some(cs) = v.pointer_mut("/status/conditions").and_then(Value::as_array_mut)
-                    && let Some(c) = cs.iter_mut().find(|c| c["type"] == "Ready")
-                    && c["status"] != "False"
-                {
-                    c["status"] = json!("False");
-                    c["lastTransitionTime"] = json!(time.time(now));
-                }
-            }
-            ActionKind::SetPodNodeLost { node, .. } => {
-                v["status"]["reason"] = json!("NodeLost");
-                v["status"]["message"] =
-                    json!(format!("Node {node} which was running pod {} is unresponsive", cur.name()));
-            }
-            ActionKind::AddPodDisruptionTarget { .. } => {
-                let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-                set_condition(
-                    &mut list,
-                    json!({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager", "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": time.time(now)}),
-                );
-                v["status"]["conditions"] = Value::Array(list);
-            }
             ActionKind::DeletePod { pod, .. } | ActionKind::EvictForAddon { pod, .. } => {
-                if matches!(
-                    action.kind,
-                    ActionKind::DeletePod { mode: DeletionMode::Evict, .. } | ActionKind::EvictForAddon { .. }
-                ) {
-                    drop(s);
-                    let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
-                    let mut body = json!({"apiVersion": "policy/v1", "kind": "Eviction"});
-                    if let ActionKind::EvictForAddon { grace: Some(g), .. } = &action.kind {
-                        body["deleteOptions"] = json!({"gracePeriodSeconds": g.as_secs_f64().ceil() as i64});
-                    }
-                    return match crate::pdb::evict(sh, body, false, ns, name) {
-                        Ok(_) => Applied {
-                            observations: vec![
-                                Observation::WriteFinished { id, outcome: WriteOutcome::Done },
-                                Observation::PodDeleted { key: pod.clone() },
-                            ],
-                            outcome: Some(WriteOutcome::Done),
-                            violation: None,
-                        },
-                        Err(e) => failed(id, e.to_string(), current),
-                    };
-                }
-                s.commit(Kind::Pod, &key, v, true);
-                return Applied {
-                    observations: vec![
-                        Observation::WriteFinished { id, outcome: WriteOutcome::Done },
-                        Observation::PodDeleted { key },
-                    ],
-                    outcome: Some(WriteOutcome::Done),
-                    violation: None,
-                };
+                return delete_pod(sh, s, action, pod, key, v, current);
             }
             ActionKind::RecordEvent(_) => return Applied::default(),
+            other => edit(other, &mut v, &time, now, cur.name()),
         }
         let obj = s.commit(kind, &key, v, false);
         let mut observations = vec![Observation::WriteFinished { id, outcome: WriteOutcome::Done }];
@@ -449,7 +382,104 @@ impl ClusterApi for ServedApi<'_> {
     }
 }
 
-fn record_event(sh: &Shared, now: Timestamp, ev: &nodewarden_engine::Event) {
+/// Edits the stored object `v` as the action asks (every action but a
+/// deletion or an Event, which [`ServedApi::apply`] handles itself).
+fn edit(kind: &ActionKind, v: &mut Value, time: &TimeBase, now: Timestamp, pod_name: &str) {
+    match kind {
+        ActionKind::UpdateNodeConditions { conditions, .. } => {
+            let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+            for c in conditions {
+                set_condition(&mut list, convert::condition_json(c, time));
+            }
+            v["status"]["conditions"] = Value::Array(list);
+        }
+        ActionKind::PatchNodeTaints { add, remove, .. } => {
+            let mut taints: Vec<Value> =
+                v.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
+            let same = |t: &Value, key: &str, effect: &str| t["key"] == key && t["effect"] == effect;
+            taints.retain(|t| !remove.iter().any(|r| same(t, &r.key, r.effect.as_str())));
+            for a in add {
+                taints.retain(|t| !same(t, &a.key, a.effect.as_str()));
+                taints.push(convert::taint_json(a, time));
+            }
+            v["spec"]["taints"] = Value::Array(taints);
+        }
+        ActionKind::PatchNodeLabels { labels, .. } => {
+            for (k, val) in labels {
+                v["metadata"]["labels"][k] = json!(val);
+            }
+        }
+        ActionKind::MarkPodNotReady { .. } => {
+            if let Some(cs) = v.pointer_mut("/status/conditions").and_then(Value::as_array_mut)
+                && let Some(c) = cs.iter_mut().find(|c| c["type"] == "Ready")
+                && c["status"] != "False"
+            {
+                c["status"] = json!("False");
+                c["lastTransitionTime"] = json!(time.time(now));
+            }
+        }
+        ActionKind::SetPodNodeLost { node, .. } => {
+            v["status"]["reason"] = json!("NodeLost");
+            v["status"]["message"] = json!(format!("Node {node} which was running pod {} is unresponsive", pod_name));
+        }
+        ActionKind::AddPodDisruptionTarget { .. } => {
+            let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+            set_condition(
+                &mut list,
+                json!({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager", "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": time.time(now)}),
+            );
+            v["status"]["conditions"] = Value::Array(list);
+        }
+        ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. } | ActionKind::RecordEvent(_) => {}
+    }
+}
+
+/// Deletes the pod: through the eviction (its budget and grace) when the
+/// action evicts, at once otherwise; either way the controller hears of
+/// the deletion at once, as the adapter's answer tells it.
+fn delete_pod(
+    sh: &ServedCluster,
+    mut s: MutexGuard<'_, Inner>,
+    action: &Action,
+    pod: &str,
+    key: String,
+    v: Value,
+    current: Option<Observation>,
+) -> Applied {
+    let id = action.id;
+    if matches!(action.kind, ActionKind::DeletePod { mode: DeletionMode::Evict, .. } | ActionKind::EvictForAddon { .. })
+    {
+        drop(s);
+        let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
+        let grace = match &action.kind {
+            ActionKind::EvictForAddon { grace: Some(g), .. } => Some(requested_grace(g.as_secs_f64().ceil() as i64)),
+            _ => None,
+        };
+        let eviction = EvictionRequest { namespace: ns, name, uid: None, grace, dry: false };
+        return match crate::pdb::evict(sh, &eviction) {
+            Ok(_) => Applied {
+                observations: vec![
+                    Observation::WriteFinished { id, outcome: WriteOutcome::Done },
+                    Observation::PodDeleted { key: pod.to_string() },
+                ],
+                outcome: Some(WriteOutcome::Done),
+                violation: None,
+            },
+            Err(e) => failed(id, ApiError::from(e).to_string(), current),
+        };
+    }
+    s.commit(Kind::Pod, &key, v, true);
+    Applied {
+        observations: vec![
+            Observation::WriteFinished { id, outcome: WriteOutcome::Done },
+            Observation::PodDeleted { key },
+        ],
+        outcome: Some(WriteOutcome::Done),
+        violation: None,
+    }
+}
+
+fn record_event(sh: &ServedCluster, now: Timestamp, ev: &nodewarden_engine::Event) {
     let mut s = sh.store.lock();
     let (kind, ns, name, uid) = match &ev.object {
         ObjectRef::Node(n) => {

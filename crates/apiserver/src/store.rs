@@ -25,7 +25,8 @@ use tokio::sync::broadcast;
 use crate::error::ApiError;
 use crate::resource::Kind;
 
-/// A stored object.
+/// A stored object: its JSON as clients get it, with what lists, watches
+/// and selectors need kept beside it so they never parse it again.
 #[derive(Debug)]
 pub struct Obj {
     /// `namespace/name`, or `name` for cluster-scoped kinds: the etcd key
@@ -94,7 +95,7 @@ impl Body {
 
 impl Obj {
     /// An object that is not stored (a dry run's answer): kept plain.
-    pub fn unstored(key: String, uid: String, rv: u64, kind: Kind, json: Bytes) -> Obj {
+    pub(crate) fn unstored(key: String, uid: String, rv: u64, kind: Kind, json: Bytes) -> Obj {
         Obj { key, uid, rv, labels: Labels::default(), fields: Box::default(), kind, body: Body::Plain(json) }
     }
 
@@ -112,7 +113,7 @@ impl Obj {
 
     /// Appends the object's JSON to `out` (a list's body): a packed one is
     /// decompressed straight into it.
-    pub fn put_json(&self, out: &mut BytesMut) {
+    pub(crate) fn put_json(&self, out: &mut BytesMut) {
         match &self.body {
             Body::Plain(b) => out.extend_from_slice(b),
             Body::Packed { data, len, dict } => {
@@ -133,7 +134,7 @@ impl Obj {
     }
 
     /// The JSON's length in bytes.
-    pub fn json_len(&self) -> usize {
+    pub(crate) fn json_len(&self) -> usize {
         match &self.body {
             Body::Plain(b) => b.len(),
             Body::Packed { len, .. } => *len as usize,
@@ -141,7 +142,7 @@ impl Obj {
     }
 
     /// The bytes this object's JSON keeps in memory.
-    pub fn kept_len(&self) -> usize {
+    pub(crate) fn kept_len(&self) -> usize {
         match &self.body {
             Body::Plain(b) => b.len(),
             Body::Packed { data, .. } => data.len(),
@@ -164,7 +165,7 @@ impl Obj {
     }
 
     /// A selectable field's value.
-    pub fn field(&self, name: &str) -> Option<String> {
+    pub(crate) fn field(&self, name: &str) -> Option<String> {
         match name {
             "metadata.name" => Some(self.name().to_string()),
             "metadata.namespace" => Some(self.namespace().to_string()),
@@ -178,7 +179,8 @@ impl Obj {
     }
 }
 
-/// The kind of a watch event.
+/// The kind of a watch event, as the change feed reports it to followers
+/// of the store (the HTTP watches, the in-process controller, tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
     /// Created.
@@ -200,7 +202,8 @@ impl EventType {
     }
 }
 
-/// One change, as watchers receive it.
+/// One change, as watchers receive it: with the object before, so a
+/// filtered watch can tell an object leaving its filter from one changing.
 #[derive(Debug)]
 pub struct Change {
     /// The resourceVersion of the change.
@@ -225,7 +228,7 @@ impl Change {
 /// `value` as stored: compact JSON in an allocation of its own size (a
 /// serializer's buffer grows by doubling and would keep up to twice the
 /// object's bytes, for every object the store holds).
-pub fn exact_json(value: &Value) -> Bytes {
+pub(crate) fn exact_json(value: &Value) -> Bytes {
     let mut json = serde_json::to_vec(value).unwrap_or_default();
     json.shrink_to_fit();
     Bytes::from(json)
@@ -250,7 +253,9 @@ struct Table {
     dict: Option<Arc<[u8]>>,
 }
 
-/// Store limits.
+/// Store limits: how much history and how many snapshots a served
+/// cluster keeps, so a large fleet fits in memory and tests can make a
+/// watch fall out of the window on purpose.
 #[derive(Clone, Copy, Debug)]
 pub struct StoreLimits {
     /// Changes kept per kind for watch resume (upstream's watch cache keeps
@@ -280,14 +285,16 @@ impl Default for StoreLimits {
     }
 }
 
-/// The store.
+/// The store: the one place the cluster's state lives, so that every
+/// reader (HTTP, kubelets, the in-process controller, tests) sees one
+/// history of resourceVersions.
 pub struct Store {
     inner: Mutex<Inner>,
-    limits: StoreLimits,
     journal: std::sync::OnceLock<Arc<crate::journal::Journal>>,
 }
 
-/// The store under its lock.
+/// The store under its lock: reads and writes through it are atomic
+/// with each other, as etcd's transactions are.
 pub struct Inner {
     rv: u64,
     uid_seq: u64,
@@ -341,7 +348,7 @@ pub struct WatchStart {
 
 /// What a continue token holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Continue {
+pub(crate) struct Continue {
     /// The first page's resourceVersion.
     pub rv: u64,
     /// The key to resume from.
@@ -382,7 +389,7 @@ impl Continue {
 }
 
 /// The message upstream gives a continue token whose snapshot is gone.
-pub const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+pub(crate) const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 impl Store {
     /// An empty store.
@@ -401,14 +408,13 @@ impl Store {
             .collect();
         Store {
             inner: Mutex::new(Inner { rv: 0, uid_seq: 0, tables, limits, journal: None }),
-            limits,
             journal: std::sync::OnceLock::new(),
         }
     }
 
     /// Keeps a journal of every change from now on ([`crate::journal`]);
     /// a second journal is refused (returns false).
-    pub fn keep_journal(&self, journal: Arc<crate::journal::Journal>) -> bool {
+    pub(crate) fn keep_journal(&self, journal: Arc<crate::journal::Journal>) -> bool {
         if self.journal.set(journal.clone()).is_err() {
             return false;
         }
@@ -417,7 +423,7 @@ impl Store {
     }
 
     /// The journal, when one is kept.
-    pub fn journal(&self) -> Option<&Arc<crate::journal::Journal>> {
+    pub(crate) fn journal(&self) -> Option<&Arc<crate::journal::Journal>> {
         self.journal.get()
     }
 
@@ -425,19 +431,15 @@ impl Store {
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-
-    /// The limits it runs with.
-    pub fn limits(&self) -> StoreLimits {
-        self.limits
-    }
 }
 
 /// A node's Ready condition status (`True`, `False`, `Unknown`, or empty
 /// when it has none), kept beside the selectable fields so the kubelets and
 /// the status line never parse a node to read it. Not selectable.
-pub const NODE_READY: &str = "nodewarden.internal/ready";
+pub(crate) const NODE_READY: &str = "nodewarden.internal/ready";
 
-/// An object's labels.
+/// An object's labels, kept apart from its JSON so selectors read them
+/// without parsing it.
 #[derive(Debug, Default)]
 pub struct Labels(pub Box<[(Box<str>, Box<str>)]>);
 
@@ -496,7 +498,8 @@ fn labels_of(v: &Value) -> Labels {
     )
 }
 
-/// The store key of an object.
+/// The store key of an object: `namespace/name`, or `name` alone for a
+/// cluster-scoped one, so one kind's keys sort by namespace first.
 pub fn key_of(namespace: &str, name: &str) -> String {
     if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") }
 }
@@ -516,7 +519,7 @@ impl Inner {
     }
 
     /// A fresh uid.
-    pub fn next_uid(&mut self) -> String {
+    pub(crate) fn next_uid(&mut self) -> String {
         self.uid_seq += 1;
         let n = self.uid_seq;
         // A UUID-shaped uid, unique within this server's life.
@@ -547,7 +550,7 @@ impl Inner {
 
     /// Keeps the current state of a kind for the continue token of a
     /// paged list at `rv`.
-    pub fn keep_snapshot(&mut self, kind: Kind, snap: &Snapshot) {
+    pub(crate) fn keep_snapshot(&mut self, kind: Kind, snap: &Snapshot) {
         let limits = self.limits;
         let t = self.table_mut(kind);
         let now = Instant::now();
@@ -562,7 +565,7 @@ impl Inner {
     }
 
     /// The snapshot a continue token points at; `None` once expired.
-    pub fn kept_snapshot(&mut self, kind: Kind, rv: u64) -> Option<Snapshot> {
+    pub(crate) fn kept_snapshot(&mut self, kind: Kind, rv: u64) -> Option<Snapshot> {
         let ttl = self.limits.snapshot_ttl;
         let t = self.table_mut(kind);
         let now = Instant::now();
@@ -640,16 +643,18 @@ impl Inner {
         obj
     }
 
-    /// Tells everyone watching a kind that it is over (their receivers
-    /// see the channel closed), e.g. for an injected watch drop.
-    pub fn close_watches(&mut self, kind: Kind) {
+    /// Ends every watch on a kind (their receivers see the channel
+    /// closed), so a test can check that a follower of the change feed
+    /// recovers from a lost subscription.
+    #[cfg(test)]
+    pub(crate) fn close_watches(&mut self, kind: Kind) {
         let cap = self.limits.watch_buffer.max(16);
         self.table_mut(kind).tx = broadcast::channel(cap).0;
     }
 }
 
 /// True when `rv` (a client's resourceVersion string) parses; 400 if not.
-pub fn parse_rv(s: &str) -> Result<u64, ApiError> {
+pub(crate) fn parse_rv(s: &str) -> Result<u64, ApiError> {
     s.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s:?}")))
 }
 

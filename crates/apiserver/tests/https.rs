@@ -98,7 +98,7 @@ async fn no_token_or_a_wrong_one_gets_401_and_nothing_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_trusting_another_ca_is_refused_at_the_handshake() {
     let served = start(options(1, 1)).await;
-    let other = nodewarden_apiserver::tls::new_ca("another-ca").or_fail("a second CA");
+    let other = nodewarden_apiserver::testing::new_ca("another-ca").or_fail("a second CA");
     let kubeconfig = secure_kubeconfig(&served.url(), &other.pem(), served.token().expect("token"));
     let mut config = config_of(&kubeconfig).await;
     config.default_retry = false;

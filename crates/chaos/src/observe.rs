@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use nodewarden_apiserver::Kind;
 use nodewarden_apiserver::Served;
-use nodewarden_apiserver::resource::Kind;
-use nodewarden_apiserver::server::WriteRecord;
+use nodewarden_apiserver::WriteRecord;
 use nodewarden_apiserver::store::{Change, EventType};
 use serde_json::Value;
 use tokio::sync::broadcast::Receiver;

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nodewarden_apiserver::faults::ApiFault;
-use nodewarden_apiserver::resource::Kind;
+use nodewarden_apiserver::ApiFault;
+use nodewarden_apiserver::Kind;
 use nodewarden_apiserver::store::key_of;
 use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
 use serde_json::json;

@@ -11,7 +11,7 @@ use common::{CRASHED, client, create_pod, eventually, fast_config, options, serv
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
-use nodewarden_apiserver::resource::Kind;
+use nodewarden_apiserver::Kind;
 use nodewarden_kube::{RunOptions, start as run};
 use serde_json::json;
 

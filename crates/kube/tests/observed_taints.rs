@@ -32,7 +32,7 @@ use common::{client, fast_config, serve};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
 use kube::api::ListParams;
-use nodewarden_apiserver::resource::Kind;
+use nodewarden_apiserver::Kind;
 use nodewarden_apiserver::store::EventType;
 use nodewarden_apiserver::{ServeSource, Served};
 use nodewarden_kube::{RunOptions, start as run};

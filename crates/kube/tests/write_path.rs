@@ -17,8 +17,8 @@ use common::{Proxy, client, eventually, fast_config, serve};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
+use nodewarden_apiserver::ApiFault;
 use nodewarden_apiserver::ServeSource;
-use nodewarden_apiserver::faults::ApiFault;
 use nodewarden_kube::writer::WriterOptions;
 use nodewarden_kube::{ElectionConfig, Fence, RunOptions, campaign, start as run};
 

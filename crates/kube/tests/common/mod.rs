@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
-use nodewarden_apiserver::resource::Kind;
+use nodewarden_apiserver::Kind;
 use nodewarden_apiserver::store::key_of;
 use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
 use nodewarden_model::{ControllerConfig, Span};

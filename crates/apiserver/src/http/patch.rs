@@ -7,6 +7,9 @@
 //! directives that kubectl and client-go send; other lists are replaced,
 //! as upstream does for fields without a patch strategy (taints,
 //! tolerations).
+//!
+//! Invariant: a patch either applies whole or is refused (400 or 422) with
+//! the object untouched.
 
 use serde_json::{Map, Value};
 

@@ -1,5 +1,8 @@
 //! `events.k8s.io/v1` Events as a view of core/v1 Events, converted as
 //! upstream converts between the two versions of one stored resource.
+//!
+//! Invariant: the store holds core/v1 Events only; a v1 view converts on
+//! the way out and back, so both versions show the same objects.
 
 use serde_json::{Map, Value};
 

@@ -6,8 +6,9 @@
 //! and what is stored is the typed object serialised again. Then the
 //! validation the API server does for the fields nodewarden and kubectl
 //! write answers 422 with upstream's field paths and wording.
-
-use std::collections::BTreeMap;
+//!
+//! Invariant: nothing a client writes is stored without passing the typed
+//! decoding and the validation; server-owned metadata is the server's.
 
 use serde_json::{Map, Value, json};
 
@@ -169,6 +170,8 @@ fn str_at<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
 
 /// Validates an object about to be stored; `Ok` or a 422 with every cause.
 pub fn validate(res: &Resource, v: &Value) -> Result<(), ApiError> {
+    // Long on purpose: every check adds its cause to one list, so a body
+    // with several faults gets one 422 naming them all, as upstream's does.
     let mut causes = Vec::new();
     let name = str_at(v, "/metadata/name").unwrap_or_default();
     if name.is_empty() {
@@ -499,14 +502,6 @@ pub fn init_metadata(v: &mut Value, namespace: &str, uid: String, created: Strin
             meta.insert("generation".into(), json!(1));
         }
     }
-}
-
-/// Labels of an object.
-pub fn labels(v: &Value) -> BTreeMap<String, String> {
-    v.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
-        .unwrap_or_default()
 }
 
 /// Fills the names of a `generateName` object: `prefix` + 5 characters.

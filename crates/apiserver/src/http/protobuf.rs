@@ -8,6 +8,9 @@
 //! `raw` field holds the object. Only the fields a created namespace can
 //! carry are read (name, generateName, labels, annotations, finalizers);
 //! the result is the JSON object the create path already validates.
+//!
+//! Invariant: a body is either read into the same JSON a client would have
+//! sent, or refused (400); nothing else is taken from it.
 
 use serde_json::{Map, Value, json};
 

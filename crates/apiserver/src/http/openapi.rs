@@ -9,18 +9,21 @@
 //! several objects) never gets that answer: kubectl validates a List on the
 //! client, item by item, against `/openapi/v2` fetched as protobuf, and
 //! refuses the whole command if that document cannot be had. So both are
-//! served ([`crate::openapi_v2`] for v2): each resource's collection and
+//! served (`openapi_v2` for v2): each resource's collection and
 //! item paths with their operations, group-version-kind and
 //! `fieldValidation`, and no schemas. kubectl skips client-side checks of
 //! a kind the document has no schema for, the server still validates every
 //! item it is sent, and `kubectl explain` has nothing to read, which
 //! docs/simulation.md says.
+//!
+//! Invariant: the documents list exactly the paths and operations that are
+//! routed (both are read from [`crate::resource`]'s table).
 
 use hyper::header::{CONTENT_TYPE, ETAG, HeaderValue, VARY};
 use hyper::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 
-use crate::http::{ResBody, full};
+use super::response::{ResBody, full};
 use crate::resource::{RESOURCES, Resource};
 
 /// The URL path of a group version, as the OpenAPI v3 index keys it:
@@ -256,29 +259,6 @@ mod tests {
             }
         }
         assert!(group_version("apps", "v9").is_none());
-    }
-
-    #[test]
-    fn negotiation_follows_kube_openapi() {
-        let v2 = ["application/json", crate::openapi_v2::PROTOBUF_DEPRECATED, crate::openapi_v2::PROTOBUF];
-        // What client-go sends for the v2 document.
-        assert_eq!(negotiate(Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), &v2), Some(1));
-        assert_eq!(negotiate(Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"), &v2), Some(2));
-        assert_eq!(negotiate(None, &v2), Some(0));
-        assert_eq!(negotiate(Some(""), &v2), Some(0));
-        assert_eq!(negotiate(Some("application/json, */*"), &v2), Some(0));
-        assert_eq!(negotiate(Some("application/*"), &v2), Some(0));
-        // The highest q wins, whatever the order; concrete before wildcard.
-        let pb_first = "application/json;q=0.5, application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
-        assert_eq!(negotiate(Some(pb_first), &v2), Some(2));
-        assert_eq!(negotiate(Some("*/*, application/com.github.proto-openapi.spec.v2.v1.0+protobuf"), &v2), Some(2));
-        assert_eq!(negotiate(Some("text/html, application/xml"), &v2), None);
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf"), &v2), None);
-        assert_eq!(negotiate(Some("garbage"), &v2), None);
-        assert_eq!(
-            negotiate(Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), &["application/json"]),
-            None
-        );
     }
 
     #[test]

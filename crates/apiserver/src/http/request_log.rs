@@ -8,8 +8,12 @@
 //! Tests compare what a client asked for with what an RBAC role grants
 //! (crates/cli/tests/deploy_rbac.rs). The log is kept whatever the answer
 //! was: an authorizer decides before the request is served.
+//!
+//! Invariant: one record per request that passed authentication, in the
+//! order the requests arrived, whatever their answer.
 
-/// One request, as RBAC would judge it.
+/// One request, as RBAC would judge it, so a test can derive the role a
+/// client needs from what it actually asked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestRecord {
     /// The RBAC verb, or the lower-case HTTP method for a non-resource URL.

@@ -1,6 +1,9 @@
 //! Server-side printing: the `meta.k8s.io/v1` `Table` that `kubectl get`
 //! asks for, with upstream's columns for each served kind (wide columns at
 //! priority 1) and ages computed here, as the API server does.
+//!
+//! Invariant: a row's cells are upstream's printers' for the same object
+//! and time, so `kubectl get` reads here as against a real cluster.
 
 use nodewarden_model::Timestamp;
 use serde_json::{Value, json};
@@ -26,6 +29,8 @@ fn col(name: &str, ty: &str, priority: i32, description: &str) -> Value {
 
 /// The column definitions of a kind.
 pub fn columns(kind: Kind) -> Vec<Value> {
+    // Long on purpose: one arm a kind, each upstream's printer's column
+    // list in its order, so the table reads against upstream's source.
     let name = col("Name", "string", 0, "Name must be unique within a namespace.");
     let age = col(
         "Age",
@@ -296,6 +301,9 @@ pub struct PodSummary {
 /// the `NodeLost` reason. RESTARTS counts the init containers' restarts
 /// while they run, then the containers' and sidecars'.
 pub fn pod_summary(v: &Value, time: &TimeBase) -> PodSummary {
+    // Long on purpose: it follows upstream's `printPod` step by step (init
+    // containers, containers, sidecars, deletion), whose order decides
+    // the STATUS shown.
     let phase = st(v, "/status/phase");
     let mut status = match st(v, "/status/reason") {
         "" => phase.to_string(),
@@ -417,6 +425,8 @@ fn readiness_gates(v: &Value) -> String {
 
 /// The cells of one object's row.
 pub fn cells(kind: Kind, v: &Value, time: &TimeBase, now: Timestamp) -> Vec<Value> {
+    // Long on purpose: one arm a kind, each matching its arm in
+    // `columns`, so a row's cells and the header stay side by side.
     let name = json!(st(v, "/metadata/name"));
     let created = age(v, "/metadata/creationTimestamp", time, now);
     match kind {

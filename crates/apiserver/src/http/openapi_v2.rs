@@ -6,7 +6,7 @@
 //!
 //! kubectl reads it to validate a `kind: List` on the client (it never
 //! asks the v3 documents whether the server validates a List; see
-//! [`crate::openapi`]) and, in client-side apply, to learn which patch
+//! [`super::openapi`]) and, in client-side apply, to learn which patch
 //! types an object's PATCH takes. The document lists the same paths and
 //! operations as the v3 documents, with their group-version-kind, the
 //! `fieldValidation` parameter and, on PATCH, the patch types served
@@ -20,12 +20,15 @@
 //! Swagger schema this document uses; anything else is an
 //! [`EncodeError`] (answered 503, as kube-openapi answers when it cannot
 //! produce the document).
+//!
+//! Invariant: the protobuf form says what the JSON form says, or the
+//! document is not served at all.
 
 use hyper::Response;
 use serde_json::{Map, Value, json};
 
-use crate::http::ResBody;
-use crate::openapi::{self, Endpoint};
+use super::openapi::{self, Endpoint};
+use super::response::ResBody;
 
 /// The v2 protobuf media type as client-go asks for it.
 pub const PROTOBUF_DEPRECATED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
@@ -377,6 +380,41 @@ pub fn response(accept: Option<&str>, if_none_match: Option<&str>) -> Result<Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn negotiation_follows_kube_openapi() {
+        let v2 = ["application/json", PROTOBUF_DEPRECATED, PROTOBUF];
+        // What client-go sends for the v2 document.
+        assert_eq!(
+            openapi::negotiate(Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), &v2),
+            Some(1)
+        );
+        assert_eq!(
+            openapi::negotiate(Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"), &v2),
+            Some(2)
+        );
+        assert_eq!(openapi::negotiate(None, &v2), Some(0));
+        assert_eq!(openapi::negotiate(Some(""), &v2), Some(0));
+        assert_eq!(openapi::negotiate(Some("application/json, */*"), &v2), Some(0));
+        assert_eq!(openapi::negotiate(Some("application/*"), &v2), Some(0));
+        // The highest q wins, whatever the order; concrete before wildcard.
+        let pb_first = "application/json;q=0.5, application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+        assert_eq!(openapi::negotiate(Some(pb_first), &v2), Some(2));
+        assert_eq!(
+            openapi::negotiate(Some("*/*, application/com.github.proto-openapi.spec.v2.v1.0+protobuf"), &v2),
+            Some(2)
+        );
+        assert_eq!(openapi::negotiate(Some("text/html, application/xml"), &v2), None);
+        assert_eq!(openapi::negotiate(Some("application/vnd.kubernetes.protobuf"), &v2), None);
+        assert_eq!(openapi::negotiate(Some("garbage"), &v2), None);
+        assert_eq!(
+            openapi::negotiate(
+                Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
+                &["application/json"]
+            ),
+            None
+        );
+    }
 
     /// Reads one message's fields: (number, wire type, bytes of a
     /// length-delimited field or the varint's value as bytes).

@@ -11,6 +11,8 @@
 //!
 //! The crypto is ring's, through rustls' own provider, named explicitly:
 //! nothing here depends on (or installs) a process-wide default provider.
+//!
+//! Invariant: over HTTPS, no request is served without the token.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -24,7 +26,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-/// How the API is served.
+/// How the API is served: HTTPS with a token unless a tool that speaks
+/// raw HTTP needs otherwise, since anyone who reaches the served cluster
+/// can change it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Security {
     /// HTTPS with a CA, a serving certificate and a bearer token made at
@@ -40,7 +44,8 @@ pub enum Security {
 /// The common name of the CA made at start.
 pub const CA_COMMON_NAME: &str = "nodewarden-sim-ca";
 
-/// Why the TLS material could not be made.
+/// Why the TLS material could not be made; serving then fails rather
+/// than fall back to plain HTTP unasked.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The certificate or key generation failed.
@@ -70,8 +75,8 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// A fresh self-signed CA named `common_name`: a signer, with its
-/// certificate (`.pem()`). Public so that tests can make a second,
-/// unrelated CA.
+/// certificate (`.pem()`). Tests reach it through `crate::testing` to
+/// make a second, unrelated CA.
 pub fn new_ca(common_name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, TlsError> {
     let mut params = CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();

@@ -1,4 +1,7 @@
 //! HTTP plumbing: bodies, responses, query strings and content negotiation.
+//!
+//! Invariant: every refusal goes out as a `metav1.Status` with the
+//! [`ApiError`]'s code, and `Retry-After` when it carries one.
 
 use std::collections::HashMap;
 use std::pin::Pin;

@@ -1,0 +1,500 @@
+//! The served cluster in motion: one task that, each tick of the wall
+//! clock, plays the scenario's and the API's fault plans, runs the
+//! simulated kubelets, ends graceful deletions, recreates owned pods,
+//! runs the scheduler and the disruption controller (each second), and
+//! steps the in-process controller.
+//!
+//! Invariant: it acts on the cluster only through the store and the
+//! [`ServedCluster`]'s faults, as the controllers and kubelets of a real
+//! cluster act through its API; a frozen API (an injected fault) freezes
+//! all of it, and nothing moves before the scenario's start.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nodewarden_controller::Controller;
+use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp, wall};
+use nodewarden_sim::faults::{Fault, FaultPlan};
+use nodewarden_sim::{Cluster, EventAction, Kubelets};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use crate::cluster::ServedCluster;
+use crate::convert::{self, NODE_LEASE_NAMESPACE};
+use crate::faults::{ApiFault, PlannedApiFault};
+use crate::kubelets::StoreKubelets;
+use crate::populate::{Populated, store_added_pod, store_budget};
+use crate::recreate::Recreator;
+use crate::resource::Kind;
+use crate::served_api::{self, Delivered, Reader, ServedApi};
+use crate::store::{Inner, NODE_READY, key_of};
+
+/// A one-line status of the running cluster, for `nodewarden sim
+/// --serve`'s terminal: enough to see the fault plan bite without a
+/// client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusLine {
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Nodes stored.
+    pub nodes: usize,
+    /// Nodes whose Ready is not True.
+    pub not_ready: usize,
+    /// Pods stored.
+    pub pods: usize,
+    /// The store's resourceVersion.
+    pub resource_version: u64,
+    /// What the fault plans did last.
+    pub last_fault: String,
+}
+
+impl std::fmt::Display for StatusLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "up {}s  nodes {} ({} not ready)  pods {}  rv {}{}",
+            self.uptime_secs,
+            self.nodes,
+            self.not_ready,
+            self.pods,
+            self.resource_version,
+            if self.last_fault.is_empty() { String::new() } else { format!("  last fault: {}", self.last_fault) }
+        )
+    }
+}
+
+/// Plays the cluster out on the wall clock: kubelets, the scenario's and
+/// the API's fault plans, graceful deletions, pod recreation, the
+/// scheduler, the disruption controller, and the in-process controller.
+pub struct Driver {
+    cluster: Arc<ServedCluster>,
+    kubelets: Kubelets,
+    plan: FaultPlan,
+    next_fault: usize,
+    api_faults: Vec<PlannedApiFault>,
+    next_api_fault: usize,
+    speed: f64,
+    lease_duration: i64,
+    started: Instant,
+    status: Arc<Mutex<StatusLine>>,
+    controller: Option<Controller>,
+    /// How the controller reads the store (its configuration's choice).
+    reader: Reader,
+    /// See [`crate::populate::Populated::tracks_scheduling`].
+    tracks_scheduling: bool,
+    watches: Option<served_api::Feeds>,
+    tick: Duration,
+    scheduler: bool,
+    /// Replaces the owned pods deleted, when the cluster keeps scheduling
+    /// facts.
+    recreator: Option<Recreator>,
+}
+
+/// How the driver plays the cluster out, from the serving options.
+pub struct DriverSettings {
+    /// API faults to play out, on the process's clock.
+    pub api_faults: Vec<PlannedApiFault>,
+    /// How many times faster than real time the scenario's timeline runs.
+    pub scenario_speed: f64,
+    /// `leaseDurationSeconds` of the Leases the kubelets create.
+    pub lease_duration: i64,
+    /// How often it is driven.
+    pub tick: Duration,
+    /// Whether the served scheduler runs.
+    pub scheduler: bool,
+}
+
+/// The in-process controller (`--controller`) and how it reads the store,
+/// having observed the cluster as it is now; `critical_addon` turns the
+/// rescheduler on, as `nodewarden sim` does for that scenario.
+pub fn in_process_controller(
+    config: &ControllerConfig,
+    critical_addon: bool,
+    cluster: &ServedCluster,
+) -> Result<(Controller, Reader), ConfigError> {
+    let mut config = config.clone();
+    if critical_addon {
+        // The scenario is about the rescheduler, as in
+        // `nodewarden sim`: it runs.
+        config.enable_rescheduler = true;
+    }
+    let reader = Reader::for_config(&config);
+    // The controller's clock is Unix time, as `nodewarden run`'s.
+    let now = cluster.time.unix_timestamp(cluster.time.now());
+    let mut c = Controller::new(config, now)?;
+    for o in reader.state(cluster, now) {
+        c.observe(now, o);
+    }
+    Ok((c, reader))
+}
+
+impl Driver {
+    /// A driver of `cluster` as `populated` it, publishing to `status`;
+    /// it starts counting its uptime and following pod deletions (to
+    /// recreate owned pods) now.
+    pub fn new(
+        cluster: Arc<ServedCluster>,
+        populated: Populated,
+        settings: DriverSettings,
+        controller: Option<(Controller, Reader)>,
+        status: Arc<Mutex<StatusLine>>,
+    ) -> Driver {
+        let Populated { kubelets, plan, tracks_scheduling, .. } = populated;
+        let speed = settings.scenario_speed;
+        let (controller, reader) = match controller {
+            Some((c, r)) => (Some(c), r),
+            None => (None, Reader::default()),
+        };
+        let started = Instant::now();
+        // Workload controllers recreate the pods they own whenever the
+        // cluster is about scheduling, as the simulator's do.
+        let recreator = (tracks_scheduling || settings.scheduler).then(|| Recreator::subscribe(&cluster));
+        Driver {
+            cluster,
+            kubelets,
+            plan,
+            next_fault: 0,
+            api_faults: settings.api_faults,
+            next_api_fault: 0,
+            speed: if speed.is_finite() && speed > 0.0 { speed } else { 1.0 },
+            lease_duration: settings.lease_duration,
+            started,
+            status,
+            controller,
+            reader,
+            tracks_scheduling,
+            watches: None,
+            tick: settings.tick,
+            scheduler: settings.scheduler,
+            recreator,
+        }
+    }
+
+    /// Drives the cluster until the task is dropped.
+    pub async fn run(mut self) {
+        // The tick is on the process's clock (`wall`): kubelets and the
+        // scenario's events keep their grain when time is compressed.
+        let mut tick = tokio::time::interval(wall::real(self.tick).max(Duration::from_millis(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_pdb = Instant::now();
+        let mut last_status = Instant::now() - Duration::from_secs(10);
+        if self.controller.is_some() {
+            self.watches = Some(served_api::Feeds::subscribe(&self.cluster, self.reader));
+        }
+        loop {
+            tick.tick().await;
+            // Frozen: kubelets, scenario and faults wait with the server.
+            if self.cluster.faults.frozen() {
+                continue;
+            }
+            let now = self.cluster.time.now();
+            if now < Timestamp::EPOCH {
+                // The scenario has not begun (`zero_unix_nanos`): the
+                // cluster is served as the file starts it, and nothing in
+                // it moves yet (no scheduler, no kubelet, no fault).
+                continue;
+            }
+            self.play_faults(now);
+            self.cluster.end_graceful(now);
+            {
+                let mut s = self.cluster.store.lock();
+                let mut api = StoreKubelets { s: &mut s, time: self.cluster.time, lease_duration: self.lease_duration };
+                self.kubelets.run_until(now, &mut api);
+            }
+            if let Some(r) = &mut self.recreator {
+                r.pass(&self.cluster, now);
+            }
+            if wall::since(last_pdb) >= Duration::from_secs(1) {
+                if self.scheduler {
+                    crate::scheduler::pass(&self.cluster);
+                }
+                crate::pdb::refresh(&self.cluster);
+                last_pdb = Instant::now();
+            }
+            self.step_controller(now);
+            if last_status.elapsed() >= Duration::from_secs(1) {
+                self.update_status();
+                last_status = Instant::now();
+            }
+        }
+    }
+
+    fn update_status(&self) {
+        let s = self.cluster.store.lock();
+        let nodes = s.snapshot(Kind::Node);
+        let not_ready = nodes.iter_from("", None).filter(|n| n.field(NODE_READY).as_deref() != Some("True")).count();
+        let mut st = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        st.uptime_secs = self.started.elapsed().as_secs();
+        st.nodes = nodes.len();
+        st.not_ready = not_ready;
+        st.pods = s.count(Kind::Pod);
+        st.resource_version = s.rv();
+    }
+
+    fn note(&self, what: String) {
+        info!("{what}");
+        self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).last_fault = what;
+    }
+
+    fn play_faults(&mut self, now: Timestamp) {
+        let elapsed = wall::since(self.started);
+        while let Some(f) = self.api_faults.get(self.next_api_fault).cloned() {
+            if f.at > elapsed {
+                break;
+            }
+            // Its duration is on the process's clock, as its start is.
+            self.cluster.faults.inject(f.fault.clone(), f.lasts.map(wall::real));
+            self.note(format!(
+                "{}{}",
+                f.fault,
+                f.lasts.map_or(String::new(), |d| format!(" for {}s", d.as_secs_f64()))
+            ));
+            self.next_api_fault += 1;
+        }
+        let scaled = Timestamp::EPOCH
+            + Span::from_secs_f64((now - Timestamp::EPOCH).as_secs_f64() * self.speed).unwrap_or(Span::ZERO);
+        while let Some(f) = self.plan.faults().get(self.next_fault).cloned() {
+            if f.at > scaled {
+                break;
+            }
+            self.next_fault += 1;
+            if !f.what.is_empty() {
+                self.note(f.what.clone());
+            }
+            self.apply_fault(now, &f.fault);
+        }
+    }
+
+    fn apply_fault(&mut self, now: Timestamp, fault: &Fault) {
+        let sh = self.cluster.clone();
+        match fault {
+            Fault::Crash(nodes) => nodes.iter().for_each(|n| self.kubelets.stop(n)),
+            Fault::Partition(nodes) => nodes.iter().for_each(|n| self.kubelets.set_partitioned(n, true)),
+            Fault::Heal(nodes) => nodes.iter().for_each(|n| self.kubelets.set_partitioned(n, false)),
+            Fault::Recover(nodes) => {
+                let mut s = sh.store.lock();
+                let mut api = StoreKubelets { s: &mut s, time: sh.time, lease_duration: self.lease_duration };
+                for n in nodes {
+                    self.kubelets.start(n, now, &mut api);
+                }
+            }
+            Fault::ControlPlaneDown => sh.faults.inject(ApiFault::Outage, None),
+            Fault::ControlPlaneUp => sh.faults.clear(),
+            Fault::RestartController => {
+                if let Some(c) = &mut self.controller {
+                    let now = sh.time.unix_timestamp(now);
+                    if let Err(e) = c.restart(now) {
+                        warn!(error = %e, "controller restart failed");
+                    }
+                    for o in self.reader.state(&sh, now) {
+                        c.observe(now, o);
+                    }
+                }
+            }
+            Fault::Event(action) => self.apply_event(now, action),
+        }
+    }
+
+    /// A scenario file's event, applied through a scratch copy of the
+    /// simulator's cluster holding the objects it touches, so the event
+    /// means here exactly what it means in replay. What the simulator keeps
+    /// apart from its objects (budgets, allocatable, the scheduler's
+    /// verdicts and binds) is written to the stored objects directly, as
+    /// the API would hold it.
+    fn apply_event(&mut self, now: Timestamp, action: &EventAction) {
+        let sh = self.cluster.clone();
+        let mut s = sh.store.lock();
+        let budgets_changed = match self.write_pod_event(&sh, &mut s, now, action) {
+            Some(()) => false,
+            None => match self.write_event(&sh, &mut s, now, action) {
+                Some(changed) => changed,
+                None => {
+                    self.simulate_event(&sh, &mut s, now, action);
+                    false
+                }
+            },
+        };
+        drop(s);
+        if budgets_changed {
+            // The disruption controller publishes the new budget's status
+            // at once, as the simulator's does.
+            crate::pdb::refresh(&sh);
+        }
+    }
+
+    /// A scratch copy of the simulator's cluster that keeps scheduling
+    /// facts exactly when the served one does, so an added node or pod is
+    /// served as a node or pod of the file's is.
+    fn scratch(&self, sh: &ServedCluster) -> Cluster {
+        Cluster::new(sh.admission).with_scheduling(false, self.tracks_scheduling)
+    }
+
+    /// The events on a pod that are written to the stored pod directly;
+    /// `None` for any other event.
+    fn write_pod_event(
+        &mut self,
+        sh: &ServedCluster,
+        s: &mut Inner,
+        now: Timestamp,
+        action: &EventAction,
+    ) -> Option<()> {
+        let time = sh.time;
+        match action {
+            EventAction::DeletePod(key) => match s.get(Kind::Pod, key) {
+                Some(p) => {
+                    s.commit(Kind::Pod, key, p.value(), true);
+                }
+                None => warn!(pod = %key, "delete-pod: no such pod now"),
+            },
+            EventAction::SetTolerations(a) => {
+                if let Some(p) = s.get(Kind::Pod, &a.pod) {
+                    let mut v = p.value();
+                    v["spec"]["tolerations"] =
+                        json!(a.tolerations.iter().map(convert::toleration_json).collect::<Vec<_>>());
+                    s.commit(Kind::Pod, &a.pod, v, false);
+                }
+            }
+            // As the scheduler's bind: the node, PodScheduled=True, and the
+            // kubelet of a Ready node starts the pod.
+            EventAction::BindPod(a) => match s.get(Kind::Pod, &a.pod) {
+                Some(p) => {
+                    let mut v = p.value();
+                    crate::binding::assign(s, sh, &mut v, &a.node, now);
+                    s.commit(Kind::Pod, &a.pod, v, false);
+                }
+                None => warn!(pod = %a.pod, "bind-pod: no such pod now"),
+            },
+            EventAction::AddPod(spec) => {
+                // At the event's time (`unschedulable-since: now`), and with
+                // what the file says of its scheduling.
+                let mut scratch = self.scratch(sh);
+                scratch.add_pod_at(spec, now);
+                if spec.refuse_deletions > 0 {
+                    sh.refuse_deletions([(spec.name.clone(), spec.refuse_deletions)]);
+                }
+                if let Some(p) = scratch.pod(&spec.name) {
+                    store_added_pod(s, &time, p, now);
+                }
+            }
+            // The scheduler's verdict, as the served scheduler writes it.
+            EventAction::MarkUnschedulable(a) => match s.get(Kind::Pod, &a.pod) {
+                Some(p) => {
+                    let mut v = p.value();
+                    let bound = v.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+                    let terminating = v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+                    if bound || terminating {
+                        warn!(pod = %a.pod, "mark-unschedulable: the pod is bound or terminating; ignored");
+                    } else if crate::scheduler::mark_unschedulable(
+                        &mut v,
+                        "0/0 nodes are available (a scenario's mark-unschedulable)",
+                        &time.time(now),
+                    ) {
+                        s.commit(Kind::Pod, &a.pod, v, false);
+                    }
+                }
+                None => warn!(pod = %a.pod, "mark-unschedulable: no such pod now"),
+            },
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// The other events written to the stored objects directly (nodes,
+    /// kubelets, budgets); `Some(true)` when a budget changed, `None` for
+    /// an event the simulator applies.
+    fn write_event(&mut self, sh: &ServedCluster, s: &mut Inner, now: Timestamp, action: &EventAction) -> Option<bool> {
+        let time = sh.time;
+        match action {
+            EventAction::DeleteNode(n) => {
+                self.kubelets.stop(n);
+                for (kind, key) in [(Kind::Node, n.clone()), (Kind::Lease, key_of(NODE_LEASE_NAMESPACE, n))] {
+                    if let Some(o) = s.get(kind, &key) {
+                        s.commit(kind, &key, o.value(), true);
+                    }
+                }
+            }
+            EventAction::KubeletStart(nodes) => {
+                let mut api = StoreKubelets { s, time, lease_duration: self.lease_duration };
+                for n in nodes {
+                    self.kubelets.start(n, now, &mut api);
+                }
+            }
+            EventAction::AddBudget(spec) => {
+                store_budget(s, &time, spec);
+                return Some(true);
+            }
+            EventAction::DeleteBudget(key) => match s.get(Kind::PodDisruptionBudget, key) {
+                Some(b) => {
+                    s.commit(Kind::PodDisruptionBudget, key, b.value(), true);
+                }
+                None => warn!(budget = %key, "delete-budget: no such budget now"),
+            },
+            // A served node always reports an allocatable (a real one
+            // does), so the change is served whatever the file runs.
+            EventAction::SetAllocatable(a) => match s.get(Kind::Node, &a.node) {
+                Some(n) => {
+                    let mut v = n.value();
+                    let resources = convert::resources_json(Some(a.allocatable.resources()));
+                    v["status"]["allocatable"] = resources.clone();
+                    v["status"]["capacity"] = resources;
+                    s.commit(Kind::Node, &a.node, v, false);
+                }
+                None => warn!(node = %a.node, "set-allocatable: no such node now"),
+            },
+            _ => return None,
+        }
+        Some(false)
+    }
+
+    /// An event the simulator applies, on a scratch cluster holding the
+    /// node it is about; what it observes is written back to the store.
+    fn simulate_event(&mut self, sh: &ServedCluster, s: &mut Inner, now: Timestamp, action: &EventAction) {
+        let time = sh.time;
+        let mut scratch = self.scratch(sh);
+        let node_name = match action {
+            EventAction::SetReady(a) => Some(a.node.clone()),
+            EventAction::SetCondition(a) => Some(a.node.clone()),
+            EventAction::RemoveCondition(a) => Some(a.node.clone()),
+            EventAction::SetTaints(a) => Some(a.node.clone()),
+            EventAction::SetUnschedulable(a) => Some(a.node.clone()),
+            EventAction::SetLabels(a) => Some(a.node.clone()),
+            EventAction::SetLease(a) => Some(a.node.clone()),
+            _ => None,
+        };
+        if let Some(n) = &node_name
+            && let Some(obj) = s.get(Kind::Node, n)
+        {
+            scratch.put_node(convert::node_snapshot(&obj.value(), &time));
+        }
+        let obs = nodewarden_sim::faults::apply_event(&mut scratch, &mut self.kubelets, now, action);
+        for o in obs {
+            served_api::write_observation(s, &time, self.lease_duration, o);
+        }
+    }
+
+    fn step_controller(&mut self, now: Timestamp) {
+        let Some(controller) = &mut self.controller else { return };
+        let sh = self.cluster.clone();
+        let now = sh.time.unix_timestamp(now);
+        let outage = sh.faults.outage();
+        if let Some(feeds) = &mut self.watches {
+            match feeds.drain(&sh, outage, now) {
+                Delivered::Changes(changes) => controller.observe_all(now, changes),
+                Delivered::Relisted(listed) => {
+                    // As `nodewarden run` does after a re-list: what the
+                    // engine holds and the list no longer shows was deleted
+                    // while the watches were away.
+                    controller.observe_all(now, listed.observations);
+                    for (kind, present) in &listed.present {
+                        let gone = controller.relisted(now, *kind, present);
+                        if gone > 0 {
+                            info!(?kind, deleted = gone, "re-list found objects deleted while the watches were away");
+                        }
+                    }
+                }
+            }
+        }
+        let mut api = ServedApi { cluster: &sh, reader: self.reader };
+        controller.step(now, &mut api, &mut |_| {});
+    }
+}
