@@ -9,11 +9,16 @@
 
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionId, ActionKind, NodeSnapshot, ObjectRef, Observation, WriteOutcome};
-use nodewarden_model::{ConditionStatus, DeletionMode, Span, Timestamp};
+use nodewarden_model::{DeletionMode, Span, Timestamp};
 
 use super::Cluster;
 use super::nodes::sync_row;
-use super::objects::{BUDGET_REFUSAL, POD_DISRUPTION_TARGET, POD_READY, POD_REASON_NODE_LOST, RecordedEvent, SimPod};
+use super::objects::{RecordedEvent, SimPod};
+use crate::rules;
+use crate::rules::node::{merge_conditions, merge_labels, patch_taints};
+use crate::rules::pod::{
+    Deletion, POD_REASON_NODE_LOST, PodAtKey, SET_POD_NODE_LOST, add_disruption_target, check_pod_write, mark_not_ready,
+};
 
 /// The simulated cluster is where replay and `nodewarden sim` carry out
 /// the controller's actions: each lands at once, as a fast API server's
@@ -63,41 +68,26 @@ impl Cluster {
                 self.events.push(RecordedEvent { at: now, event: event.clone() });
                 Applied::default()
             }
-            ActionKind::UpdateNodeConditions { node, conditions, .. } => self.node_write(id, node, |n| {
-                for c in conditions {
-                    match n.conditions.iter_mut().find(|x| x.kind == c.kind) {
-                        Some(x) => *x = c.clone(),
-                        None => n.conditions.push(c.clone()),
-                    }
-                }
-            }),
-            ActionKind::PatchNodeTaints { node, add, remove, .. } => self.node_write(id, node, |n| {
-                n.taints.retain(|t| !remove.iter().any(|r| r.same_as(t)));
-                for a in add {
-                    match n.taints.iter_mut().find(|t| t.same_as(a)) {
-                        Some(t) => *t = a.clone(),
-                        None => n.taints.push(a.clone()),
-                    }
-                }
-            }),
-            ActionKind::PatchNodeLabels { node, labels } => self.node_write(id, node, |n| {
-                for (k, v) in labels {
-                    n.labels.insert(k.clone(), v.clone());
-                }
-            }),
+            ActionKind::UpdateNodeConditions { node, conditions, .. } => {
+                self.node_write(id, node, |n| merge_conditions(&mut n.conditions, conditions))
+            }
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                self.node_write(id, node, |n| patch_taints(&mut n.taints, add, remove))
+            }
+            ActionKind::PatchNodeLabels { node, labels } => {
+                self.node_write(id, node, |n| merge_labels(&mut n.labels, labels))
+            }
             ActionKind::MarkPodNotReady { pod, uid } => self.pod_write(id, "mark-pod-not-ready", pod, uid, |p| {
-                if let Some(s) = p.conditions.get_mut(POD_READY) {
-                    *s = ConditionStatus::False;
-                }
+                mark_not_ready(&mut p.conditions);
                 Ok(())
             }),
-            ActionKind::SetPodNodeLost { pod, uid, .. } => self.pod_write(id, "set-pod-node-lost", pod, uid, |p| {
+            ActionKind::SetPodNodeLost { pod, uid, .. } => self.pod_write(id, SET_POD_NODE_LOST, pod, uid, |p| {
                 p.reason = Some(POD_REASON_NODE_LOST.to_string());
                 Ok(())
             }),
             ActionKind::AddPodDisruptionTarget { pod, uid } => {
                 self.pod_write(id, "add-pod-disruption-target", pod, uid, |p| {
-                    p.conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::True);
+                    add_disruption_target(&mut p.conditions);
                     Ok(())
                 })
             }
@@ -121,7 +111,7 @@ impl Cluster {
     /// gone at once, as before. The node lifecycle controller's deletions
     /// pass `Some(0)`: their pods are on dead nodes, whose kubelet cannot
     /// hold them, and instant removal keeps the node lifecycle runs as
-    /// they were.
+    /// they were. The outcome is [`rules::pod::deletion`]'s.
     #[allow(clippy::too_many_arguments)]
     fn remove_pod(
         &mut self,
@@ -133,34 +123,27 @@ impl Cluster {
         mode: DeletionMode,
         grace: Option<Span>,
     ) -> Applied {
-        let refusal = match mode {
-            DeletionMode::Delete => "admission webhook denied the request",
-            DeletionMode::Evict => BUDGET_REFUSAL,
-        };
         let tracks = self.tracks_scheduling();
-        let budget_refusal = match self.pods.get(pod) {
-            Some(p) if tracks && mode == DeletionMode::Evict && !p.deleted && p.uid == uid => self.eviction_refusal(p),
-            _ => None,
+        let eviction = match self.pods.get(pod) {
+            Some(p) if tracks && mode == DeletionMode::Evict && !p.deleted && p.uid == uid => {
+                self.eviction_verdict(p).map_err(str::to_string)
+            }
+            _ => Ok(()),
         };
         let mut graceful = None;
         let mut applied = self.pod_write(id, what, pod, uid, |p| {
-            if p.refuse_deletions > 0 {
-                p.refuse_deletions -= 1;
-                return Err(refusal.to_string());
-            }
-            if let Some(r) = budget_refusal {
-                return Err(r);
-            }
-            let grace = if tracks {
-                grace.unwrap_or_else(|| p.scheduling.as_ref().map_or(Span::ZERO, |s| s.termination_grace))
-            } else {
-                Span::ZERO
-            };
-            if grace > Span::ZERO {
-                p.terminating = true;
-                graceful = Some(now + grace);
-            } else {
-                p.deleted = true;
+            let pod_grace = p.scheduling.as_ref().map(|s| s.termination_grace);
+            let grace = rules::pod::deletion_grace(tracks, grace, pod_grace);
+            match rules::pod::deletion(mode, p.refuse_deletions, eviction, grace) {
+                Deletion::Refused { reason, refusals_left } => {
+                    p.refuse_deletions = refusals_left;
+                    return Err(reason);
+                }
+                Deletion::Terminating(grace) => {
+                    p.terminating = true;
+                    graceful = Some(now + grace);
+                }
+                Deletion::Gone => p.deleted = true,
             }
             Ok(())
         });
@@ -178,6 +161,8 @@ impl Cluster {
         *self.writes.entry(object).or_insert(0) += 1;
     }
 
+    /// A controller write to a node: `f` changes it in place; a missing
+    /// node fails the write and answers with its deletion.
     fn node_write(&mut self, id: ActionId, name: &str, f: impl FnOnce(&mut NodeSnapshot)) -> Applied {
         self.count_write(ObjectRef::Node(name.to_string()));
         let Some(node) = self.nodes.get_mut(name) else {
@@ -203,6 +188,9 @@ impl Cluster {
         }
     }
 
+    /// A controller write `what` to pod `key` with uid precondition `uid`:
+    /// judged by [`rules::pod::check_pod_write`], then `f` changes the pod
+    /// (or refuses, leaving it as it is).
     fn pod_write(
         &mut self,
         id: ActionId,
@@ -213,52 +201,21 @@ impl Cluster {
     ) -> Applied {
         self.count_write(ObjectRef::Pod(key.to_string()));
         let current = self.pods.get(key).filter(|p| !p.deleted);
-        let current_state = match current {
-            Some(p) => Observation::PodUpserted(p.snapshot()),
-            None => Observation::PodDeleted { key: key.to_string() },
-        };
-        let refuse = |reason: String, violation: Option<String>| Applied {
-            observations: vec![
-                Observation::WriteFinished { id, outcome: WriteOutcome::Failed(reason.clone()) },
-                current_state.clone(),
-            ],
-            outcome: Some(WriteOutcome::Failed(reason)),
-            violation,
-        };
-        if self.deleted_uids.contains(uid) {
-            return refuse(
-                format!("pod {key} (uid {uid}) not found: it was deleted"),
-                Some(format!("{what} on pod {key} (uid {uid}), which was already deleted")),
-            );
+        let at_key =
+            current.map_or(PodAtKey::Missing, |p| PodAtKey::Present { uid: &p.uid, terminating: p.terminating });
+        if let Err(refusal) = check_pod_write(what, key, uid, self.deleted_uids.contains(uid), at_key) {
+            let current_state = match current {
+                Some(p) => Observation::PodUpserted(p.snapshot()),
+                None => Observation::PodDeleted { key: key.to_string() },
+            };
+            return refused(id, refusal.reason, current_state, refusal.violation);
         }
         let Some(pod) = self.pods.get_mut(key).filter(|p| !p.deleted) else {
-            return refuse(format!("pod {key} not found"), None);
+            unreachable!("check_pod_write lets a write through only to a pod that exists");
         };
-        if pod.uid != uid {
-            let reason = format!("precondition failed: uid {uid}, but pod {key} has uid {}", pod.uid);
-            return refuse(reason, None);
-        }
-        // Upstream's legacy DeletePods writes status.reason=NodeLost to every
-        // pod of the node, terminating ones included (J4), and the API server
-        // accepts a status update on a pod that is being deleted. So that one
-        // write succeeds; any other write to a terminating pod (NotReady,
-        // DisruptionTarget, a deletion) is still refused as a violation.
-        if pod.terminating && what != "set-pod-node-lost" {
-            return refuse(
-                format!("pod {key} is terminating"),
-                Some(format!("{what} on pod {key}, which is terminating")),
-            );
-        }
         if let Err(reason) = f(pod) {
             let current = Observation::PodUpserted(pod.snapshot());
-            return Applied {
-                observations: vec![
-                    Observation::WriteFinished { id, outcome: WriteOutcome::Failed(reason.clone()) },
-                    current,
-                ],
-                outcome: Some(WriteOutcome::Failed(reason)),
-                violation: None,
-            };
+            return refused(id, reason, current, None);
         }
         self.epoch += 1;
         let observation = if pod.deleted {
@@ -272,6 +229,16 @@ impl Cluster {
             outcome: Some(WriteOutcome::Done),
             violation: None,
         }
+    }
+}
+
+/// A write that failed with `reason`: the failure, then the object's
+/// current state, so the engine decides again from it.
+fn refused(id: ActionId, reason: String, current: Observation, violation: Option<String>) -> Applied {
+    Applied {
+        observations: vec![Observation::WriteFinished { id, outcome: WriteOutcome::Failed(reason.clone()) }, current],
+        outcome: Some(WriteOutcome::Failed(reason)),
+        violation,
     }
 }
 

@@ -13,8 +13,10 @@ use nodewarden_engine::Observation;
 use tracing::warn;
 
 use super::Cluster;
-use super::objects::{BUDGET_REFUSAL, BudgetStatus, EMPTY_LABELS, SEVERAL_BUDGETS, SimBudget, SimPod, budget_snapshot};
-use crate::scenario::{BudgetSpec, IntOrPercent};
+use super::objects::{EMPTY_LABELS, SimBudget, SimPod, budget_snapshot};
+use crate::rules;
+use crate::rules::budget::{BudgetStatus, PodHealth};
+use crate::scenario::BudgetSpec;
 
 impl Cluster {
     /// Every budget, by key.
@@ -52,58 +54,27 @@ impl Cluster {
             .filter(|p| spec.selector.matches(p.scheduling.as_ref().map_or(&EMPTY_LABELS, |s| &s.labels)))
     }
 
-    /// What the disruption controller computes for a budget now: expected
-    /// = matching pods not terminating (a stand-in for the owners' scale:
-    /// a replaced pod's successor counts, the terminating one does not),
-    /// healthy = those bound and Ready, desired from `min-available`
-    /// (percentages of expected, rounded up) or expected minus
-    /// `max-unavailable` (rounded up), allowed = healthy - desired, at
-    /// least 0.
+    /// What the disruption controller publishes for a budget now
+    /// ([`rules::budget::budget_status`] over the pods its selector picks).
     pub fn budget_status(&self, spec: &BudgetSpec) -> BudgetStatus {
-        let (mut expected, mut healthy) = (0u32, 0u32);
-        for p in self.budget_pods(spec).filter(|p| !p.terminating) {
-            expected += 1;
-            if p.node.is_some() && p.ready() == Some(true) {
-                healthy += 1;
-            }
-        }
-        let desired = match (spec.min_available, spec.max_unavailable) {
-            (Some(min), _) => min.scaled(expected),
-            (None, Some(max)) => expected.saturating_sub(max.scaled(expected)),
-            // Neither (only from code; files must give one): policy's
-            // old default, minAvailable 1.
-            (None, None) => IntOrPercent::Int(1).scaled(expected),
-        };
-        BudgetStatus { expected, healthy, desired, allowed: healthy.saturating_sub(desired) }
+        let pods = self.budget_pods(spec).map(pod_health);
+        rules::budget::budget_status(pods, spec.min_available, spec.max_unavailable)
     }
 
-    /// Whether the Eviction API lets this pod go now, as upstream's
-    /// eviction handler decides: pods not running (unbound) and
-    /// terminating pods always; several budgets: 500; a healthy pod needs
-    /// `disruptionsAllowed > 0`; an unhealthy one, that the budget is met
-    /// (`IfHealthyBudget`, the default policy).
-    pub(super) fn eviction_refusal(&self, pod: &SimPod) -> Option<String> {
-        if pod.node.is_none() || pod.terminating {
-            return None;
-        }
+    /// The Eviction API's verdict on this pod now
+    /// ([`rules::budget::eviction_verdict`]), given the budgets of its
+    /// namespace whose selector picks it.
+    pub(super) fn eviction_verdict(&self, pod: &SimPod) -> Result<(), &'static str> {
         let labels = pod.scheduling.as_ref().map_or(&EMPTY_LABELS, |s| &s.labels);
         let ns = pod.key.split_once('/').map_or("", |(ns, _)| ns);
-        let covering: Vec<&SimBudget> = self
+        let covering: Vec<BudgetStatus> = self
             .budgets
             .values()
             .filter(|b| b.spec.name.split_once('/').is_some_and(|(bns, _)| bns == ns))
             .filter(|b| b.spec.selector.matches(labels))
+            .map(|b| self.budget_status(&b.spec))
             .collect();
-        match covering.as_slice() {
-            [] => None,
-            [b] => {
-                let status = self.budget_status(&b.spec);
-                let healthy = pod.ready() == Some(true);
-                let ok = if healthy { status.allowed > 0 } else { status.healthy >= status.desired };
-                (!ok).then(|| BUDGET_REFUSAL.to_string())
-            }
-            _ => Some(SEVERAL_BUDGETS.to_string()),
-        }
+        rules::budget::eviction_verdict(pod_health(pod), &covering)
     }
 
     /// Re-computes every budget's `disruptionsAllowed` when pods changed;
@@ -126,6 +97,11 @@ impl Cluster {
         }
         out
     }
+}
+
+/// What the budget rules read of a stored pod.
+fn pod_health(p: &SimPod) -> PodHealth {
+    PodHealth { terminating: p.terminating, bound: p.node.is_some(), ready: p.ready() }
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@ pub(crate) use nodewarden_model::{
 
 pub(crate) use super::Cluster;
 pub(crate) use crate::admission::AdmissionDefaults;
-pub(crate) use crate::scenario::{NodeSpec, PodSpec, TimeSpec};
+pub(crate) use crate::rules::budget::{BUDGET_REFUSAL, SEVERAL_BUDGETS};
+pub(crate) use crate::rules::pod::POD_DISRUPTION_TARGET;
+pub(crate) use crate::rules::recreate::replacement_base;
+pub(crate) use crate::scenario::{IntOrPercent, NodeSpec, PodSpec, TimeSpec};
 pub(crate) use crate::validate::parse_scenario;
 
 pub(crate) fn t(s: i64) -> Timestamp {

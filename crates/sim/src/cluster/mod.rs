@@ -41,14 +41,16 @@ mod recreate;
 mod scheduling;
 
 use nodes::NodeRow;
-pub(crate) use nodes::is_controller_noexecute;
 pub use nodes::node_from_spec;
 use objects::budget_snapshot;
-pub use objects::{
-    BUDGET_REFUSAL, BudgetStatus, POD_DISRUPTION_TARGET, POD_READY, POD_REASON_NODE_LOST, POD_SCHEDULED, RecordedEvent,
-    SEVERAL_BUDGETS, SimBudget, SimPod,
-};
-pub use recreate::replacement_base;
+pub use objects::{RecordedEvent, SimBudget, SimPod};
+
+// The rules' names under the paths they had when they lived here (other
+// crates use them).
+pub use crate::rules::budget::{BUDGET_REFUSAL, BudgetStatus, SEVERAL_BUDGETS};
+pub(crate) use crate::rules::node::is_controller_noexecute;
+pub use crate::rules::pod::{POD_DISRUPTION_TARGET, POD_READY, POD_REASON_NODE_LOST, POD_SCHEDULED};
+pub use crate::rules::recreate::replacement_base;
 
 /// The simulated cluster.
 #[derive(Clone, Debug, Default)]

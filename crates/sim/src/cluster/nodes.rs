@@ -16,19 +16,8 @@ use tracing::warn;
 use super::scheduling::scheduling_view_changed;
 use super::{Cluster, Hasher};
 use crate::kubelet::NodeHandle;
+use crate::rules::node::{edit_labels, is_controller_noexecute, post_condition, ready_reason, ready_status};
 use crate::scenario::{DEFAULT_ALLOCATABLE, NodeSpec};
-
-/// A node's Ready status; `None` when it has no Ready condition.
-fn ready_of(node: &NodeSnapshot) -> Option<ConditionStatus> {
-    node.conditions.iter().find(|c| c.kind == ConditionType::Ready).map(|c| c.status)
-}
-
-/// A `not-ready` or `unreachable` NoExecute taint (what the timeline
-/// counts as tainted).
-pub(crate) fn is_controller_noexecute(t: &Taint) -> bool {
-    t.effect == nodewarden_model::TaintEffect::NoExecute
-        && (t.key == keys::TAINT_NOT_READY || t.key == keys::TAINT_UNREACHABLE)
-}
 
 /// One name's row in [`Cluster`]'s node table.
 #[derive(Clone, Debug)]
@@ -62,17 +51,8 @@ pub(super) fn sync_row(rows: &mut [NodeRow], row_of: &HashMap<CompactName, u32, 
     if let Some(&r) = row_of.get(node.name.as_str())
         && let Some(row) = rows.get_mut(r as usize)
     {
-        row.ready = Some(ready_of(node));
+        row.ready = Some(ready_status(&node.conditions));
         row.noexecute = node.taints.iter().any(is_controller_noexecute);
-    }
-}
-
-/// The reason the kubelet (or the file) gives a Ready status.
-fn ready_reason(status: ConditionStatus) -> &'static str {
-    match status {
-        ConditionStatus::True => "KubeletReady",
-        ConditionStatus::False => "KubeletNotReady",
-        ConditionStatus::Unknown => nodewarden_model::condition::REASON_STATUS_UNKNOWN,
     }
 }
 
@@ -124,30 +104,6 @@ pub fn node_from_spec(spec: &NodeSpec, now: Timestamp) -> (NodeSnapshot, Option<
         unschedulable: spec.unschedulable,
     };
     (node, spec.lease.map(|t| t.resolve(now)))
-}
-
-/// Sets condition `kind` to `status` with heartbeat `now`; the transition
-/// time moves to `now` only when the status changes (or the condition is new).
-fn post_condition(node: &mut NodeSnapshot, kind: ConditionType, status: ConditionStatus, reason: &str, now: Timestamp) {
-    match node.conditions.iter_mut().find(|c| c.kind == kind) {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition = now;
-            }
-            c.status = status;
-            c.reason = reason.to_string();
-            c.message = String::new();
-            c.last_heartbeat = now;
-        }
-        None => node.conditions.push(NodeCondition {
-            kind,
-            status,
-            reason: reason.to_string(),
-            message: String::new(),
-            last_heartbeat: now,
-            last_transition: now,
-        }),
-    }
 }
 
 impl Cluster {
@@ -325,7 +281,7 @@ impl Cluster {
         if before == Some((status, now, true)) {
             return Vec::new();
         }
-        post_condition(n, ConditionType::Ready, status, reason, now);
+        post_condition(&mut n.conditions, ConditionType::Ready, status, reason, now);
         sync_row(&mut self.rows, &self.row_of, n);
         // The scheduler reads Ready's status (`scheduling_view_changed`).
         if before.map(|(s, _, _)| s) != Some(status) {
@@ -342,7 +298,7 @@ impl Cluster {
         status: ConditionStatus,
         now: Timestamp,
     ) -> Vec<Observation> {
-        self.update_node(node, "set-condition", |n| post_condition(n, kind.clone(), status, "", now))
+        self.update_node(node, "set-condition", |n| post_condition(&mut n.conditions, kind.clone(), status, "", now))
     }
 
     /// Removes a condition (Ready included).
@@ -362,18 +318,7 @@ impl Cluster {
 
     /// Merges labels; a `None` value removes the label.
     pub fn set_labels(&mut self, node: &str, labels: &BTreeMap<String, Option<String>>) -> Vec<Observation> {
-        self.update_node(node, "set-labels", |n| {
-            for (k, v) in labels {
-                match v {
-                    Some(v) => {
-                        n.labels.insert(k.clone(), v.clone());
-                    }
-                    None => {
-                        n.labels.remove(k);
-                    }
-                }
-            }
-        })
+        self.update_node(node, "set-labels", |n| edit_labels(&mut n.labels, labels))
     }
 
     pub(super) fn update_node(

@@ -1,6 +1,6 @@
 //! The values the simulated API server stores besides nodes: pods, the
-//! Events the controller recorded and PodDisruptionBudgets, with the
-//! condition names and refusal texts that go with them.
+//! Events the controller recorded and PodDisruptionBudgets. The condition
+//! names and refusal texts they go with are the rules' ([`crate::rules`]).
 //!
 //! Invariant: these are plain values; nothing here reaches into the
 //! [`Cluster`](super::Cluster)'s maps, so the storage and the rules can both
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use nodewarden_engine::{BudgetSnapshot, Event, PodSnapshot};
 use nodewarden_model::{ConditionStatus, PodScheduling, Resources, Timestamp, Toleration};
 
+use crate::rules::pod::{POD_READY, POD_REASON_NODE_LOST};
 use crate::scenario::BudgetSpec;
 
 /// A pod as the simulated API server stores it.
@@ -44,25 +45,6 @@ pub struct SimPod {
     /// the rescheduler, so other runs' observations stay as they were).
     pub report_scheduling: bool,
 }
-
-/// The pod condition type that [`SimPod::ready`] reads.
-pub const POD_READY: &str = "Ready";
-
-/// The pod condition the taint manager adds before deleting.
-pub const POD_DISRUPTION_TARGET: &str = "DisruptionTarget";
-
-/// The pod `status.reason` a legacy eviction sets.
-pub use nodewarden_model::keys::POD_REASON_NODE_LOST;
-
-/// The pod condition the scheduler sets (False when it fits nowhere).
-pub const POD_SCHEDULED: &str = "PodScheduled";
-
-/// The Eviction API's refusal when a budget allows no disruption (429).
-pub const BUDGET_REFUSAL: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
-
-/// The Eviction API's refusal when several budgets cover the pod (500).
-pub const SEVERAL_BUDGETS: &str =
-    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
 
 impl SimPod {
     /// The Ready condition as a boolean; `None` when the pod has none.
@@ -126,19 +108,6 @@ pub struct SimBudget {
     /// Its spec as the file gave it.
     pub spec: BudgetSpec,
     /// `status.disruptionsAllowed` as last published.
-    pub allowed: u32,
-}
-
-/// What the disruption controller computes for a budget.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BudgetStatus {
-    /// Matching pods that are not terminating (the controller's scale).
-    pub expected: u32,
-    /// Of those, bound and Ready.
-    pub healthy: u32,
-    /// How many must stay healthy.
-    pub desired: u32,
-    /// `healthy - desired`, never below zero.
     pub allowed: u32,
 }
 

@@ -13,7 +13,8 @@ use nodewarden_model::{ConditionStatus, Placement, PodScheduling, Timestamp, Tol
 use tracing::warn;
 
 use super::Cluster;
-use super::objects::{POD_READY, POD_SCHEDULED, SimPod};
+use super::objects::SimPod;
+use crate::rules::pod::{POD_READY, POD_SCHEDULED};
 use crate::scenario::{PodSchedulingSpec, PodSpec};
 
 impl Cluster {

@@ -12,45 +12,32 @@ use nodewarden_engine::Observation;
 use nodewarden_model::ConditionStatus;
 
 use super::Cluster;
-use super::objects::{POD_READY, SimPod};
-
-/// The name a replacement is derived from: the pod's, without a
-/// `-r<digits>` suffix a previous replacement added.
-pub fn replacement_base(key: &str) -> &str {
-    match key.rsplit_once("-r") {
-        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
-        _ => key,
-    }
-}
+use super::objects::SimPod;
+use crate::rules::pod::POD_READY;
+use crate::rules::recreate::{is_replaced, replacement_name, replacement_ready};
 
 impl Cluster {
     /// The pod's controller creates its replacement, as a ReplicaSet does
-    /// as soon as a pod is terminating or gone: same spec, a new name
-    /// (`<name>-r<N>`, the first N free), a new uid, unscheduled and not
-    /// Ready. Only when the cluster tracks scheduling, and only for pods
-    /// with a controller that is not a DaemonSet (its pod is per node) and
-    /// that are not mirror pods.
+    /// as soon as a pod is terminating or gone ([`crate::rules::recreate`]
+    /// decides whether and under what name): same spec, a new uid,
+    /// unscheduled and not Ready. Only when the cluster tracks scheduling.
     pub(super) fn recreate(&mut self, key: &str) -> Vec<Observation> {
         if !self.tracks_scheduling() {
             return Vec::new();
         }
         let Some(old) = self.pods.get(key) else { return Vec::new() };
         let Some(sched) = old.scheduling.as_ref() else { return Vec::new() };
-        if old.daemonset || sched.mirror || sched.controller_kind.as_deref().is_none_or(|k| k == "DaemonSet") {
+        if !is_replaced(old.daemonset, sched.mirror, sched.controller_kind.as_deref()) {
             return Vec::new();
         }
-        let base = replacement_base(key);
-        let new_key = (1u64..)
-            .map(|n| format!("{base}-r{n}"))
-            .find(|k| self.pods.get(k).is_none_or(|p| p.deleted) && k != key)
-            .unwrap_or_else(|| format!("{base}-r"));
+        let new_key = replacement_name(key, |k| self.pods.get(k).is_some_and(|p| !p.deleted));
         self.next_uid += 1;
         let mut scheduling = sched.clone();
         scheduling.unschedulable_since = None;
-        let mut conditions = BTreeMap::new();
-        if old.conditions.contains_key(POD_READY) {
-            conditions.insert(POD_READY.to_string(), ConditionStatus::False);
-        }
+        let conditions: BTreeMap<String, ConditionStatus> = replacement_ready(old.conditions.contains_key(POD_READY))
+            .map(|ready| (POD_READY.to_string(), ready))
+            .into_iter()
+            .collect();
         let pod = SimPod {
             key: new_key,
             uid: format!("uid-{}", self.next_uid),
