@@ -163,7 +163,8 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             EventAction::BindPod(a) => pod_ref(field("pod"), &a.pod)?,
             // A controller's replacement of a defined pod may be marked:
             // nothing else could mark it in a file without the scheduler.
-            EventAction::MarkUnschedulable(a) if pods.contains_key(crate::cluster::replacement_base(&a.pod)) => {}
+            EventAction::MarkUnschedulable(a)
+                if pods.contains_key(crate::rules::recreate::replacement_base(&a.pod)) => {}
             EventAction::MarkUnschedulable(a) => pod_ref(field("pod"), &a.pod)?,
             EventAction::AddNode(_) | EventAction::AddPod(_) | EventAction::AddBudget(_) => {}
             EventAction::DeleteBudget(b) => {
@@ -199,7 +200,7 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             Subject::Node { name, .. } => node_ref(format!("{base}.node"), name)?,
             // A controller's replacement (`<name>-r<N>`) of a defined pod
             // may be checked too.
-            Subject::Pod { key, .. } if pods.contains_key(crate::cluster::replacement_base(key)) => {}
+            Subject::Pod { key, .. } if pods.contains_key(crate::rules::recreate::replacement_base(key)) => {}
             Subject::Pod { key, .. } => pod_ref(format!("{base}.pod"), key)?,
             Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
         }

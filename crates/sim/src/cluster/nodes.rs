@@ -15,7 +15,7 @@ use tracing::warn;
 
 use super::scheduling::scheduling_view_changed;
 use super::{Cluster, Hasher};
-use crate::kubelet::NodeHandle;
+use crate::kubelet::{KubeletApi, NodeHandle};
 use crate::rules::node::{edit_labels, is_controller_noexecute, post_condition, ready_reason, ready_status};
 use crate::scenario::{DEFAULT_ALLOCATABLE, NodeSpec};
 
@@ -341,6 +341,43 @@ impl Cluster {
             self.epoch += 1;
         }
         vec![Observation::NodeUpserted(node.clone())]
+    }
+}
+
+/// The simulated kubelets run against the in-memory cluster through the
+/// node table: a kubelet keeps its node's row, so a renewal at 100k nodes
+/// is no search by name.
+impl KubeletApi for Cluster {
+    fn ready_status(&self, node: &str) -> Option<Option<ConditionStatus>> {
+        Cluster::ready_status(self, node)
+    }
+
+    fn renew_lease(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
+        self.set_lease(node, now)
+    }
+
+    fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
+        self.set_ready(node, ConditionStatus::True, now)
+    }
+
+    fn handle(&mut self, node: &str) -> Option<NodeHandle> {
+        Some(self.node_handle(node))
+    }
+
+    fn touch(&self, node: &NodeHandle) -> u64 {
+        u64::from(self.ready_status_at(node).is_some())
+    }
+
+    fn ready_status_of(&self, node: &NodeHandle) -> Option<Option<ConditionStatus>> {
+        self.ready_status_at(node)
+    }
+
+    fn renew_lease_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
+        self.set_lease_at(node, now, out);
+    }
+
+    fn post_ready_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
+        out.extend(self.set_ready(node.name(), ConditionStatus::True, now));
     }
 }
 

@@ -10,7 +10,7 @@ use nodewarden_model::{Span, Timestamp};
 use serde_json::{Value, json};
 
 use super::{RunInfo, Theory, dist, rate_at, round3};
-use crate::simulation::Outcome;
+use crate::statistics::Outcome;
 
 fn ms_dist(nanos: &[u64]) -> Value {
     let v: Vec<f64> = nanos.iter().map(|&n| n as f64 / 1e6).collect();

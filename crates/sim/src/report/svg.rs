@@ -17,8 +17,7 @@ use std::fmt::Write as _;
 use nodewarden_model::{Span, Timestamp};
 
 use super::{esc, human};
-use crate::simulation::{Outcome, ZoneSample};
-use crate::statistics::{FaultMark, MarkKind};
+use crate::statistics::{FaultMark, MarkKind, Outcome, ZoneSample};
 
 /// One plotted quantity: name, colour, its value per sample.
 type Line = (&'static str, &'static str, Vec<(Timestamp, usize)>);

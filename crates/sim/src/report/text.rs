@@ -11,7 +11,7 @@ use nodewarden_model::{Span, Timestamp};
 use serde_json::Value;
 
 use super::{RunInfo, Theory, dist, human, human_span, rate_at};
-use crate::simulation::{Outcome, ZoneTally};
+use crate::statistics::{Outcome, ZoneTally};
 
 fn state_name(s: Option<ZoneState>) -> &'static str {
     s.map_or("none", ZoneState::as_str)
