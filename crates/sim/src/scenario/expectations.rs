@@ -320,6 +320,8 @@ impl TryFrom<RawExpect> for Expectation {
     type Error = String;
 
     fn try_from(r: RawExpect) -> Result<Expectation, String> {
+        // Checks given, by name (read before `node` is taken apart below).
+        let checks = checks_given(&r, r.pod.is_some() && r.node.is_some());
         // With a pod, `node` is a check (the node it is bound to), not a subject.
         let (node_subject, node_check) = if r.pod.is_some() { (None, r.node) } else { (r.node, None) };
         let given: Vec<&str> = [
@@ -335,40 +337,7 @@ impl TryFrom<RawExpect> for Expectation {
         if given.len() > 1 {
             return Err(format!("an expectation has exactly one subject, found {}: {}", given.len(), given.join(", ")));
         }
-        // Checks given, by name, so that ones foreign to the subject can be named.
-        let checks: Vec<&str> = [
-            ("ready", r.ready.is_some()),
-            ("taints", r.taints.is_some()),
-            ("has-taints", r.has_taints.is_some()),
-            ("lacks-taints", r.lacks_taints.is_some()),
-            ("conditions", r.conditions.is_some()),
-            ("condition-reasons", r.condition_reasons.is_some()),
-            ("labels", r.labels.is_some()),
-            ("writes", r.writes.is_some()),
-            ("deleted", r.deleted.is_some()),
-            ("reason", r.reason.is_some()),
-            ("state", r.state.is_some()),
-            ("rate", r.rate.is_some()),
-            ("tainted", r.tainted.is_some()),
-            ("node", node_check.is_some()),
-            ("terminating", r.terminating.is_some()),
-            ("unschedulable", r.unschedulable.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(n, g)| g.then_some(n))
-        .collect();
-        let only = |subject: &str, allowed: &[&str]| -> Result<(), String> {
-            if let Some(bad) = checks.iter().find(|c| !allowed.contains(c)) {
-                return Err(format!("`{bad}` is not a check for a {subject} (its checks: {})", allowed.join(", ")));
-            }
-            if checks.is_empty() {
-                return Err(format!(
-                    "an expectation about a {subject} needs at least one check: {}",
-                    allowed.join(", ")
-                ));
-            }
-            Ok(())
-        };
+        let only = |subject: &str, allowed: &[&str]| only_checks(&checks, subject, allowed);
         let subject = if let Some(name) = node_subject {
             let Some(name) = name else {
                 return Err("node: a node name, not null".to_string());
@@ -387,16 +356,7 @@ impl TryFrom<RawExpect> for Expectation {
                     "deleted",
                 ],
             )?;
-            let ready = match r.ready {
-                None => None,
-                Some(ReadyValue::Status(s)) => Some(s),
-                Some(ReadyValue::Bool(b)) => {
-                    return Err(format!(
-                        "ready: a node's Ready is a condition status, \"True\", \"False\" or \
-                         \"Unknown\" (quoted), not the boolean {b}"
-                    ));
-                }
-            };
+            let ready = r.ready.map(ReadyValue::node_status).transpose()?;
             Subject::Node {
                 name,
                 checks: NodeChecks {
@@ -416,15 +376,7 @@ impl TryFrom<RawExpect> for Expectation {
                 "pod",
                 &["deleted", "ready", "reason", "conditions", "writes", "node", "terminating", "unschedulable"],
             )?;
-            let ready = match r.ready {
-                None => None,
-                Some(ReadyValue::Bool(b)) => Some(b),
-                Some(ReadyValue::Status(ConditionStatus::True)) => Some(true),
-                Some(ReadyValue::Status(ConditionStatus::False)) => Some(false),
-                Some(ReadyValue::Status(ConditionStatus::Unknown)) => {
-                    return Err("ready: a pod's ready is a boolean, true or false".to_string());
-                }
-            };
+            let ready = r.ready.map(ReadyValue::pod_ready).transpose()?;
             Subject::Pod {
                 key,
                 checks: PodChecks {
@@ -461,6 +413,69 @@ impl TryFrom<RawExpect> for Expectation {
             return Err(format!("an expectation needs a subject, one of: {EXPECT_SUBJECTS}"));
         };
         Ok(Expectation { at: r.at, subject })
+    }
+}
+
+/// The checks an expectation gives, by name, so that one foreign to its
+/// subject can be named in the error.
+fn checks_given(r: &RawExpect, node_check: bool) -> Vec<&'static str> {
+    [
+        ("ready", r.ready.is_some()),
+        ("taints", r.taints.is_some()),
+        ("has-taints", r.has_taints.is_some()),
+        ("lacks-taints", r.lacks_taints.is_some()),
+        ("conditions", r.conditions.is_some()),
+        ("condition-reasons", r.condition_reasons.is_some()),
+        ("labels", r.labels.is_some()),
+        ("writes", r.writes.is_some()),
+        ("deleted", r.deleted.is_some()),
+        ("reason", r.reason.is_some()),
+        ("state", r.state.is_some()),
+        ("rate", r.rate.is_some()),
+        ("tainted", r.tainted.is_some()),
+        ("node", node_check),
+        ("terminating", r.terminating.is_some()),
+        ("unschedulable", r.unschedulable.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(n, g)| g.then_some(n))
+    .collect()
+}
+
+/// A subject's checks are among those it has (`allowed`), and there is at
+/// least one.
+fn only_checks(checks: &[&str], subject: &str, allowed: &[&str]) -> Result<(), String> {
+    if let Some(bad) = checks.iter().find(|c| !allowed.contains(c)) {
+        return Err(format!("`{bad}` is not a check for a {subject} (its checks: {})", allowed.join(", ")));
+    }
+    if checks.is_empty() {
+        return Err(format!("an expectation about a {subject} needs at least one check: {}", allowed.join(", ")));
+    }
+    Ok(())
+}
+
+impl ReadyValue {
+    /// As a node's Ready check: a condition status, never a boolean.
+    fn node_status(self) -> Result<ConditionStatus, String> {
+        match self {
+            ReadyValue::Status(s) => Ok(s),
+            ReadyValue::Bool(b) => Err(format!(
+                "ready: a node's Ready is a condition status, \"True\", \"False\" or \
+                 \"Unknown\" (quoted), not the boolean {b}"
+            )),
+        }
+    }
+
+    /// As a pod's ready check: a boolean (True and False read as such).
+    fn pod_ready(self) -> Result<bool, String> {
+        match self {
+            ReadyValue::Bool(b) => Ok(b),
+            ReadyValue::Status(ConditionStatus::True) => Ok(true),
+            ReadyValue::Status(ConditionStatus::False) => Ok(false),
+            ReadyValue::Status(ConditionStatus::Unknown) => {
+                Err("ready: a pod's ready is a boolean, true or false".to_string())
+            }
+        }
     }
 }
 
