@@ -211,6 +211,10 @@ fn api_line(o: &Outcome) -> String {
 }
 
 /// The summary for people.
+///
+/// Long on purpose: it writes the summary top to bottom in the order people
+/// read it, each section a few lines of `writeln!`; split into functions, the
+/// order of the output would no longer be visible in one place.
 pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     let theory = Theory::of(o);
     let mut s = String::new();
