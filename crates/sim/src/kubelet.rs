@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use nodewarden_engine::Observation;
 use nodewarden_model::{CompactName, ConditionStatus, Span, Timestamp};
 
-use crate::cluster::Cluster;
 use crate::due::{DueQueue, Entry};
 use crate::rng::mix;
 use crate::scenario::KubeletSpec;
@@ -61,14 +60,16 @@ impl NodeHandle {
     }
 }
 
-/// What a simulated kubelet reads and writes: the in-memory [`Cluster`]
-/// of replay and `nodewarden sim`, or the object store of the served
-/// cluster (`nodewarden sim --serve`), so both run the same kubelets with
-/// the same timing, jitter and partitions.
+/// What a simulated kubelet reads and writes: the in-memory
+/// [`Cluster`](crate::cluster::Cluster) of replay and `nodewarden sim`, or
+/// the object store of the served cluster (`nodewarden sim --serve`), so
+/// both run the same kubelets with the same timing, jitter and partitions.
+/// The kubelets know only this trait; each cluster implements it where it
+/// keeps its nodes, so the kubelets sit below every cluster.
 ///
 /// The `*_of` methods are what the kubelets call; by default they go by
 /// name to the three required ones. An API that keeps its nodes in a table
-/// (the [`Cluster`]) hands out rows with [`KubeletApi::handle`] and
+/// (the in-memory cluster) hands out rows with [`KubeletApi::handle`] and
 /// answers them directly: at 100k nodes that is 20,000 calls a simulated
 /// second.
 pub trait KubeletApi {
@@ -109,40 +110,6 @@ pub trait KubeletApi {
     /// watches deliver to `out`.
     fn post_ready_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
         out.extend(self.post_ready(node.name(), now));
-    }
-}
-
-impl KubeletApi for Cluster {
-    fn ready_status(&self, node: &str) -> Option<Option<ConditionStatus>> {
-        Cluster::ready_status(self, node)
-    }
-
-    fn renew_lease(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
-        self.set_lease(node, now)
-    }
-
-    fn post_ready(&mut self, node: &str, now: Timestamp) -> Vec<Observation> {
-        self.set_ready(node, ConditionStatus::True, now)
-    }
-
-    fn handle(&mut self, node: &str) -> Option<NodeHandle> {
-        Some(self.node_handle(node))
-    }
-
-    fn touch(&self, node: &NodeHandle) -> u64 {
-        u64::from(self.ready_status_at(node).is_some())
-    }
-
-    fn ready_status_of(&self, node: &NodeHandle) -> Option<Option<ConditionStatus>> {
-        self.ready_status_at(node)
-    }
-
-    fn renew_lease_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
-        self.set_lease_at(node, now, out);
-    }
-
-    fn post_ready_of(&mut self, node: &NodeHandle, now: Timestamp, out: &mut Vec<Observation>) {
-        out.extend(self.set_ready(node.name(), ConditionStatus::True, now));
     }
 }
 
@@ -518,6 +485,7 @@ mod tests {
 
     use super::*;
     use crate::admission::AdmissionDefaults;
+    use crate::cluster::Cluster;
     use crate::scenario::{NodeSpec, TimeSpec};
 
     fn t(ms: i64) -> Timestamp {

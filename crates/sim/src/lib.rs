@@ -33,6 +33,7 @@ pub mod output;
 pub mod prepared;
 pub mod report;
 pub mod rng;
+pub mod rules;
 pub mod runner;
 pub mod scenario;
 pub mod scheduler;

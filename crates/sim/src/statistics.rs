@@ -244,6 +244,16 @@ pub struct Outcome {
     pub addons: Vec<crate::addons::AddonOutcome>,
 }
 
+/// The safety check the simulated API server makes itself: the controller
+/// never writes to a pod that is deleted or terminating (so never deletes
+/// one twice).
+pub const CONTRACT: &str = "no_write_to_deleted_or_terminating_pod";
+
+/// The safety check of the interlock itself: it held back no write. Its
+/// refusals keep a wrong write from the cluster, but in a correct run there
+/// is none to keep back, with or without API latency.
+pub const INTERLOCK_SILENT: &str = "interlock_held_back_nothing";
+
 impl Outcome {
     /// True when every safety check held ([`Outcome::checks`]).
     pub fn safe(&self) -> bool {
@@ -252,12 +262,12 @@ impl Outcome {
 
     /// Every safety check, by name, with whether it held: each invariant,
     /// then the two the run makes itself: no write to a deleted or
-    /// terminating pod ([`crate::report::CONTRACT`]), and the interlock
-    /// held back nothing ([`crate::report::INTERLOCK_SILENT`]).
+    /// terminating pod ([`CONTRACT`]), and the interlock
+    /// held back nothing ([`INTERLOCK_SILENT`]).
     pub fn checks(&self) -> Vec<(&'static str, bool)> {
         let mut checks: Vec<(&'static str, bool)> = self.safety.iter().map(|(i, ok)| (i.name(), *ok)).collect();
-        checks.push((crate::report::CONTRACT, self.contract_violations == 0));
-        checks.push((crate::report::INTERLOCK_SILENT, self.held_back == 0));
+        checks.push((CONTRACT, self.contract_violations == 0));
+        checks.push((INTERLOCK_SILENT, self.held_back == 0));
         checks
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use nodewarden_model::{ConditionType, Span, keys};
 
 use crate::error::ScenarioError;
-use crate::scenario::{BudgetSpec, EventAction, NodeSpec, PodSpec, Scenario, Subject};
+use crate::scenario::{BudgetSpec, EventAction, EventEntry, NodeSpec, PodSpec, Scenario, Subject};
 
 /// Parses a scenario from YAML or JSON text and validates it.
 pub fn parse_scenario(text: &str) -> Result<Scenario, ScenarioError> {
@@ -30,8 +30,40 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, ScenarioError> {
 }
 
 /// Checks what deserialization alone cannot: the first problem found is
-/// returned, named by its field path.
+/// returned, named by its field path. In order: the settings, every
+/// definition (nodes, pods, budgets, then those events create), the
+/// timeline's references, creations of names that exist at that moment,
+/// and the expectations' references.
 pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
+    check_settings(s)?;
+    let end = s.end().since_epoch();
+    let names = Names::of(s)?;
+    for (i, e) in s.events.iter().enumerate() {
+        check_event(&format!("events[{i}]"), e, end, &names)?;
+    }
+    check_creations(s)?;
+    for (i, x) in s.expect.iter().enumerate() {
+        let base = format!("expect[{i}]");
+        if x.at > end {
+            return Err(err(
+                format!("{base}.at"),
+                format!("{} is after run-until ({end}): it would never be checked", x.at),
+            ));
+        }
+        match &x.subject {
+            Subject::Node { name, .. } => names.node(format!("{base}.node"), name)?,
+            // A controller's replacement (`<name>-r<N>`) of a defined pod
+            // may be checked too.
+            Subject::Pod { key, .. } if names.has_pod_or_replaced(key) => {}
+            Subject::Pod { key, .. } => names.pod(format!("{base}.pod"), key)?,
+            Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The controller's configuration, the kubelets' periods and `run-until`.
+fn check_settings(s: &Scenario) -> Result<(), ScenarioError> {
     if let Err(e) = s.config.validate() {
         return Err(err(format!("config.{}", e.flag), e.problem));
     }
@@ -55,153 +87,151 @@ pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     {
         return Err(err("run-until", format!("must not be before t=0, got {r}")));
     }
-    let end = s.end().since_epoch();
+    Ok(())
+}
 
-    // Every name defined anywhere, and where first.
-    let mut nodes: BTreeMap<&str, String> = BTreeMap::new();
-    let mut pods: BTreeMap<&str, String> = BTreeMap::new();
-    for (i, n) in s.nodes.iter().enumerate() {
-        let path = format!("nodes[{i}]");
-        check_node(&path, n)?;
-        if let Some(first) = nodes.insert(&n.name, path.clone()) {
-            return Err(err(format!("{path}.name"), format!("duplicate node name {:?} (also {first})", n.name)));
-        }
-    }
-    for (i, p) in s.pods.iter().enumerate() {
-        let path = format!("pods[{i}]");
-        check_pod(&path, p)?;
-        if let Some(first) = pods.insert(&p.name, path.clone()) {
-            return Err(err(format!("{path}.name"), format!("duplicate pod name {:?} (also {first})", p.name)));
-        }
-    }
-    let mut budgets: BTreeMap<&str, String> = BTreeMap::new();
-    for (i, b) in s.budgets.iter().enumerate() {
-        let path = format!("budgets[{i}]");
-        check_budget(&path, b)?;
-        if let Some(first) = budgets.insert(&b.name, path.clone()) {
-            return Err(err(format!("{path}.name"), format!("duplicate budget name {:?} (also {first})", b.name)));
-        }
-    }
-    for (i, e) in s.events.iter().enumerate() {
-        match &e.action {
-            EventAction::AddBudget(b) => {
-                check_budget(&format!("events[{i}].add-budget"), b)?;
-                budgets.entry(&b.name).or_insert_with(|| format!("events[{i}]"));
+/// Every name a file defines anywhere (up front or by an event), with the
+/// path that defined it first.
+struct Names<'a> {
+    nodes: BTreeMap<&'a str, String>,
+    pods: BTreeMap<&'a str, String>,
+    budgets: BTreeMap<&'a str, String>,
+}
+
+impl<'a> Names<'a> {
+    /// Checks each definition and collects the names; a name defined twice
+    /// up front is an error (an event may create a name again later, which
+    /// [`check_creations`] judges in time order).
+    fn of(s: &'a Scenario) -> Result<Names<'a>, ScenarioError> {
+        let mut names = Names { nodes: BTreeMap::new(), pods: BTreeMap::new(), budgets: BTreeMap::new() };
+        for (i, n) in s.nodes.iter().enumerate() {
+            let path = format!("nodes[{i}]");
+            check_node(&path, n)?;
+            if let Some(first) = names.nodes.insert(&n.name, path.clone()) {
+                return Err(err(format!("{path}.name"), format!("duplicate node name {:?} (also {first})", n.name)));
             }
-            EventAction::AddNode(n) => {
-                check_node(&format!("events[{i}].add-node"), n)?;
-                nodes.entry(&n.name).or_insert_with(|| format!("events[{i}]"));
-            }
-            EventAction::AddPod(p) => {
-                check_pod(&format!("events[{i}].add-pod"), p)?;
-                pods.entry(&p.name).or_insert_with(|| format!("events[{i}]"));
-            }
-            _ => {}
         }
+        for (i, p) in s.pods.iter().enumerate() {
+            let path = format!("pods[{i}]");
+            check_pod(&path, p)?;
+            if let Some(first) = names.pods.insert(&p.name, path.clone()) {
+                return Err(err(format!("{path}.name"), format!("duplicate pod name {:?} (also {first})", p.name)));
+            }
+        }
+        for (i, b) in s.budgets.iter().enumerate() {
+            let path = format!("budgets[{i}]");
+            check_budget(&path, b)?;
+            if let Some(first) = names.budgets.insert(&b.name, path.clone()) {
+                return Err(err(format!("{path}.name"), format!("duplicate budget name {:?} (also {first})", b.name)));
+            }
+        }
+        for (i, e) in s.events.iter().enumerate() {
+            match &e.action {
+                EventAction::AddBudget(b) => {
+                    check_budget(&format!("events[{i}].add-budget"), b)?;
+                    names.budgets.entry(&b.name).or_insert_with(|| format!("events[{i}]"));
+                }
+                EventAction::AddNode(n) => {
+                    check_node(&format!("events[{i}].add-node"), n)?;
+                    names.nodes.entry(&n.name).or_insert_with(|| format!("events[{i}]"));
+                }
+                EventAction::AddPod(p) => {
+                    check_pod(&format!("events[{i}].add-pod"), p)?;
+                    names.pods.entry(&p.name).or_insert_with(|| format!("events[{i}]"));
+                }
+                _ => {}
+            }
+        }
+        Ok(names)
     }
-    let node_ref = |path: String, name: &str| -> Result<(), ScenarioError> {
-        if nodes.contains_key(name) {
+
+    /// A reference at `path` to node `name`.
+    fn node(&self, path: String, name: &str) -> Result<(), ScenarioError> {
+        if self.nodes.contains_key(name) {
             Ok(())
         } else {
             Err(err(path, format!("no node {name:?} is defined (under nodes or by an add-node event)")))
         }
-    };
-    let pod_ref = |path: String, key: &str| -> Result<(), ScenarioError> {
-        if pods.contains_key(key) {
+    }
+
+    /// A reference at `path` to pod `key`.
+    fn pod(&self, path: String, key: &str) -> Result<(), ScenarioError> {
+        if self.pods.contains_key(key) {
             Ok(())
         } else {
             Err(err(path, format!("no pod {key:?} is defined (under pods or by an add-pod event)")))
         }
-    };
-
-    for (i, e) in s.events.iter().enumerate() {
-        let base = format!("events[{i}]");
-        if e.at > end {
-            return Err(err(
-                format!("{base}.at"),
-                format!("{} is after run-until ({end}): it would never happen", e.at),
-            ));
-        }
-        let name = e.action.name();
-        let field = |f: &str| format!("{base}.{name}.{f}");
-        match &e.action {
-            EventAction::RenewLease(list) | EventAction::KubeletStop(list) | EventAction::KubeletStart(list) => {
-                if list.is_empty() {
-                    return Err(err(format!("{base}.{name}"), "names no node"));
-                }
-                for (j, n) in list.iter().enumerate() {
-                    node_ref(format!("{base}.{name}[{j}]"), n)?;
-                }
-            }
-            EventAction::SetReady(a) => node_ref(field("node"), &a.node)?,
-            EventAction::SetCondition(a) => {
-                node_ref(field("node"), &a.node)?;
-                if a.kind == ConditionType::Ready {
-                    return Err(err(field("type"), "set-condition does not touch Ready: use set-ready"));
-                }
-            }
-            EventAction::RemoveCondition(a) => node_ref(field("node"), &a.node)?,
-            EventAction::SetTaints(a) => {
-                node_ref(field("node"), &a.node)?;
-                for (j, t) in a.taints.iter().enumerate() {
-                    if t.key.is_empty() {
-                        return Err(err(field(&format!("taints[{j}].key")), "must not be empty"));
-                    }
-                }
-            }
-            EventAction::SetUnschedulable(a) => node_ref(field("node"), &a.node)?,
-            EventAction::SetLease(a) => node_ref(field("node"), &a.node)?,
-            EventAction::SetLabels(a) => {
-                node_ref(field("node"), &a.node)?;
-                if a.labels.keys().any(String::is_empty) {
-                    return Err(err(field("labels"), "a label key must not be empty"));
-                }
-            }
-            EventAction::DeleteNode(n) => node_ref(format!("{base}.delete-node"), n)?,
-            EventAction::DeletePod(p) => pod_ref(format!("{base}.delete-pod"), p)?,
-            EventAction::SetTolerations(a) => pod_ref(field("pod"), &a.pod)?,
-            EventAction::BindPod(a) => pod_ref(field("pod"), &a.pod)?,
-            // A controller's replacement of a defined pod may be marked:
-            // nothing else could mark it in a file without the scheduler.
-            EventAction::MarkUnschedulable(a) if pods.contains_key(crate::cluster::replacement_base(&a.pod)) => {}
-            EventAction::MarkUnschedulable(a) => pod_ref(field("pod"), &a.pod)?,
-            EventAction::AddNode(_) | EventAction::AddPod(_) | EventAction::AddBudget(_) => {}
-            EventAction::DeleteBudget(b) => {
-                if !budgets.contains_key(b.as_str()) {
-                    return Err(err(
-                        format!("{base}.delete-budget"),
-                        format!("no budget {b:?} is defined (under budgets or by an add-budget event)"),
-                    ));
-                }
-            }
-            EventAction::SetAllocatable(a) => node_ref(field("node"), &a.node)?,
-            EventAction::RestartController => {
-                if e.at.is_negative() {
-                    return Err(err(
-                        format!("{base}.at"),
-                        "restart-controller before t=0: the controller starts at t=0",
-                    ));
-                }
-            }
-        }
     }
-    check_creations(s)?;
 
-    for (i, x) in s.expect.iter().enumerate() {
-        let base = format!("expect[{i}]");
-        if x.at > end {
-            return Err(err(
-                format!("{base}.at"),
-                format!("{} is after run-until ({end}): it would never be checked", x.at),
-            ));
+    /// True when `key` is a defined pod or a controller's replacement of
+    /// one (`<name>-r<N>`), which the cluster may create.
+    fn has_pod_or_replaced(&self, key: &str) -> bool {
+        self.pods.contains_key(crate::rules::recreate::replacement_base(key))
+    }
+}
+
+/// One event at `base`: it happens by `end`, and what it names exists.
+fn check_event(base: &str, e: &EventEntry, end: Span, names: &Names<'_>) -> Result<(), ScenarioError> {
+    if e.at > end {
+        return Err(err(format!("{base}.at"), format!("{} is after run-until ({end}): it would never happen", e.at)));
+    }
+    let name = e.action.name();
+    let field = |f: &str| format!("{base}.{name}.{f}");
+    match &e.action {
+        EventAction::RenewLease(list) | EventAction::KubeletStop(list) | EventAction::KubeletStart(list) => {
+            if list.is_empty() {
+                return Err(err(format!("{base}.{name}"), "names no node"));
+            }
+            for (j, n) in list.iter().enumerate() {
+                names.node(format!("{base}.{name}[{j}]"), n)?;
+            }
         }
-        match &x.subject {
-            Subject::Node { name, .. } => node_ref(format!("{base}.node"), name)?,
-            // A controller's replacement (`<name>-r<N>`) of a defined pod
-            // may be checked too.
-            Subject::Pod { key, .. } if pods.contains_key(crate::cluster::replacement_base(key)) => {}
-            Subject::Pod { key, .. } => pod_ref(format!("{base}.pod"), key)?,
-            Subject::Zone { .. } | Subject::EventsInclude(_) | Subject::EventsExclude(_) => {}
+        EventAction::SetReady(a) => names.node(field("node"), &a.node)?,
+        EventAction::SetCondition(a) => {
+            names.node(field("node"), &a.node)?;
+            if a.kind == ConditionType::Ready {
+                return Err(err(field("type"), "set-condition does not touch Ready: use set-ready"));
+            }
+        }
+        EventAction::RemoveCondition(a) => names.node(field("node"), &a.node)?,
+        EventAction::SetTaints(a) => {
+            names.node(field("node"), &a.node)?;
+            for (j, t) in a.taints.iter().enumerate() {
+                if t.key.is_empty() {
+                    return Err(err(field(&format!("taints[{j}].key")), "must not be empty"));
+                }
+            }
+        }
+        EventAction::SetUnschedulable(a) => names.node(field("node"), &a.node)?,
+        EventAction::SetLease(a) => names.node(field("node"), &a.node)?,
+        EventAction::SetLabels(a) => {
+            names.node(field("node"), &a.node)?;
+            if a.labels.keys().any(String::is_empty) {
+                return Err(err(field("labels"), "a label key must not be empty"));
+            }
+        }
+        EventAction::DeleteNode(n) => names.node(format!("{base}.delete-node"), n)?,
+        EventAction::DeletePod(p) => names.pod(format!("{base}.delete-pod"), p)?,
+        EventAction::SetTolerations(a) => names.pod(field("pod"), &a.pod)?,
+        EventAction::BindPod(a) => names.pod(field("pod"), &a.pod)?,
+        // A controller's replacement of a defined pod may be marked:
+        // nothing else could mark it in a file without the scheduler.
+        EventAction::MarkUnschedulable(a) if names.has_pod_or_replaced(&a.pod) => {}
+        EventAction::MarkUnschedulable(a) => names.pod(field("pod"), &a.pod)?,
+        EventAction::AddNode(_) | EventAction::AddPod(_) | EventAction::AddBudget(_) => {}
+        EventAction::DeleteBudget(b) => {
+            if !names.budgets.contains_key(b.as_str()) {
+                return Err(err(
+                    format!("{base}.delete-budget"),
+                    format!("no budget {b:?} is defined (under budgets or by an add-budget event)"),
+                ));
+            }
+        }
+        EventAction::SetAllocatable(a) => names.node(field("node"), &a.node)?,
+        EventAction::RestartController => {
+            if e.at.is_negative() {
+                return Err(err(format!("{base}.at"), "restart-controller before t=0: the controller starts at t=0"));
+            }
         }
     }
     Ok(())

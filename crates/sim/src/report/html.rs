@@ -10,7 +10,7 @@ use nodewarden_model::Timestamp;
 
 use super::svg::zone_svg;
 use super::{RunInfo, esc, human, human_span, render_text, to_json};
-use crate::simulation::Outcome;
+use crate::statistics::Outcome;
 
 /// Standard base64 (RFC 4648, with padding), for the JSON download's
 /// `data:` URL: a third larger than the JSON, where percent-encoding its

@@ -10,7 +10,7 @@ use nodewarden_model::{Span, Timestamp};
 use serde_json::{Value, json};
 
 use super::{RunInfo, Theory, dist, rate_at, round3};
-use crate::simulation::Outcome;
+use crate::statistics::Outcome;
 
 fn ms_dist(nanos: &[u64]) -> Value {
     let v: Vec<f64> = nanos.iter().map(|&n| n as f64 / 1e6).collect();
@@ -31,6 +31,10 @@ fn span_secs(s: Span) -> f64 {
 }
 
 /// The figures as JSON; `timeline` adds the chart's data.
+///
+/// Long on purpose: one `json!` literal per section, in the order of the
+/// document (a contract with the tools that read it), is easier to check
+/// against the fields it promises than the same literal spread over helpers.
 pub fn to_json(o: &Outcome, run: &RunInfo, timeline: bool) -> Value {
     let theory = Theory::of(o);
     let simulated = span_secs(o.simulated);

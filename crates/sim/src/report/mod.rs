@@ -21,7 +21,10 @@ pub use text::render_text;
 use nodewarden_model::{Span, Timestamp};
 use serde_json::{Value, json};
 
-use crate::simulation::{Outcome, ZoneTally};
+// The check names live with the checks (statistics); they are re-exported
+// here, where the reports that print them have always found them.
+pub use crate::statistics::{CONTRACT, INTERLOCK_SILENT};
+use crate::statistics::{Outcome, ZoneTally};
 
 /// Facts about the run that only the driver knows: wall time and what the
 /// process used.
@@ -65,16 +68,6 @@ pub fn process_usage() -> (Option<u64>, Option<u64>, Option<f64>) {
     });
     (kb("VmHWM:"), kb("VmRSS:"), cpu)
 }
-
-/// The safety check the simulated API server makes itself: the controller
-/// never writes to a pod that is deleted or terminating (so never deletes
-/// one twice).
-pub const CONTRACT: &str = "no_write_to_deleted_or_terminating_pod";
-
-/// The safety check of the interlock itself: it held back no write. Its
-/// refusals keep a wrong write from the cluster, but in a correct run there
-/// is none to keep back, with or without API latency.
-pub const INTERLOCK_SILENT: &str = "interlock_held_back_nothing";
 
 /// p50/p90/p99/max/min of a sample.
 fn dist(values: &[f64]) -> Value {

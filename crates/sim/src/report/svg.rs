@@ -17,8 +17,7 @@ use std::fmt::Write as _;
 use nodewarden_model::{Span, Timestamp};
 
 use super::{esc, human};
-use crate::simulation::{Outcome, ZoneSample};
-use crate::statistics::{FaultMark, MarkKind};
+use crate::statistics::{FaultMark, MarkKind, Outcome, ZoneSample};
 
 /// One plotted quantity: name, colour, its value per sample.
 type Line = (&'static str, &'static str, Vec<(Timestamp, usize)>);
@@ -169,6 +168,10 @@ impl ZoneChart {
     }
 
     /// Draws the chart.
+    ///
+    /// Long on purpose: the drawing is one pass over the panels, laying out
+    /// axes, plots and marks in the coordinates computed at its top; split,
+    /// every piece would take the same dozen layout values as arguments.
     pub(super) fn svg(&self) -> String {
         let w = 1100.0_f64;
         let (left, right) = (60.0, 20.0);

@@ -11,7 +11,7 @@ use nodewarden_model::{Span, Timestamp};
 use serde_json::Value;
 
 use super::{RunInfo, Theory, dist, human, human_span, rate_at};
-use crate::simulation::{Outcome, ZoneTally};
+use crate::statistics::{Outcome, ZoneTally};
 
 fn state_name(s: Option<ZoneState>) -> &'static str {
     s.map_or("none", ZoneState::as_str)
@@ -211,6 +211,10 @@ fn api_line(o: &Outcome) -> String {
 }
 
 /// The summary for people.
+///
+/// Long on purpose: it writes the summary top to bottom in the order people
+/// read it, each section a few lines of `writeln!`; split into functions, the
+/// order of the output would no longer be visible in one place.
 pub fn render_text(o: &Outcome, run: &RunInfo) -> String {
     let theory = Theory::of(o);
     let mut s = String::new();
