@@ -1,11 +1,12 @@
 //! The check that `docs/architecture.md` maps every source file.
 //!
 //! A file is mapped when the document names it: by its path from the
-//! repository root anywhere (`crates/kube/src/typed.rs`), or by its path
-//! from its crate's `src/` (`typed.rs`, `cluster/apply.rs`), in backticks,
+//! repository root anywhere (`crates/kube/src/typed.rs`), or in backticks
 //! inside the section about its crate (a heading naming `` `crates/kube` ``
-//! or `` `xtask` ``, up to the next heading of the same or a higher level);
-//! a directory module's `mod.rs` by its directory (`` `systems/` ``).
+//! or `` `xtask` ``, up to the next heading of the same or a higher level)
+//! by its path from the crate's `src/` or its file name (`cluster/apply.rs`
+//! or `apply.rs`); a directory module's `mod.rs` by its directory
+//! (`` `systems/` ``).
 //! Crate roots (`lib.rs`, `main.rs`) are their sections' subject and need
 //! no entry; binaries under `src/bin/` do.
 
@@ -22,9 +23,14 @@ pub fn unmapped(root: &Path, map: &str) -> Vec<String> {
                 continue;
             }
             let full = format!("{krate}/src/{rel}");
-            // A directory module's `mod.rs` is named by its directory.
-            let dir = rel.strip_suffix("mod.rs").map(|d| format!("`{d}`"));
-            let named = section.contains(&format!("`{rel}`")) || dir.is_some_and(|d| section.contains(&d));
+            // A directory module's `mod.rs` is named by its directory; any
+            // other file by its path or its file name (a section listing a
+            // directory's files names them by their file names).
+            let file = rel.rsplit('/').next().unwrap_or(&rel);
+            let named = match rel.strip_suffix("mod.rs") {
+                Some(dir) => section.contains(&format!("`{dir}`")),
+                None => section.contains(&format!("`{rel}`")) || section.contains(&format!("`{file}`")),
+            };
             if !map.contains(&full) && !named {
                 out.push(full);
             }

@@ -6,7 +6,8 @@
 //! lands in module `b` (the longest prefix of the path that is a module
 //! file). Paths through the crate root's re-exports (`crate::Trimmed`)
 //! land in the module the root re-exports them from. Comments and
-//! `#[cfg(test)]` items are blanked first (an intra-doc link is no
+//! `#[cfg(test)]` items are blanked first, and test-only module files
+//! (`#[cfg(test)] mod fixtures;`) left out (an intra-doc link is no
 //! dependency, and tests may use what they like); a `super::` in a
 //! top-level file's inline module means the file itself.
 //!
@@ -44,7 +45,9 @@ impl Graph {
     /// place.
     pub fn of_crate(manifest_dir: &str, paths: Paths) -> Graph {
         let src = Path::new(manifest_dir).join("src");
-        let files = module_files(&src);
+        let mut files = module_files(&src);
+        let tests_only = test_only(&src, &files);
+        files.retain(|(m, _)| !tests_only.contains(m));
         let known: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
         let root = ["lib.rs", "main.rs"].iter().map(|f| src.join(f)).find(|p| p.exists());
         let exports = root.map(|r| root_exports(&read(&r), &known)).unwrap_or_default();
@@ -91,6 +94,25 @@ pub fn assert_no_cycle(manifest_dir: &str) {
     if let Some(cycle) = Graph::of_crate(manifest_dir, Paths::Lenient).cycle() {
         panic!("module cycle in {manifest_dir}: {}", cycle.join(" -> "));
     }
+}
+
+/// The module files only tests compile (`#[cfg(test)]` on the line before
+/// `mod name;`), by module path: a test's helpers may use any module.
+fn test_only(src: &Path, files: &[(String, PathBuf)]) -> BTreeSet<String> {
+    let roots = ["lib.rs", "main.rs"].map(|f| (String::new(), src.join(f)));
+    let mut out = BTreeSet::new();
+    for (module, path) in files.iter().chain(roots.iter().filter(|(_, p)| p.exists())) {
+        let text = read(path);
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2) {
+            if pair[0] == "#[cfg(test)]"
+                && let Some(name) = pair[1].strip_prefix("mod ").and_then(|r| r.strip_suffix(';'))
+            {
+                out.insert(if module.is_empty() { name.to_string() } else { format!("{module}::{name}") });
+            }
+        }
+    }
+    out
 }
 
 fn read(path: &Path) -> String {

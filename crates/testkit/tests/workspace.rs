@@ -1,5 +1,6 @@
 //! The workspace's structure, checked on every crate at once: no crate's
-//! modules form a cycle. (The engine also checks its layers, in its own
+//! modules form a cycle, and docs/architecture.md names every source
+//! file. (The engine and sim also check their layers, in their own
 //! `tests/module_graph.rs`.)
 
 use std::path::{Path, PathBuf};
@@ -44,4 +45,15 @@ fn every_crate_is_read() {
     }
     let kube = Graph::of_crate(&root().join("crates/kube").to_string_lossy(), Paths::Lenient);
     assert!(kube.edges.get("watch").is_some_and(|d| d.contains("input")), "the reader sees kube's edges");
+}
+
+#[test]
+fn the_code_map_names_every_source_file() {
+    let map = std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md is readable");
+    let missing = nodewarden_testkit::code_map::unmapped(&root(), &map);
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's code map does not name these files (name each in its crate's section):\n{}",
+        missing.join("\n")
+    );
 }
