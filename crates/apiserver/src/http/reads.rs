@@ -4,15 +4,19 @@
 //! Invariant: a read changes nothing but the store's kept snapshots; every
 //! page of a list shows the cluster at the list's resourceVersion.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
 use hyper::Response;
 use serde_json::{Value, json};
 
 use super::events;
 use super::request::Req;
-use super::response::{self, ResBody, Wanted};
+use super::response::{self, Abort, ResBody, Wanted};
 use super::state::HttpState;
 use super::table::{self, IncludeObject};
 use crate::error::ApiError;
@@ -22,16 +26,12 @@ use crate::store::{Continue, Obj, Snapshot, key_of, parse_rv};
 
 /// The object as this resource (view) serves it.
 pub(super) fn view(res: &Resource, obj: &Obj) -> Bytes {
-    if res.converted {
-        Bytes::from(serde_json::to_vec(&events::to_v1(&obj.value())).unwrap_or_default())
-    } else {
-        obj.json()
-    }
+    if res.converted { view_converted(obj) } else { obj.json() }
 }
 
-/// Appends the object as this resource serves it to `out` (a list's body).
-fn put_view(res: &Resource, obj: &Obj, out: &mut BytesMut) {
-    if res.converted { out.put_slice(&view(res, obj)) } else { obj.put_json(out) }
+/// The object as a converting view (Events in the other version) serves it.
+fn view_converted(obj: &Obj) -> Bytes {
+    Bytes::from(serde_json::to_vec(&events::to_v1(&obj.value())).unwrap_or_default())
 }
 
 /// The object as this resource serves it, as a value to edit or tabulate.
@@ -240,19 +240,70 @@ pub(super) fn list(sh: &HttpState, r: &Req, res: &Resource, ns: Option<&str>) ->
             Ok(response::value_response(200, &table_of(sh, res, r, av, &objs, meta)?))
         }
         Wanted::Object => {
-            let mut out = BytesMut::with_capacity(64 + items.iter().map(|o| o.json_len() + 1).sum::<usize>());
             let head = json!({"kind": res.list_kind(), "apiVersion": res.api_version(), "metadata": meta});
             let head = serde_json::to_string(&head).unwrap_or_default();
-            out.put_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
-            out.put_slice(b",\"items\":[");
-            for (i, o) in items.iter().enumerate() {
-                if i > 0 {
-                    out.put_u8(b',');
-                }
-                put_view(res, o, &mut out);
-            }
-            out.put_slice(b"]}");
-            Ok(response::json_response(200, out.freeze()))
+            let mut start = BytesMut::with_capacity(head.len() + 16);
+            start.put_slice(head.strip_suffix('}').unwrap_or(&head).as_bytes());
+            start.put_slice(b",\"items\":[");
+            let body = ListBody {
+                head: Some(start.freeze()),
+                items: items.into_iter().cloned().collect(),
+                next: 0,
+                converted: res.converted,
+            };
+            Ok(response::streamed_json_response(200, body.boxed()))
         }
+    }
+}
+
+/// Objects a chunk of a list page: about 150 KB of served pods.
+const LIST_CHUNK: usize = 64;
+
+/// A list page's body, written as it is sent: the head, then
+/// [`LIST_CHUNK`] objects a chunk, then the closing brackets. The server's
+/// work on a page (each object decompressed into it) overlaps the client's
+/// reading of what is already sent, and no page is whole in memory; the
+/// page is still one snapshot, taken before the first byte. Sent chunked,
+/// as kube-apiserver (Go's HTTP server) sends a body it did not measure.
+struct ListBody {
+    head: Option<Bytes>,
+    items: Vec<Arc<Obj>>,
+    /// The next object to write; past the end once the brackets are out.
+    next: usize,
+    /// The resource serves a converted view (Events in another version).
+    converted: bool,
+}
+
+impl Body for ListBody {
+    type Data = Bytes;
+    type Error = Abort;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Abort>>> {
+        if let Some(head) = self.head.take() {
+            return Poll::Ready(Some(Ok(Frame::data(head))));
+        }
+        let len = self.items.len();
+        if self.next > len {
+            return Poll::Ready(None);
+        }
+        let end = (self.next + LIST_CHUNK).min(len);
+        let mut out =
+            BytesMut::with_capacity(2 + self.items[self.next..end].iter().map(|o| o.json_len() + 1).sum::<usize>());
+        for i in self.next..end {
+            if i > 0 {
+                out.put_u8(b',');
+            }
+            let o = &self.items[i];
+            if self.converted { out.put_slice(&view_converted(o)) } else { o.put_json(&mut out) }
+        }
+        if end == len {
+            out.put_slice(b"]}");
+        }
+        self.next = if end == len { len + 1 } else { end };
+        Poll::Ready(Some(Ok(Frame::data(out.freeze()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.head.is_none() && self.next > self.items.len()
     }
 }

@@ -48,7 +48,12 @@ pub fn full(b: impl Into<Bytes>) -> ResBody {
 
 /// A JSON response.
 pub fn json_response(code: u16, body: impl Into<Bytes>) -> Response<ResBody> {
-    let mut r = Response::new(full(body));
+    streamed_json_response(code, full(body))
+}
+
+/// A JSON response whose body is written as it is sent (a list page).
+pub fn streamed_json_response(code: u16, body: ResBody) -> Response<ResBody> {
+    let mut r = Response::new(body);
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
