@@ -312,7 +312,7 @@ pub(crate) fn prometheus() -> metrics_exporter_prometheus::PrometheusBuilder {
             // Decided to sent: the alert on deletions lagging reads the
             // 10 s bucket.
             b.set_buckets_for_metric(
-                Matcher::Full(nodewarden_kube::writer::WRITE_LAG_METRIC.into()),
+                Matcher::Full(nodewarden_kube::WRITE_LAG_METRIC.into()),
                 &[0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
             )
         })

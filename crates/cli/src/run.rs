@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use clap::{ArgAction, Args};
-use nodewarden_kube::leader;
 use nodewarden_kube::{ElectionConfig, Fence, Health, RunOptions, WriterOptions};
 use nodewarden_model::{ControllerConfig, DeletionMode, Span};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -426,7 +425,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
         bail!("--kube-api-qps={} must be a positive number", args.kube_api_qps);
     }
     let config = config(args)?;
-    let identity = leader::process_identity(&hostname());
+    let identity = nodewarden_kube::process_identity(&hostname());
     let elect = args.leader_elect && !args.dry_run;
     let election = if elect { Some(election(args, &identity)?) } else { None };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

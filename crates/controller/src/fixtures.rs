@@ -13,7 +13,7 @@ use nodewarden_model::{
 
 /// `secs` seconds after the epoch.
 pub(crate) fn t(secs: i64) -> Timestamp {
-    Timestamp::EPOCH + Span::from_secs(secs)
+    Timestamp::from_secs(secs)
 }
 
 /// A node in zone `z`, created an hour ago, with this Ready status (heart

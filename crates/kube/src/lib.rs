@@ -18,26 +18,27 @@
 //! ```
 
 pub mod convert;
-pub mod engine_thread;
-pub mod input;
-pub mod leader;
-pub mod limiter;
-pub mod prune;
-pub mod runner;
-pub mod trimmed;
+mod engine_thread;
+mod input;
+mod leader;
+mod limiter;
+mod prune;
+mod runner;
+mod trimmed;
 mod typed;
-pub mod watch;
-pub mod write_log;
-pub mod writer;
+mod watch;
+mod write_log;
+mod writer;
 
 pub use convert::Detail;
 pub use engine_thread::{EngineClock, EngineThread, Health};
 pub use input::{Input, Watched};
-pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign};
+pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign, process_identity};
+pub use prune::Keep;
 pub use runner::{RunOptions, Running, start};
-pub use trimmed::{Scheduled, Trimmed};
+pub use trimmed::{Readable, Scheduled, Trimmed};
 pub use watch::{Watches, spawn_watchers};
-pub use writer::{DryRunApi, KubeApi, WriterOptions, spawn_writer};
+pub use writer::{DryRunApi, KubeApi, WRITE_LAG_METRIC, WriterOptions, spawn_writer};
 
 /// A client configuration made fit for the controller: kube-rs's own retry
 /// of 429, 503 and 504 answers (on by default since kube 3, up to 15

@@ -19,8 +19,7 @@ use kube::Api;
 use kube::api::ListParams;
 use nodewarden_apiserver::ApiFault;
 use nodewarden_apiserver::ServeSource;
-use nodewarden_kube::writer::WriterOptions;
-use nodewarden_kube::{ElectionConfig, Fence, RunOptions, campaign, start as run};
+use nodewarden_kube::{ElectionConfig, Fence, RunOptions, WriterOptions, campaign, start as run};
 
 /// A scenario: `nodes` (name, zone), each heartbeating every 200 ms with
 /// 1 s Leases, `pods` untolerating pods on each node of `crowded`, and

@@ -51,10 +51,6 @@ pub struct UnknownScenario {
     pub name: String,
 }
 
-fn at(secs: i64) -> Timestamp {
-    Timestamp::EPOCH + Span::from_secs(secs)
-}
-
 impl Builtin {
     /// Every built-in scenario, in the order they are listed.
     pub const ALL: [Builtin; 8] = [
@@ -132,17 +128,21 @@ impl Builtin {
             Builtin::NodeCrash => {
                 let nodes = spread(layout, (n / 100).max(1));
                 let what = format!("{} node(s) crash: {}", nodes.len(), list(&nodes));
-                plan.add(at(60), Fault::Crash(nodes), what);
+                plan.add(Timestamp::from_secs(60), Fault::Crash(nodes), what);
             }
             Builtin::ZoneOutage => {
                 let (zone, nodes) = first_zone();
                 let k = nodes.len();
                 plan.add(
-                    at(60),
+                    Timestamp::from_secs(60),
                     Fault::Partition(nodes.clone()),
                     format!("{zone} ({k} nodes) loses contact with the API server"),
                 );
-                plan.add(at(50 * 60), Fault::Heal(nodes), format!("{zone} reaches the API server again"));
+                plan.add(
+                    Timestamp::from_secs(50 * 60),
+                    Fault::Heal(nodes),
+                    format!("{zone} reaches the API server again"),
+                );
             }
             Builtin::PartialZone => {
                 let (zone, nodes) = first_zone();
@@ -152,7 +152,11 @@ impl Builtin {
                 shuffle(&mut picked, &mut rng);
                 picked.truncate(k);
                 picked.sort();
-                plan.add(at(60), Fault::Crash(picked), format!("{k} of the {} nodes of {zone} crash", nodes.len()));
+                plan.add(
+                    Timestamp::from_secs(60),
+                    Fault::Crash(picked),
+                    format!("{k} of the {} nodes of {zone} crash", nodes.len()),
+                );
             }
             Builtin::Flapping => {
                 let nodes = spread(layout, (n / 50).max(1));
@@ -161,26 +165,30 @@ impl Builtin {
                 let mut t = 60;
                 while t + 180 <= 20 * 60 {
                     let down = if first { what.clone() } else { String::new() };
-                    plan.add(at(t), Fault::Crash(nodes.clone()), down);
-                    plan.add(at(t + 90), Fault::Recover(nodes.clone()), "");
+                    plan.add(Timestamp::from_secs(t), Fault::Crash(nodes.clone()), down);
+                    plan.add(Timestamp::from_secs(t + 90), Fault::Recover(nodes.clone()), "");
                     first = false;
                     t += 180;
                 }
             }
             Builtin::ControlPlaneOutage => {
-                plan.add(at(60), Fault::ControlPlaneDown, "the controller loses the API server");
-                plan.add(at(11 * 60), Fault::ControlPlaneUp, "the controller reaches the API server again and relists");
+                plan.add(Timestamp::from_secs(60), Fault::ControlPlaneDown, "the controller loses the API server");
+                plan.add(
+                    Timestamp::from_secs(11 * 60),
+                    Fault::ControlPlaneUp,
+                    "the controller reaches the API server again and relists",
+                );
             }
             Builtin::ControllerRestart => {
                 let (zone, nodes) = first_zone();
                 let k = nodes.len();
                 plan.add(
-                    at(60),
+                    Timestamp::from_secs(60),
                     Fault::Partition(nodes),
                     format!("{zone} ({k} nodes) loses contact with the API server"),
                 );
                 plan.add(
-                    at(6 * 60),
+                    Timestamp::from_secs(6 * 60),
                     Fault::RestartController,
                     "the controller restarts (rebuilt from the cluster alone)",
                 );
@@ -194,14 +202,14 @@ impl Builtin {
                     } else {
                         String::new()
                     };
-                    plan.add(at(t), Fault::Crash(vec![node.clone()]), what);
-                    plan.add(at(t + 8 * 60), Fault::Recover(vec![node.clone()]), "");
+                    plan.add(Timestamp::from_secs(t), Fault::Crash(vec![node.clone()]), what);
+                    plan.add(Timestamp::from_secs(t + 8 * 60), Fault::Recover(vec![node.clone()]), "");
                 }
             }
             Builtin::CriticalAddon => {
                 if let Some(node) = layout.nodes.first() {
                     plan.add(
-                        at(60),
+                        Timestamp::from_secs(60),
                         Fault::Crash(vec![node.clone()]),
                         format!("{node}, which runs the critical addons, crashes"),
                     );

@@ -176,10 +176,6 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    fn t(ms: i64) -> Timestamp {
-        Timestamp::from_nanos(ms * 1_000_000)
-    }
-
     /// Against a binary heap, on random pushes (near, past, far and never)
     /// and pops up to random instants.
     #[test]
@@ -192,10 +188,10 @@ mod tests {
             for round in 0..400u32 {
                 for k in 0..rng.below(40) as u32 {
                     let due = match rng.below(10) {
-                        0 => t(now - rng.below(3_000) as i64),
-                        1 => t(now + 100_000 + rng.below(400_000) as i64),
+                        0 => Timestamp::from_millis(now - rng.below(3_000) as i64),
+                        1 => Timestamp::from_millis(now + 100_000 + rng.below(400_000) as i64),
                         2 if k == 0 => Timestamp::MAX,
-                        _ => t(now + rng.below(11_000) as i64),
+                        _ => Timestamp::from_millis(now + rng.below(11_000) as i64),
                     };
                     let e = (due, rng.below(50) as u32, round);
                     queue.push(e);
@@ -207,15 +203,15 @@ mod tests {
                 now += rng.below(jump) as i64;
                 let mut got = Vec::new();
                 if rng.chance(0.5) {
-                    queue.pop_until(t(now), &mut got);
+                    queue.pop_until(Timestamp::from_millis(now), &mut got);
                 } else {
-                    while queue.peek().is_some_and(|e| e.0 <= t(now)) {
+                    while queue.peek().is_some_and(|e| e.0 <= Timestamp::from_millis(now)) {
                         got.extend(queue.pop());
                     }
                 }
                 let mut want = Vec::new();
                 while let Some(&Reverse(e)) = heap.peek() {
-                    if e.0 > t(now) {
+                    if e.0 > Timestamp::from_millis(now) {
                         break;
                     }
                     heap.pop();
@@ -230,14 +226,14 @@ mod tests {
     fn empty_and_far_only() {
         let mut q = DueQueue::default();
         assert_eq!((q.peek(), q.first_due()), (None, None));
-        q.push((t(3_600_000), 1, 0));
-        q.push((t(3_600_000), 0, 0));
-        assert_eq!(q.first_due(), Some(t(3_600_000)));
-        assert_eq!(q.pop(), Some((t(3_600_000), 0, 0)));
-        assert_eq!(q.pop(), Some((t(3_600_000), 1, 0)));
+        q.push((Timestamp::from_millis(3_600_000), 1, 0));
+        q.push((Timestamp::from_millis(3_600_000), 0, 0));
+        assert_eq!(q.first_due(), Some(Timestamp::from_millis(3_600_000)));
+        assert_eq!(q.pop(), Some((Timestamp::from_millis(3_600_000), 0, 0)));
+        assert_eq!(q.pop(), Some((Timestamp::from_millis(3_600_000), 1, 0)));
         assert_eq!(q.pop(), None);
         // Behind the front by now: still first.
-        q.push((t(5), 2, 0));
-        assert_eq!(q.peek(), Some((t(5), 2, 0)));
+        q.push((Timestamp::from_millis(5), 2, 0));
+        assert_eq!(q.peek(), Some((Timestamp::from_millis(5), 2, 0)));
     }
 }

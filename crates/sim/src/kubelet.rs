@@ -488,10 +488,6 @@ mod tests {
     use crate::cluster::Cluster;
     use crate::scenario::{NodeSpec, TimeSpec};
 
-    fn t(ms: i64) -> Timestamp {
-        Timestamp::from_nanos(ms * 1_000_000)
-    }
-
     fn cluster(ready: Option<ConditionStatus>) -> Cluster {
         let mut c = Cluster::new(AdmissionDefaults::default());
         c.add_node(
@@ -549,16 +545,27 @@ mod tests {
             update_every: Span::from_secs(7),
             report_every: Span::from_secs(300),
         });
-        k.schedule("n", t(0));
-        k.run_due(t(0), &mut c);
-        assert_eq!(c.lease("n"), Some(t(0)));
+        k.schedule("n", Timestamp::from_millis(0));
+        k.run_due(Timestamp::from_millis(0), &mut c);
+        assert_eq!(c.lease("n"), Some(Timestamp::from_millis(0)));
         // Ready posted at 0 (a report time) with heartbeat 0, no transition change.
-        assert_eq!(ready(&c), (ConditionStatus::True, t(0), t(-3_600_000)));
-        let times = run_until(&mut k, &mut c, t(30_000));
-        assert_eq!(times, [t(7000), t(10_000), t(14_000), t(20_000), t(21_000), t(28_000), t(30_000)]);
-        assert_eq!(c.lease("n"), Some(t(30_000)));
+        assert_eq!(ready(&c), (ConditionStatus::True, Timestamp::from_millis(0), Timestamp::from_millis(-3_600_000)));
+        let times = run_until(&mut k, &mut c, Timestamp::from_millis(30_000));
+        assert_eq!(
+            times,
+            [
+                Timestamp::from_millis(7000),
+                Timestamp::from_millis(10_000),
+                Timestamp::from_millis(14_000),
+                Timestamp::from_millis(20_000),
+                Timestamp::from_millis(21_000),
+                Timestamp::from_millis(28_000),
+                Timestamp::from_millis(30_000)
+            ]
+        );
+        assert_eq!(c.lease("n"), Some(Timestamp::from_millis(30_000)));
         // Ready stayed True and nothing was due to re-post: heartbeat unchanged.
-        assert_eq!(ready(&c).1, t(0));
+        assert_eq!(ready(&c).1, Timestamp::from_millis(0));
     }
 
     #[test]
@@ -569,43 +576,43 @@ mod tests {
             update_every: Span::from_secs(10),
             report_every: Span::from_secs(60),
         });
-        k.schedule("n", t(0));
-        run_until(&mut k, &mut c, t(60_000));
-        assert_eq!(ready(&c).1, t(60_000));
+        k.schedule("n", Timestamp::from_millis(0));
+        run_until(&mut k, &mut c, Timestamp::from_millis(60_000));
+        assert_eq!(ready(&c).1, Timestamp::from_millis(60_000));
         // The controller marks it Unknown at 65s; the kubelet posts True at 70s.
-        c.set_ready("n", ConditionStatus::Unknown, t(65_000));
-        run_until(&mut k, &mut c, t(69_999));
+        c.set_ready("n", ConditionStatus::Unknown, Timestamp::from_millis(65_000));
+        run_until(&mut k, &mut c, Timestamp::from_millis(69_999));
         assert_eq!(ready(&c).0, ConditionStatus::Unknown);
-        run_until(&mut k, &mut c, t(70_000));
-        assert_eq!(ready(&c), (ConditionStatus::True, t(70_000), t(70_000)));
+        run_until(&mut k, &mut c, Timestamp::from_millis(70_000));
+        assert_eq!(ready(&c), (ConditionStatus::True, Timestamp::from_millis(70_000), Timestamp::from_millis(70_000)));
     }
 
     #[test]
     fn a_node_without_status_gets_ready_at_start() {
         let mut c = cluster(None);
         let mut k = Kubelets::new(KubeletTiming::default());
-        k.schedule("n", t(0));
-        let obs = k.run_due(t(0), &mut c);
+        k.schedule("n", Timestamp::from_millis(0));
+        let obs = k.run_due(Timestamp::from_millis(0), &mut c);
         assert_eq!(obs.len(), 2, "{obs:?}");
-        assert_eq!(ready(&c), (ConditionStatus::True, t(0), t(0)));
+        assert_eq!(ready(&c), (ConditionStatus::True, Timestamp::from_millis(0), Timestamp::from_millis(0)));
     }
 
     #[test]
     fn stop_and_start() {
         let mut c = cluster(Some(ConditionStatus::True));
         let mut k = Kubelets::new(KubeletTiming::default());
-        k.schedule("n", t(0));
-        run_until(&mut k, &mut c, t(10_000));
+        k.schedule("n", Timestamp::from_millis(0));
+        run_until(&mut k, &mut c, Timestamp::from_millis(10_000));
         k.stop("n");
         assert!(!k.is_running("n"));
         assert_eq!(k.next_due(), None);
-        c.set_ready("n", ConditionStatus::Unknown, t(50_000));
-        let obs = k.start("n", t(61_500), &mut c);
+        c.set_ready("n", ConditionStatus::Unknown, Timestamp::from_millis(50_000));
+        let obs = k.start("n", Timestamp::from_millis(61_500), &mut c);
         assert_eq!(obs.len(), 2);
-        assert_eq!(c.lease("n"), Some(t(61_500)));
-        assert_eq!(ready(&c), (ConditionStatus::True, t(61_500), t(61_500)));
+        assert_eq!(c.lease("n"), Some(Timestamp::from_millis(61_500)));
+        assert_eq!(ready(&c), (ConditionStatus::True, Timestamp::from_millis(61_500), Timestamp::from_millis(61_500)));
         // Cadence restarts from the start time.
-        assert_eq!(k.next_due(), Some(t(71_500)));
+        assert_eq!(k.next_due(), Some(Timestamp::from_millis(71_500)));
     }
 
     #[test]
@@ -616,18 +623,18 @@ mod tests {
             update_every: Span::from_secs(3),
             report_every: Span::from_secs(300),
         });
-        k.schedule("n", t(0));
-        k.run_due(t(0), &mut c);
-        assert!(k.run_due(t(3000), &mut c).is_empty());
+        k.schedule("n", Timestamp::from_millis(0));
+        k.run_due(Timestamp::from_millis(0), &mut c);
+        assert!(k.run_due(Timestamp::from_millis(3000), &mut c).is_empty());
     }
 
     #[test]
     fn kubelet_of_a_deleted_node_does_nothing() {
         let mut c = cluster(Some(ConditionStatus::True));
         let mut k = Kubelets::new(KubeletTiming::default());
-        k.schedule("n", t(0));
+        k.schedule("n", Timestamp::from_millis(0));
         c.delete_node("n");
-        assert!(k.run_due(t(0), &mut c).is_empty());
+        assert!(k.run_due(Timestamp::from_millis(0), &mut c).is_empty());
         assert_eq!(c.lease("n"), None);
     }
 
@@ -635,34 +642,39 @@ mod tests {
     fn a_partitioned_kubelet_keeps_its_cadence_but_nothing_lands() {
         let mut c = cluster(Some(ConditionStatus::True));
         let mut k = Kubelets::new(KubeletTiming::default());
-        k.schedule("n", t(0));
-        k.run_due(t(0), &mut c);
+        k.schedule("n", Timestamp::from_millis(0));
+        k.run_due(Timestamp::from_millis(0), &mut c);
         k.set_partitioned("n", true);
         assert!(k.is_partitioned("n") && k.is_running("n"));
-        assert!(k.run_until(t(30_000), &mut c).is_empty());
-        assert_eq!(c.lease("n"), Some(t(0)));
-        assert_eq!(k.next_due(), Some(t(40_000)));
+        assert!(k.run_until(Timestamp::from_millis(30_000), &mut c).is_empty());
+        assert_eq!(c.lease("n"), Some(Timestamp::from_millis(0)));
+        assert_eq!(k.next_due(), Some(Timestamp::from_millis(40_000)));
         k.set_partitioned("n", false);
-        let obs = k.run_until(t(40_000), &mut c);
+        let obs = k.run_until(Timestamp::from_millis(40_000), &mut c);
         assert_eq!(obs.len(), 1, "{obs:?}");
-        assert_eq!(c.lease("n"), Some(t(40_000)));
+        assert_eq!(c.lease("n"), Some(Timestamp::from_millis(40_000)));
     }
 
     #[test]
     fn jittered_renewals_land_at_their_own_instants_within_four_percent() {
         let mut c = cluster(Some(ConditionStatus::True));
         let mut k = Kubelets::new(KubeletTiming::default()).with_jitter(0.04, 9);
-        k.schedule_phased("n", t(3_000), t(5_000), t(100_000));
+        k.schedule_phased(
+            "n",
+            Timestamp::from_millis(3_000),
+            Timestamp::from_millis(5_000),
+            Timestamp::from_millis(100_000),
+        );
         let mut renewals = Vec::new();
         for step in 1..=600 {
             // Steps of 100 ms, as the simulation takes them.
-            for o in k.run_until(t(step * 100), &mut c) {
+            for o in k.run_until(Timestamp::from_millis(step * 100), &mut c) {
                 if let Observation::LeaseUpserted { renew: Some(r), .. } = o {
                     renewals.push(r);
                 }
             }
         }
-        assert_eq!(renewals[0], t(3_000));
+        assert_eq!(renewals[0], Timestamp::from_millis(3_000));
         assert!(renewals.len() >= 5, "{renewals:?}");
         for w in renewals.windows(2) {
             let gap = (w[1] - w[0]).as_nanos();
@@ -674,9 +686,18 @@ mod tests {
 
     #[test]
     fn advance_skips_missed_instants() {
-        assert_eq!(advance(t(0), t(25_000), Span::from_secs(10)), t(30_000));
-        assert_eq!(advance(t(0), t(20_000), Span::from_secs(10)), t(30_000));
-        assert_eq!(advance(t(40_000), t(20_000), Span::from_secs(10)), t(40_000));
-        assert_eq!(advance(t(0), t(0), Span::ZERO), Timestamp::MAX);
+        assert_eq!(
+            advance(Timestamp::from_millis(0), Timestamp::from_millis(25_000), Span::from_secs(10)),
+            Timestamp::from_millis(30_000)
+        );
+        assert_eq!(
+            advance(Timestamp::from_millis(0), Timestamp::from_millis(20_000), Span::from_secs(10)),
+            Timestamp::from_millis(30_000)
+        );
+        assert_eq!(
+            advance(Timestamp::from_millis(40_000), Timestamp::from_millis(20_000), Span::from_secs(10)),
+            Timestamp::from_millis(40_000)
+        );
+        assert_eq!(advance(Timestamp::from_millis(0), Timestamp::from_millis(0), Span::ZERO), Timestamp::MAX);
     }
 }

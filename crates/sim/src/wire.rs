@@ -590,15 +590,11 @@ mod tests {
     use super::*;
     use nodewarden_engine::{ActionId, ActionKind, NodeSnapshot, WriteOutcome};
 
-    fn t(ms: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_millis(ms)
-    }
-
     fn node(name: &str) -> Observation {
         Observation::NodeUpserted(NodeSnapshot {
             version: 0,
             name: name.into(),
-            created: t(0),
+            created: Timestamp::from_millis(0),
             labels: Default::default(),
             conditions: vec![],
             taints: vec![],
@@ -635,10 +631,10 @@ mod tests {
     fn one_objects_events_keep_their_order_and_versions_grow() {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 7);
         for i in 0..50 {
-            wire.publish(t(i), [node("a"), node("b")]);
+            wire.publish(Timestamp::from_millis(i), [node("a"), node("b")]);
         }
         let mut out = Vec::new();
-        wire.deliver(t(10_000), &mut out);
+        wire.deliver(Timestamp::from_millis(10_000), &mut out);
         assert_eq!(out.len(), 100);
         for name in ["a", "b"] {
             let versions: Vec<u64> = out
@@ -681,18 +677,21 @@ mod tests {
     #[test]
     fn a_write_lands_late_is_answered_then_and_echoed_later() {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
-        wire.send(t(0), &patch());
+        wire.send(Timestamp::from_millis(0), &patch());
         let mut answers = Vec::new();
-        assert!(wire.land(t(19), &mut Api, &mut answers, &mut yes_judge()).is_empty(), "not before 20 ms");
-        let landed = wire.land(t(200), &mut Api, &mut answers, &mut yes_judge());
+        assert!(
+            wire.land(Timestamp::from_millis(19), &mut Api, &mut answers, &mut yes_judge()).is_empty(),
+            "not before 20 ms"
+        );
+        let landed = wire.land(Timestamp::from_millis(200), &mut Api, &mut answers, &mut yes_judge());
         assert_eq!(landed.len(), 1);
-        assert!(landed[0].at >= t(20) && landed[0].at <= t(200));
+        assert!(landed[0].at >= Timestamp::from_millis(20) && landed[0].at <= Timestamp::from_millis(200));
         assert!(landed[0].applied.violation.is_some(), "the controller had seen everything: a real violation");
         assert_eq!(answers.len(), 2);
         let answered = version(&answers[1]);
         assert!(answered > 0);
         let mut echo = Vec::new();
-        wire.deliver(t(10_000), &mut echo);
+        wire.deliver(Timestamp::from_millis(10_000), &mut echo);
         assert_eq!(echo.len(), 1);
         assert_eq!(version(&echo[0]), answered, "the echo is the same version");
     }
@@ -700,25 +699,29 @@ mod tests {
     #[test]
     fn a_violation_the_controller_could_not_see_is_a_race() {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
-        wire.publish(t(0), [node("a")]);
-        wire.send(t(1), &patch());
-        let landed = wire.land(t(1_000), &mut Api, &mut Vec::new(), &mut yes_judge());
+        wire.publish(Timestamp::from_millis(0), [node("a")]);
+        wire.send(Timestamp::from_millis(1), &patch());
+        let landed = wire.land(Timestamp::from_millis(1_000), &mut Api, &mut Vec::new(), &mut yes_judge());
         assert!(landed[0].applied.violation.is_none(), "sent while a change of the object was on its way");
     }
 
     #[test]
     fn a_restarted_controller_gets_no_old_answers_and_a_list_replaces_old_events() {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 3);
-        wire.send(t(0), &patch());
-        wire.publish(t(0), [node("b")]);
+        wire.send(Timestamp::from_millis(0), &patch());
+        wire.publish(Timestamp::from_millis(0), [node("b")]);
         wire.restart();
-        let listed = wire.list(t(0), vec![node("a")]);
+        let listed = wire.list(Timestamp::from_millis(0), vec![node("a")]);
         assert!(version(&listed[0]) > 0);
         let mut answers = Vec::new();
-        assert_eq!(wire.land(t(1_000), &mut Api, &mut answers, &mut yes_judge()).len(), 1, "the old write still lands");
+        assert_eq!(
+            wire.land(Timestamp::from_millis(1_000), &mut Api, &mut answers, &mut yes_judge()).len(),
+            1,
+            "the old write still lands"
+        );
         assert!(answers.is_empty(), "unanswered");
         let mut out = Vec::new();
-        wire.deliver(t(10_000), &mut out);
+        wire.deliver(Timestamp::from_millis(10_000), &mut out);
         assert!(out.iter().all(|o| !matches!(o, Observation::NodeUpserted(n) if n.name == "b")), "{out:?}");
     }
 
@@ -727,16 +730,16 @@ mod tests {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 5);
         let second = Action { id: ActionId(2), ..patch() };
         let third = Action { id: ActionId(3), ..patch() };
-        wire.send(t(0), &patch());
-        wire.send(t(0), &second);
-        wire.send(t(0), &third);
+        wire.send(Timestamp::from_millis(0), &patch());
+        wire.send(Timestamp::from_millis(0), &second);
+        wire.send(Timestamp::from_millis(0), &third);
         let mut asked = Vec::new();
         let mut judge = |at: Timestamp, a: &Action| {
             asked.push((at, a.id));
             if a.id == ActionId(2) { Err("no longer true".to_string()) } else { Ok(()) }
         };
         let mut answers = Vec::new();
-        let landed = wire.land(t(10_000), &mut Api, &mut answers, &mut judge);
+        let landed = wire.land(Timestamp::from_millis(10_000), &mut Api, &mut answers, &mut judge);
         let ids: Vec<ActionId> = landed.iter().map(|l| l.action.id).collect();
         assert_eq!(ids, [ActionId(1), ActionId(3)], "the withdrawn write never lands");
         assert_eq!(asked.len(), 2, "each queued write is judged once, when it would go out");
@@ -751,10 +754,10 @@ mod tests {
     #[test]
     fn a_restarted_controllers_unsent_writes_die_with_it() {
         let mut wire = Wire::new(ApiLatency::REALISTIC, 5);
-        wire.send(t(0), &patch());
-        wire.send(t(0), &Action { id: ActionId(2), ..patch() });
+        wire.send(Timestamp::from_millis(0), &patch());
+        wire.send(Timestamp::from_millis(0), &Action { id: ActionId(2), ..patch() });
         wire.restart();
-        let landed = wire.land(t(10_000), &mut Api, &mut Vec::new(), &mut yes_judge());
+        let landed = wire.land(Timestamp::from_millis(10_000), &mut Api, &mut Vec::new(), &mut yes_judge());
         assert_eq!(landed.len(), 1, "only the write already sent lands");
     }
 }

@@ -19,7 +19,7 @@ pub(crate) use crate::scenario::{IntOrPercent, NodeSpec, PodSpec, TimeSpec};
 pub(crate) use crate::validate::parse_scenario;
 
 pub(crate) fn t(s: i64) -> Timestamp {
-    Timestamp::from_nanos(s * 1_000_000_000)
+    Timestamp::from_secs(s)
 }
 
 pub(crate) fn node_spec(name: &str) -> NodeSpec {

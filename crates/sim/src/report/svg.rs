@@ -319,16 +319,13 @@ pub(super) fn zone_svg(o: &Outcome, z: usize) -> String {
 mod tests {
     use super::*;
 
-    fn t(s: i64) -> Timestamp {
-        Timestamp::EPOCH + Span::from_secs(s)
-    }
-
     fn sample(unknown: usize, tainted: usize, evicted: usize) -> ZoneSample {
         ZoneSample { ready: 3334 - unknown, not_ready: 0, unknown, tainted, evicted }
     }
 
     fn chart(samples: &[(i64, ZoneSample)], marks: &[FaultMark], end: i64) -> ZoneChart {
-        let samples: Vec<(Timestamp, &ZoneSample)> = samples.iter().map(|(s, z)| (t(*s), z)).collect();
+        let samples: Vec<(Timestamp, &ZoneSample)> =
+            samples.iter().map(|(s, z)| (Timestamp::from_secs(*s), z)).collect();
         ZoneChart::build(3334, &samples, marks, Span::from_secs(end))
     }
 
@@ -360,7 +357,7 @@ mod tests {
         let c = chart(&[(0, sample(0, 0, 0)), (300, sample(5, 1, 0)), (400, sample(5, 1, 1))], &[], 1200);
         let Plot::Bars { counts, bucket, .. } = &c.panels[2].plot else { panic!("bars: {:?}", c.panels[2]) };
         assert_eq!(*bucket, Span::from_secs(10));
-        assert_eq!(counts, &vec![(t(400), 1)]);
+        assert_eq!(counts, &vec![(Timestamp::from_secs(400), 1)]);
         assert_eq!(c.panels[2].axis_max, 1);
         assert_eq!(c.panels[0].axis_max, 5);
         assert!(c.panels[2].title.contains("1 in all"), "{}", c.panels[2].title);
@@ -374,7 +371,10 @@ mod tests {
             1200,
         );
         let Plot::Bars { counts, .. } = &c.panels[2].plot else { panic!() };
-        assert_eq!(counts, &vec![(t(0), 10), (t(10), 20), (t(20), 15)]);
+        assert_eq!(
+            counts,
+            &vec![(Timestamp::from_secs(0), 10), (Timestamp::from_secs(10), 20), (Timestamp::from_secs(20), 15)]
+        );
         assert_eq!(counts.iter().map(|c| c.1).sum::<usize>(), 45);
     }
 
@@ -382,7 +382,7 @@ mod tests {
     fn every_fault_gets_a_mark_and_quiet_panels_are_one_line() {
         let marks: Vec<FaultMark> = (0..40)
             .map(|i| FaultMark {
-                at: t(60 + 30 * i),
+                at: Timestamp::from_secs(60 + 30 * i),
                 kind: if i % 2 == 0 { MarkKind::Down } else { MarkKind::Up },
                 what: format!("node-{i} <crashes>"),
             })
