@@ -8,8 +8,8 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_sim::report;
-use nodewarden_whatif::compare::{Comparison, compare};
-use nodewarden_whatif::config::TolerationDefaults;
+use nodewarden_whatif::TolerationDefaults;
+use nodewarden_whatif::{Comparison, compare};
 use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
 
 use crate::sim_args::{ClockArgs, CommonArgs, WhatIfArgs};
@@ -36,7 +36,7 @@ fn faults(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow::
         }
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-            nodewarden_whatif::faults::scenario_events(&text).with_context(|| path.clone())?
+            nodewarden_whatif::scenario_events(&text).with_context(|| path.clone())?
         }
         None => Vec::new(),
     };
@@ -65,18 +65,18 @@ fn snapshot(args: &WhatIfArgs) -> anyhow::Result<Snapshot> {
         let config = crate::run::kube_config(args.kubeconfig.as_deref()).await?;
         let server = nodewarden_kube::server_url(&config);
         let client = kube::Client::try_from(config).context("kube client")?;
-        Ok(nodewarden_whatif::live::list_cluster(&client, &server).await?)
+        Ok(nodewarden_whatif::list_cluster(&client, &server).await?)
     })
 }
 
 /// A configuration: the controller's flags and kube-apiserver's default
-/// toleration seconds (`nodewarden_whatif::config`); the defaults without
+/// toleration seconds (`nodewarden_whatif::read_config`); the defaults without
 /// a file.
 fn read_config(path: Option<&Path>, legacy: bool) -> anyhow::Result<(ControllerConfig, TolerationDefaults)> {
     let (mut c, d) = match path {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            nodewarden_whatif::config::read(&text).with_context(|| format!("invalid config {}", path.display()))?
+            nodewarden_whatif::read_config(&text).with_context(|| format!("invalid config {}", path.display()))?
         }
         None => (ControllerConfig::default(), TolerationDefaults::default()),
     };
@@ -132,7 +132,7 @@ pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow:
             eprintln!("sim:   ... and {} more", snap.problems.len() - 20);
         }
     }
-    nodewarden_whatif::faults::check_events(&faults.events, &snap)?;
+    nodewarden_whatif::check_events(&faults.events, &snap)?;
     if !common.quiet {
         eprintln!("sim: playing: {}", faults.describe());
     }

@@ -23,21 +23,25 @@
 //! with the adapter's lenient readings, so `nodewarden run` and a what-if
 //! agree on what an object means) and below the cli.
 
-pub mod compare;
-pub mod config;
-pub mod faults;
-pub mod fleet;
-pub mod live;
-pub mod snapshot;
-pub mod workloads;
+mod compare;
+mod config;
+mod faults;
+mod fleet;
+mod live;
+mod snapshot;
+mod workloads;
 
 use nodewarden_model::{ControllerConfig, Timestamp};
 use nodewarden_sim::report::RunInfo;
 use nodewarden_sim::{Outcome, SimOptions, Simulation, Source};
 
-pub use faults::{FailMode, Faults};
-pub use snapshot::{Snapshot, SnapshotError, load_path};
-pub use workloads::Report;
+pub use compare::{Comparison, compare};
+pub use config::{TolerationDefaults, read as read_config};
+pub use faults::{FailMode, Faults, check_events, scenario_events};
+pub use fleet::{prepare, snapshot_time};
+pub use live::list_cluster;
+pub use snapshot::{Snapshot, SnapshotError, load_path, read_bytes};
+pub use workloads::{Report, WorkloadReport};
 
 /// Why a what-if could not run.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,8 @@
 //! snapshot or a clear error, never a panic; unknown kinds are counted and
 //! unusable objects named.
 
-use nodewarden_whatif::snapshot::{Snapshot, SnapshotError, read_bytes};
 use nodewarden_whatif::{Faults, load_path};
+use nodewarden_whatif::{Snapshot, SnapshotError, read_bytes};
 
 fn read(text: &str) -> Result<Snapshot, SnapshotError> {
     let mut snap = Snapshot::new("t");
@@ -97,7 +97,7 @@ fn objects_missing_what_is_needed_are_named_and_left_out() {
 #[test]
 fn a_snapshot_without_nodes_cannot_be_played() {
     let snap = read(r#"{"apiVersion": "v1", "kind": "List", "items": []}"#).expect("empty list");
-    let e = nodewarden_whatif::fleet::prepare(&snap, &Faults::default(), 1).expect_err("no node");
+    let e = nodewarden_whatif::prepare(&snap, &Faults::default(), 1).expect_err("no node");
     assert!(e.to_string().contains("no usable Node"), "{e}");
 }
 
@@ -154,7 +154,7 @@ fn random_and_mutated_input_never_panics() {
         let mut snap = Snapshot::new("fuzz");
         if read_bytes(&bytes, "fuzz", &mut snap).is_ok() {
             // Whatever was read can be built into a cluster without panic.
-            let _ = nodewarden_whatif::fleet::prepare(&snap, &Faults::default(), 1);
+            let _ = nodewarden_whatif::prepare(&snap, &Faults::default(), 1);
         }
     }
 }

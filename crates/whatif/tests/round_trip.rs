@@ -13,8 +13,8 @@ use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig};
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_sim::fleet::FleetSpec;
 use nodewarden_sim::{Builtin, Outcome, SimOptions, Simulation, Source};
-use nodewarden_whatif::snapshot::{Snapshot, read_bytes};
 use nodewarden_whatif::{Faults, Played, play};
+use nodewarden_whatif::{Snapshot, read_bytes};
 
 const FLEET: FleetSpec = FleetSpec { nodes: 30, zones: 3, pods_per_node: 10, seed: 1 };
 
@@ -83,7 +83,7 @@ async fn snapshot_of_a_served_fleet_plays_like_the_fleet_itself() {
         .expect("config");
     config.read_timeout = Some(Duration::from_secs(10));
     let client = kube::Client::try_from(config).expect("client");
-    let live = nodewarden_whatif::live::list_cluster(&client, "served").await.expect("list");
+    let live = nodewarden_whatif::list_cluster(&client, "served").await.expect("list");
     assert_eq!((live.nodes.len(), live.pods.len(), live.leases.len()), (30, 300, 30), "{}", live.summary());
     assert!(served.writes().is_empty(), "the listing wrote: {:?}", served.writes());
     let requests = served.requests();

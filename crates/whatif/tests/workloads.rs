@@ -14,8 +14,8 @@
 //!   is evicted; DaemonSet pods (tolerating forever) stay.
 
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
-use nodewarden_whatif::snapshot::read_bytes;
-use nodewarden_whatif::workloads::WorkloadReport;
+use nodewarden_whatif::WorkloadReport;
+use nodewarden_whatif::read_bytes;
 use nodewarden_whatif::{Faults, Played, Snapshot, play};
 use serde_json::{Value, json};
 
@@ -157,7 +157,7 @@ fn the_snapshot_reads_with_its_unused_kinds_counted() {
     assert_eq!(snap.skipped.get("Service"), Some(&1));
     assert!(snap.problems.is_empty(), "{:?}", snap.problems);
     // The snapshot's moment is its newest sign of life (23:59:57).
-    let at = nodewarden_whatif::fleet::snapshot_time(&snap).expect("a time");
+    let at = nodewarden_whatif::snapshot_time(&snap).expect("a time");
     assert_eq!(at.as_nanos() % 1_000_000_000, 0);
     let _ = T;
 }
@@ -279,14 +279,13 @@ fn a_control_plane_outage_evicts_nothing_and_scenario_events_hit_real_nodes() {
     assert_eq!(p.report.failed_nodes, 0);
     assert!(p.report.workloads.iter().all(|w| w.evicted.is_empty() && !w.lost_all()));
     // A scenario file's events, aimed at the snapshot's node names.
-    let events =
-        nodewarden_whatif::faults::scenario_events("events:\n- {at: 1m, kubelet-stop: [b1]}\n").expect("events");
+    let events = nodewarden_whatif::scenario_events("events:\n- {at: 1m, kubelet-stop: [b1]}\n").expect("events");
     let snap = snapshot();
-    nodewarden_whatif::faults::check_events(&events, &snap).expect("b1 exists");
+    nodewarden_whatif::check_events(&events, &snap).expect("b1 exists");
     let faults = Faults { events, duration: Some(Span::from_secs(15 * 60)), ..Faults::default() };
     let p = play(&snap, &faults, ControllerConfig::default(), 1).expect("plays");
     assert_eq!(p.report.failed_nodes, 1);
     assert_eq!(workload(&p, "Deployment shop/api").evicted.len(), 1, "api's replica on b1");
-    let bad = nodewarden_whatif::faults::scenario_events("events:\n- {at: 1m, kubelet-stop: [zz]}\n").expect("parses");
-    assert!(nodewarden_whatif::faults::check_events(&bad, &snap).is_err());
+    let bad = nodewarden_whatif::scenario_events("events:\n- {at: 1m, kubelet-stop: [zz]}\n").expect("parses");
+    assert!(nodewarden_whatif::check_events(&bad, &snap).is_err());
 }
