@@ -31,7 +31,7 @@ use serde_json::value::RawValue;
 
 use crate::convert::{self, Detail};
 use crate::prune::{self, Keep, Pruned};
-use crate::typed::{self, Identity};
+use crate::typed;
 
 /// A kind whose objects the watches read: how its JSON becomes an
 /// observation.
@@ -48,7 +48,7 @@ pub trait Readable: k8s_openapi::Resource {
     /// The typed reading of a well-formed object's text ([`crate::typed`]):
     /// its identity and the same observation [`Readable::read`] gives, or
     /// `None` to read it leniently.
-    fn read_typed(_json: &str) -> Option<(Identity, Option<Observation>)> {
+    fn read_typed(_json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
         None
     }
 }
@@ -66,7 +66,7 @@ impl Readable for Pod {
         convert::pod_reading(v, seen_at, Detail::Lifecycle).map(Observation::PodUpserted)
     }
     const TYPED: bool = true;
-    fn read_typed(json: &str) -> Option<(Identity, Option<Observation>)> {
+    fn read_typed(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
         typed::pod(json).map(|(id, pod)| (id, Some(Observation::PodUpserted(pod))))
     }
 }
@@ -117,7 +117,7 @@ impl Readable for Lease {
         convert::lease_reading(v, seen_at)
     }
     const TYPED: bool = true;
-    fn read_typed(json: &str) -> Option<(Identity, Option<Observation>)> {
+    fn read_typed(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
         typed::lease(json)
     }
 }
@@ -169,14 +169,7 @@ impl<K: Readable> Trimmed<K> {
     /// a typed reading and the object is well formed, else leniently.
     /// Never fails on valid JSON; `Err` names what is not.
     pub fn from_text(json: &str, seen_at: Timestamp) -> serde_json::Result<Trimmed<K>> {
-        if let Some((id, reading)) = K::read_typed(json) {
-            let metadata = ObjectMeta {
-                name: id.name,
-                namespace: id.namespace,
-                uid: id.uid,
-                resource_version: id.resource_version,
-                ..ObjectMeta::default()
-            };
+        if let Some((metadata, reading)) = K::read_typed(json) {
             return Ok(Trimmed { metadata, reading, kind: PhantomData });
         }
         Ok(Trimmed::from_json(&prune::from_str(json, K::KEEP)?, seen_at))

@@ -22,6 +22,7 @@
 
 use std::borrow::Cow;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewarden_engine::{Observation, PodSnapshot};
 use nodewarden_model::{Toleration, TolerationOperator};
 use serde::Deserialize;
@@ -121,27 +122,17 @@ struct LeaseDoc<'a> {
     spec: Option<LeaseSpec<'a>>,
 }
 
-/// The identity the watcher keeps of an object: name, namespace, uid and
-/// resourceVersion, as [`crate::Trimmed`] holds them.
-pub struct Identity {
-    /// `metadata.name`.
-    pub name: Option<String>,
-    /// `metadata.namespace`.
-    pub namespace: Option<String>,
-    /// `metadata.uid`.
-    pub uid: Option<String>,
-    /// `metadata.resourceVersion`.
-    pub resource_version: Option<String>,
-}
-
 impl Meta<'_> {
-    fn identity(&self) -> Identity {
+    /// What the watcher keeps of the object's metadata ([`crate::Trimmed`]):
+    /// name, namespace, uid and resourceVersion.
+    fn identity(&self) -> ObjectMeta {
         let own = |t: &Text<'_>| t.as_deref().map(str::to_string);
-        Identity {
+        ObjectMeta {
             name: own(&self.name),
             namespace: own(&self.namespace),
             uid: own(&self.uid),
             resource_version: own(&self.resource_version),
+            ..ObjectMeta::default()
         }
     }
 
@@ -157,7 +148,7 @@ fn filled<'t>(t: &'t Text<'_>) -> Option<&'t str> {
 
 /// A Pod's JSON read for node lifecycle, or `None` when it is not a
 /// well-formed pod whose lenient reading is plain (read it leniently).
-pub fn pod(json: &str) -> Option<(Identity, PodSnapshot)> {
+pub fn pod(json: &str) -> Option<(ObjectMeta, PodSnapshot)> {
     let doc: PodDoc<'_> = serde_json::from_str(json).ok()?;
     let meta = doc.metadata?;
     let (name, ns, uid) = (filled(&meta.name)?, filled(&meta.namespace)?, filled(&meta.uid)?);
@@ -224,7 +215,7 @@ fn toleration(t: &TolerationDoc<'_>) -> Option<Toleration> {
 /// A Lease's JSON read, or `None` when it is not a well-formed one whose
 /// lenient reading is plain (read it leniently). A Lease outside
 /// `kube-node-lease` reads as no observation, as leniently.
-pub fn lease(json: &str) -> Option<(Identity, Option<Observation>)> {
+pub fn lease(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
     let doc: LeaseDoc<'_> = serde_json::from_str(json).ok()?;
     let meta = doc.metadata?;
     if meta.namespace.as_deref() != Some(NODE_LEASE_NAMESPACE) {
