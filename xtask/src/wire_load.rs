@@ -242,6 +242,6 @@ mod test_clock {
 
     /// `s` seconds after [`T0`] as RFC 3339, as the served API writes times.
     pub(super) fn at(s: f64) -> String {
-        nodewarden_apiserver::clock::format_rfc3339(T0 + (s * 1e9) as i64, true)
+        nodewarden_objects::format_rfc3339(T0 + (s * 1e9) as i64, true)
     }
 }

@@ -7,13 +7,13 @@
 //! are touched, and only on create; the caller stores the result (or, for
 //! a dry run, only answers with it).
 
-use nodewarden_model::{ConditionStatus, Timestamp};
+use nodewarden_model::Timestamp;
 use serde_json::{Value, json};
 
 use crate::cluster::ServedCluster;
-use crate::convert;
 use crate::resource::Kind;
 use crate::store::Inner;
+use nodewarden_objects::write as convert;
 
 /// Completes an object a client creates, before it is stored, with what
 /// admission and the simulated kubelets would add, so a created pod looks
@@ -22,11 +22,7 @@ pub fn on_create(sh: &ServedCluster, s: &Inner, kind: Kind, v: &mut Value, now: 
     match kind {
         Kind::Pod => {
             // DefaultTolerationSeconds admission.
-            let mut tols: Vec<nodewarden_model::Toleration> = v
-                .pointer("/spec/tolerations")
-                .and_then(Value::as_array)
-                .map(|t| t.iter().map(convert::toleration).collect())
-                .unwrap_or_default();
+            let mut tols = nodewarden_objects::pod_tolerations(v);
             let before = tols.len();
             sh.admission.admit(&mut tols);
             if tols.len() != before
@@ -56,11 +52,7 @@ pub fn on_create(sh: &ServedCluster, s: &Inner, kind: Kind, v: &mut Value, now: 
             let node_obj = if node.is_empty() { None } else { s.get(Kind::Node, &node) };
             let host = node_obj.as_ref().and_then(|n| {
                 let nv = n.value();
-                let ready = convert::node_snapshot(&nv, &sh.time)
-                    .conditions
-                    .iter()
-                    .any(|c| c.kind == nodewarden_model::ConditionType::Ready && c.status == ConditionStatus::True);
-                ready.then(|| {
+                sh.node_ready(&nv).then(|| {
                     nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string()
                 })
             });

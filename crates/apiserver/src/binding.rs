@@ -12,10 +12,10 @@
 use serde_json::{Value, json};
 
 use crate::cluster::ServedCluster;
-use crate::convert;
 use crate::resource::Kind;
 use crate::store::{Inner, key_of};
 use nodewarden_model::Timestamp;
+use nodewarden_objects::write as convert;
 
 /// Binds the pod `v` to `node` as the API does: `spec.nodeName`, and
 /// `PodScheduled=True`; when the node is Ready its kubelet starts the pod
@@ -23,10 +23,7 @@ use nodewarden_model::Timestamp;
 pub fn assign(s: &Inner, sh: &ServedCluster, v: &mut Value, node: &str, now: Timestamp) {
     let host = s.get(Kind::Node, node).and_then(|n| {
         let nv = n.value();
-        let ready = convert::node_snapshot(&nv, &sh.time).conditions.iter().any(|c| {
-            c.kind == nodewarden_model::ConditionType::Ready && c.status == nodewarden_model::ConditionStatus::True
-        });
-        ready.then(|| {
+        sh.node_ready(&nv).then(|| {
             nv.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or("10.0.0.1").to_string()
         })
     });

@@ -15,10 +15,10 @@ use nodewarden_model::{Span, Timestamp};
 use nodewarden_sim::AdmissionDefaults;
 use serde_json::{Value, json};
 
-use crate::clock::TimeBase;
 use crate::faults::ApiFaults;
 use crate::resource::Kind;
 use crate::store::{Inner, NODE_READY, Obj, Store, StoreLimits};
+use nodewarden_objects::TimeBase;
 
 /// The served cluster, shared by every task that serves or drives it.
 ///
@@ -51,6 +51,18 @@ pub struct ServedCluster {
 impl ServedCluster {
     /// An empty cluster: populating it is the caller's job, so the
     /// in-crate tests can start from nothing.
+    /// Whether a stored Node is Ready, as every reader in nodewarden reads
+    /// it (`nodewarden_objects`): its kubelet then starts the pods bound
+    /// to it at once.
+    pub(crate) fn node_ready(&self, v: &serde_json::Value) -> bool {
+        let reader = nodewarden_objects::Reader::new(nodewarden_objects::Detail::Lifecycle).on(self.time);
+        reader.node(v, self.time.now()).is_some_and(|n| {
+            n.conditions.iter().any(|c| {
+                c.kind == nodewarden_model::ConditionType::Ready && c.status == nodewarden_model::ConditionStatus::True
+            })
+        })
+    }
+
     pub(crate) fn new(limits: StoreLimits, time: TimeBase, admission: AdmissionDefaults) -> ServedCluster {
         ServedCluster {
             store: Store::new(limits),

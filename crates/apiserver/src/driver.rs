@@ -20,7 +20,6 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use crate::cluster::ServedCluster;
-use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::faults::{ApiFault, PlannedApiFault};
 use crate::kubelets::StoreKubelets;
 use crate::populate::{Populated, store_added_pod, store_budget};
@@ -28,6 +27,8 @@ use crate::recreate::Recreator;
 use crate::resource::Kind;
 use crate::served_api::{self, Delivered, Reader, ServedApi};
 use crate::store::{Inner, NODE_READY, key_of};
+use nodewarden_objects::NODE_LEASE_NAMESPACE;
+use nodewarden_objects::write as convert;
 
 /// A one-line status of the running cluster, for `nodewarden sim
 /// --serve`'s terminal: enough to see the fault plan bite without a
@@ -464,7 +465,10 @@ impl Driver {
         if let Some(n) = &node_name
             && let Some(obj) = s.get(Kind::Node, n)
         {
-            scratch.put_node(convert::node_snapshot(&obj.value(), &time));
+            let reader = nodewarden_objects::Reader::new(nodewarden_objects::Detail::Lifecycle).on(time);
+            if let Some(n) = reader.node(&obj.value(), time.now()) {
+                scratch.put_node(n);
+            }
         }
         let obs = nodewarden_sim::faults::apply_event(&mut scratch, &mut self.kubelets, now, action);
         for o in obs {

@@ -26,8 +26,8 @@ use std::sync::Mutex;
 
 use serde_json::json;
 
-use crate::clock::TimeBase;
 use crate::resource::Kind;
+use nodewarden_objects::TimeBase;
 
 /// An open journal.
 pub(crate) struct Journal {

@@ -10,10 +10,11 @@ use nodewarden_model::{ConditionStatus, Timestamp};
 use nodewarden_sim::KubeletApi;
 use serde_json::{Value, json};
 
-use crate::clock::TimeBase;
-use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::resource::Kind;
 use crate::store::{Inner, NODE_READY, key_of};
+use nodewarden_objects::NODE_LEASE_NAMESPACE;
+use nodewarden_objects::TimeBase;
+use nodewarden_objects::write as convert;
 
 /// The simulator's kubelets, writing to the locked store: the same
 /// kubelets as in replay, so a served node heartbeats as a simulated one.

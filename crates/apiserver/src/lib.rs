@@ -12,9 +12,9 @@
 //! writes would.
 //!
 //! Layers, each depending only on those before it:
-//! - foundations: [`clock`], `error` (the API's refusals), `resource`
-//!   (the served kinds), `selector`, [`convert`], [`journal`], [`store`],
-//!   `faults`;
+//! - foundations: `error` (the API's refusals), `resource` (the served
+//!   kinds), `selector`, [`journal`], [`store`], `faults`; objects are
+//!   read and written with `nodewarden_objects`;
 //! - the domain: `cluster` ([`ServedCluster`]: store, clock, faults,
 //!   admission settings), `admission`, `kubelets`, `pdb`, `binding`,
 //!   `scheduler`, `recreate`, `populate`, `served_api` (the in-process
@@ -24,13 +24,12 @@
 //!
 //! The public surface is what `nodewarden sim --serve` and the tests of
 //! other crates use: start and stop a cluster, reach its store, clock and
-//! faults, and read or write objects as the served cluster writes them.
+//! faults (objects are written as the served cluster writes them with
+//! `nodewarden_objects::write`).
 
 mod admission;
 mod binding;
-pub mod clock;
 mod cluster;
-pub mod convert;
 mod driver;
 mod error;
 mod faults;
@@ -47,12 +46,12 @@ mod served;
 mod served_api;
 pub mod store;
 
-pub use clock::TimeBase;
 pub use cluster::ServedCluster;
 pub use driver::StatusLine;
 pub use error::ApiError;
 pub use faults::{ApiFault, ApiFaults, FaultTarget, PlannedApiFault};
 pub use http::{RequestRecord, Security, ServerConfig, TlsError, WriteRecord};
+pub use nodewarden_objects::TimeBase;
 pub use populate::ServeSource;
 pub use resource::Kind;
 pub use served::{ServeError, ServeOptions, Served, kubeconfig, secure_kubeconfig};

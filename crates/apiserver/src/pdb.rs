@@ -13,7 +13,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::cluster::{ServedCluster, mark_graceful};
-use crate::convert;
 use crate::error::{ApiError, Cause};
 use crate::resource::Kind;
 use crate::selector::{LabelReq, LabelSelector};
@@ -47,6 +46,14 @@ pub fn selector(pdb: &Value) -> Option<LabelSelector> {
     Some(LabelSelector(reqs))
 }
 
+/// Ready as every reader in nodewarden reads it (`nodewarden_objects`):
+/// a Ready condition whose status is not `True` is not ready.
+fn is_ready(pod: &Value) -> bool {
+    nodewarden_objects::pod_reading(pod, nodewarden_model::Timestamp::EPOCH, nodewarden_objects::Detail::Lifecycle)
+        .and_then(|p| p.ready)
+        == Some(true)
+}
+
 fn scaled(v: &Value, expected: i64) -> Option<i64> {
     match v {
         Value::Number(n) => n.as_i64(),
@@ -71,7 +78,7 @@ pub fn numbers(s: &Inner, pdb: &Obj) -> (i64, i64, i64) {
         .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null))
         .collect();
     let expected = pods.len() as i64;
-    let healthy = pods.iter().filter(|p| convert::pod_ready(p) == Some(true)).count() as i64;
+    let healthy = pods.iter().filter(|p| is_ready(p)).count() as i64;
     let desired = match (v.pointer("/spec/minAvailable"), v.pointer("/spec/maxUnavailable")) {
         (Some(min), _) => scaled(min, expected).unwrap_or(expected),
         (None, Some(max)) => expected - scaled(max, expected).unwrap_or(0),
@@ -268,7 +275,7 @@ fn take_disruption(
     }
     let Some(b) = budgets.first() else { return Ok(()) };
     let (_, healthy, desired) = numbers(s, b);
-    let pod_healthy = convert::pod_ready(pv) == Some(true);
+    let pod_healthy = is_ready(pv);
     let allowed = healthy - desired;
     let ok = if pod_healthy { allowed > 0 } else { healthy >= desired };
     if !ok {

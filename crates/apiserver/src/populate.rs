@@ -16,11 +16,12 @@ use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
 use nodewarden_sim::{AdmissionDefaults, Builtin, Cluster, EventAction, KubeletTiming, Kubelets, Scenario};
 use serde_json::{Value, json};
 
-use crate::clock::TimeBase;
 use crate::cluster::ServedCluster;
-use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::resource::Kind;
 use crate::store::{Inner, key_of};
+use nodewarden_objects::NODE_LEASE_NAMESPACE;
+use nodewarden_objects::TimeBase;
+use nodewarden_objects::write as convert;
 
 /// What cluster to serve: the choice between a generated fleet and a
 /// scenario file, made by `nodewarden sim --serve`'s flags.
@@ -83,7 +84,7 @@ pub fn store_budget(s: &mut Inner, time: &TimeBase, spec: &nodewarden_sim::scena
     let v = match s.get(Kind::PodDisruptionBudget, &key) {
         Some(cur) => {
             let old = cur.value();
-            let mut v = convert::budget_json(spec, ns, name, &cur.uid, time);
+            let mut v = budget_json(spec, ns, name, &cur.uid, time);
             let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
             v["metadata"]["generation"] = json!(generation + 1);
             v["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
@@ -94,7 +95,7 @@ pub fn store_budget(s: &mut Inner, time: &TimeBase, spec: &nodewarden_sim::scena
         }
         None => {
             let uid = s.next_uid();
-            convert::budget_json(spec, ns, name, &uid, time)
+            budget_json(spec, ns, name, &uid, time)
         }
     };
     s.commit(Kind::PodDisruptionBudget, &key, v, false);
@@ -322,4 +323,33 @@ fn owned_by_workload(v: &mut Value, w: &fleet::Workload, ordinal: usize, uid: &s
         "apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": uid,
         "controller": true, "blockOwnerDeletion": true,
     }]);
+}
+
+/// A scenario file's PodDisruptionBudget as the API holds it (its status
+/// is the served disruption controller's, [`crate::pdb::refresh`]).
+pub(crate) fn budget_json(
+    b: &nodewarden_sim::scenario::BudgetSpec,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    time: &TimeBase,
+) -> Value {
+    use nodewarden_sim::scenario::IntOrPercent;
+    let amount = |a: &IntOrPercent| match a {
+        IntOrPercent::Int(n) => json!(n),
+        IntOrPercent::Percent(p) => json!(format!("{p}%")),
+    };
+    let mut spec = json!({"selector": convert::label_selector_json(&b.selector)});
+    if let Some(m) = &b.min_available {
+        spec["minAvailable"] = amount(m);
+    }
+    if let Some(m) = &b.max_unavailable {
+        spec["maxUnavailable"] = amount(m);
+    }
+    json!({
+        "kind": "PodDisruptionBudget", "apiVersion": "policy/v1",
+        "metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1,
+                     "creationTimestamp": time.time(Timestamp::EPOCH)},
+        "spec": spec,
+    })
 }

@@ -11,162 +11,28 @@
 //! `Unschedulable`, with upstream's `0/N nodes are available: ...` message,
 //! keeping the time it was first marked. Only changes are written.
 //!
-//! Reading: a pod's requests are its containers' summed against its
-//! largest init container, plus overhead; a quantity that cannot be read
-//! makes the pod fit nowhere, and a node selector or required affinity
-//! that cannot be read matches no node (kube-scheduler would not place
-//! what it cannot read either). A node without `status.allocatable` has
-//! room for nothing.
+//! Reading: pods and nodes are read as the rescheduler reads them
+//! (`nodewarden_objects`, [`Detail::Scheduling`]): a pod's requests are
+//! its containers' summed against its largest init container, plus
+//! overhead; a quantity that cannot be read fills that resource, so the
+//! pod fits nowhere, and a node selector or required affinity that cannot
+//! be read matches no node (kube-scheduler would not place what it cannot
+//! read either). A node without a readable `status.allocatable` has room
+//! for nothing.
 
 use std::collections::BTreeMap;
 
-use nodewarden_model::resources::{parse_bytes, parse_cpu_millis};
-use nodewarden_model::scheduling::{NodeSelectorTerm, Requirement, SelectorOperator};
-use nodewarden_model::{ConditionStatus, ConditionType, NodeAffinity, Placement, Resources, Toleration};
+use nodewarden_engine::PodSnapshot;
+use nodewarden_model::{ConditionStatus, ConditionType, PodScheduling, Resources};
+use nodewarden_objects::{Detail, Reader};
 use nodewarden_sim::scheduler::{NodeView, PodView, first_fit, unschedulable_message};
 use serde_json::{Value, json};
 
 use crate::cluster::ServedCluster;
-use crate::convert;
 use crate::resource::Kind;
 
 /// The default scheduler's name; pods naming another are left alone.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
-
-fn quantity(v: &Value, cpu: bool) -> Option<u64> {
-    let text = match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    if cpu { parse_cpu_millis(&text).ok() } else { parse_bytes(&text).ok() }
-}
-
-/// cpu and memory of a resource list; `None` when a present amount cannot
-/// be read.
-fn amounts(list: Option<&Value>) -> Option<(u64, u64)> {
-    let Some(list) = list.filter(|l| !l.is_null()) else { return Some((0, 0)) };
-    let one = |k: &str, cpu: bool| match list.get(k) {
-        None | Some(Value::Null) => Some(0),
-        Some(x) => quantity(x, cpu),
-    };
-    list.is_object().then_some(())?;
-    Some((one("cpu", true)?, one("memory", false)?))
-}
-
-fn container(c: &Value) -> Option<(u64, u64)> {
-    let req = c.pointer("/resources/requests");
-    let lim = c.pointer("/resources/limits");
-    let (rc, rm) = amounts(req)?;
-    let (lc, lm) = amounts(lim)?;
-    let has = |k: &str| req.and_then(|r| r.get(k)).is_some_and(|x| !x.is_null());
-    Some((if has("cpu") { rc } else { lc }, if has("memory") { rm } else { lm }))
-}
-
-/// The pod's effective requests (one pod slot included), as
-/// kube-scheduler adds them; `None` when they cannot be read.
-pub fn pod_requests(v: &Value) -> Option<Resources> {
-    let list = |p: &str| match v.pointer(p) {
-        None | Some(Value::Null) => Some(Vec::new()),
-        Some(Value::Array(a)) => Some(a.clone()),
-        Some(_) => None,
-    };
-    let (mut cpu, mut mem) = (0u64, 0u64);
-    for c in list("/spec/containers")? {
-        let (c_, m) = container(&c)?;
-        cpu = cpu.saturating_add(c_);
-        mem = mem.saturating_add(m);
-    }
-    let (mut init_cpu, mut init_mem, mut side_cpu, mut side_mem) = (0u64, 0u64, 0u64, 0u64);
-    for c in list("/spec/initContainers")? {
-        let (c_, m) = container(&c)?;
-        if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
-            cpu = cpu.saturating_add(c_);
-            mem = mem.saturating_add(m);
-            side_cpu = side_cpu.saturating_add(c_);
-            side_mem = side_mem.saturating_add(m);
-            init_cpu = init_cpu.max(side_cpu);
-            init_mem = init_mem.max(side_mem);
-        } else {
-            init_cpu = init_cpu.max(c_.saturating_add(side_cpu));
-            init_mem = init_mem.max(m.saturating_add(side_mem));
-        }
-    }
-    let (oc, om) = amounts(v.pointer("/spec/overhead"))?;
-    Some(Resources::pod(cpu.max(init_cpu).saturating_add(oc), mem.max(init_mem).saturating_add(om)))
-}
-
-fn requirements(v: Option<&Value>) -> Option<Vec<Requirement>> {
-    let Some(list) = v.filter(|l| !l.is_null()) else { return Some(Vec::new()) };
-    list.as_array()?
-        .iter()
-        .map(|e| {
-            let operator = match e.get("operator")?.as_str()? {
-                "In" => SelectorOperator::In,
-                "NotIn" => SelectorOperator::NotIn,
-                "Exists" => SelectorOperator::Exists,
-                "DoesNotExist" => SelectorOperator::DoesNotExist,
-                "Gt" => SelectorOperator::Gt,
-                "Lt" => SelectorOperator::Lt,
-                _ => return None,
-            };
-            let values = match e.get("values") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(vs) => vs.as_array()?.iter().map(|x| x.as_str().map(str::to_string)).collect::<Option<_>>()?,
-            };
-            Some(Requirement { key: e.get("key")?.as_str()?.to_string(), operator, values })
-        })
-        .collect()
-}
-
-/// Node selector and required node affinity; one that cannot be read
-/// matches no node.
-pub fn placement(v: &Value) -> Placement {
-    let read = || -> Option<Placement> {
-        let node_selector = match v.pointer("/spec/nodeSelector") {
-            None | Some(Value::Null) => BTreeMap::new(),
-            Some(m) => m
-                .as_object()?
-                .iter()
-                .map(|(k, x)| x.as_str().map(|s| (k.clone(), s.to_string())))
-                .collect::<Option<_>>()?,
-        };
-        let required = v
-            .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution")
-            .filter(|r| !r.is_null());
-        let affinity = match required {
-            None => None,
-            Some(r) => Some(NodeAffinity {
-                node_selector_terms: match r.get("nodeSelectorTerms") {
-                    None | Some(Value::Null) => Vec::new(),
-                    Some(ts) => ts
-                        .as_array()?
-                        .iter()
-                        .map(|t| {
-                            Some(NodeSelectorTerm {
-                                match_expressions: requirements(t.get("matchExpressions"))?,
-                                match_fields: requirements(t.get("matchFields"))?,
-                            })
-                        })
-                        .collect::<Option<_>>()?,
-                },
-            }),
-        };
-        Some(Placement { node_selector, affinity })
-    };
-    read().unwrap_or_else(|| Placement { node_selector: BTreeMap::new(), affinity: Some(NodeAffinity::default()) })
-}
-
-/// `status.allocatable` (cpu, memory, pods); nothing when absent or
-/// unreadable.
-pub fn allocatable(v: &Value) -> Resources {
-    let Some(a) = v.pointer("/status/allocatable").filter(|a| a.is_object()) else { return Resources::ZERO };
-    let get = |k: &str, cpu: bool| a.get(k).and_then(|x| quantity(x, cpu));
-    match (get("cpu", true), get("memory", false), get("pods", false)) {
-        (Some(cpu_millis), Some(memory_bytes), Some(pods)) => Resources { cpu_millis, memory_bytes, pods },
-        _ => Resources::ZERO,
-    }
-}
 
 /// Marks the pod `PodScheduled=False`, reason `Unschedulable`, with
 /// `message`, as the scheduler does when it finds no room: the transition
@@ -195,9 +61,8 @@ pub fn mark_unschedulable(v: &mut Value, message: &str, at: &str) -> bool {
 struct Pending {
     key: String,
     created: String,
-    requests: Option<Resources>,
-    tolerations: Vec<Toleration>,
-    placement: Placement,
+    pod: PodSnapshot,
+    scheduling: PodScheduling,
     value: Value,
 }
 
@@ -208,37 +73,28 @@ pub fn pass(sh: &ServedCluster) -> usize {
     let pods: Vec<Value> = s.snapshot(Kind::Pod).iter_from("", None).map(|o| o.value()).collect();
     let mut used: BTreeMap<String, Resources> = BTreeMap::new();
     let mut pending: Vec<Pending> = Vec::new();
+    let reader = Reader::new(Detail::Scheduling).on(sh.time);
     for v in pods {
-        let phase_done = matches!(v.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-        let key = format!(
-            "{}/{}",
-            v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default(),
-            v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
-        );
-        match v.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        // A pod that cannot be named or written (no uid) is no scheduler's.
+        let Some(mut pod) = reader.pod(&v, now) else { continue };
+        let Some(scheduling) = pod.scheduling.take() else { continue };
+        match &pod.node {
             // Bound pods take their room until they are gone, terminating
-            // ones included (the scheduler's cache keeps them).
-            Some(node) => {
-                if !phase_done {
-                    let r = pod_requests(&v).unwrap_or(Resources::pod(u64::MAX, u64::MAX));
-                    *used.entry(node.to_string()).or_default() += r;
-                }
-            }
+            // ones included (the scheduler's cache keeps them); a finished
+            // pod requests nothing.
+            Some(node) => *used.entry(node.clone()).or_default() += scheduling.requests,
             None => {
-                let terminating = v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+                let finished =
+                    matches!(v.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
                 let scheduler = v.pointer("/spec/schedulerName").and_then(Value::as_str).unwrap_or(DEFAULT_SCHEDULER);
-                if terminating || phase_done || scheduler != DEFAULT_SCHEDULER {
+                if pod.terminating || finished || scheduler != DEFAULT_SCHEDULER {
                     continue;
                 }
                 pending.push(Pending {
-                    key,
+                    key: pod.key.clone(),
                     created: v.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("").to_string(),
-                    requests: pod_requests(&v),
-                    tolerations: v
-                        .pointer("/spec/tolerations")
-                        .and_then(Value::as_array)
-                        .map_or_else(Vec::new, |ts| ts.iter().map(convert::toleration).collect()),
-                    placement: placement(&v),
+                    pod,
+                    scheduling: *scheduling,
                     value: v,
                 });
             }
@@ -249,7 +105,14 @@ pub fn pass(sh: &ServedCluster) -> usize {
     }
     pending.sort_by(|a, b| (&a.created, &a.key).cmp(&(&b.created, &b.key)));
     let node_values: Vec<Value> = s.snapshot(Kind::Node).iter_from("", None).map(|o| o.value()).collect();
-    let snaps: Vec<_> = node_values.iter().map(|v| (convert::node_snapshot(v, &sh.time), allocatable(v))).collect();
+    let snaps: Vec<_> = node_values
+        .iter()
+        .filter_map(|v| reader.node(v, now))
+        .map(|n| {
+            let alloc = n.allocatable.unwrap_or(Resources::ZERO);
+            (n, alloc)
+        })
+        .collect();
     let mut nodes: Vec<NodeView<'_>> = snaps
         .iter()
         .map(|(n, alloc)| NodeView {
@@ -262,13 +125,14 @@ pub fn pass(sh: &ServedCluster) -> usize {
             used: used.get(&n.name).copied().unwrap_or_default(),
         })
         .collect();
-    // A pod whose requests cannot be read fits nowhere.
+    // A pod whose requests cannot be read requests the most there is: it
+    // fits nowhere.
     let views: Vec<PodView<'_>> = pending
         .iter()
         .map(|p| PodView {
-            requests: p.requests.unwrap_or(Resources::pod(u64::MAX, u64::MAX)),
-            tolerations: &p.tolerations,
-            placement: &p.placement,
+            requests: p.scheduling.requests,
+            tolerations: &p.pod.tolerations,
+            placement: &p.scheduling.placement,
         })
         .collect();
     let before: Vec<NodeView<'_>> = nodes.clone();

@@ -17,13 +17,13 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use crate::clock::TimeBase;
 use crate::cluster::ServedCluster;
 use crate::driver::{self, Driver, DriverSettings, StatusLine};
 use crate::faults::{ApiFaults, PlannedApiFault};
 use crate::http::{Credentials, HttpState, RequestRecord, Security, ServerConfig, TlsError, WriteRecord};
 use crate::populate::{BadFleet, ServeSource, populate};
 use crate::store::StoreLimits;
+use nodewarden_objects::TimeBase;
 
 /// How to serve it: everything `nodewarden sim --serve`'s flags choose,
 /// so a test serves exactly what a user would.

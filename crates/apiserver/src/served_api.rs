@@ -8,12 +8,11 @@
 //! The controller sees what `nodewarden run` would see against this
 //! server, so that a run here says something about a run there:
 //! - it reads the stored objects with the adapter's own readings
-//!   ([`nodewarden_kube::convert`]), malformed objects included, not with
-//!   the simulator's ([`crate::convert`], which reads only what the served
-//!   cluster itself needs);
+//!   (`nodewarden_objects`), malformed objects included: the same
+//!   readings the served cluster uses for its own rules;
 //! - with the critical-addon rescheduler on (`enable-rescheduler`), it
 //!   reads pods' and nodes' scheduling facts ([`Detail::Scheduling`]) and
-//!   watches PodDisruptionBudgets, as the adapter does ([`Reader`]);
+//!   watches PodDisruptionBudgets, as the adapter does;
 //! - it lives on the Unix clock, as the adapter does: its `now`, and every
 //!   time it reads or writes, is Unix time ([`TimeBase::unix_timestamp`]),
 //!   while the simulated cluster keeps its own clock ([`TimeBase`]).
@@ -30,20 +29,21 @@ use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{
     Action, ActionKind, EventType as EngineEventType, ObjectKind, ObjectRef, Observation, WriteOutcome,
 };
-use nodewarden_kube::convert::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
 use nodewarden_model::{ControllerConfig, DeletionMode, Timestamp};
+use nodewarden_objects::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::clock::TimeBase;
 use crate::cluster::ServedCluster;
 use crate::cluster::requested_grace;
-use crate::convert::{self, NODE_LEASE_NAMESPACE};
 use crate::error::ApiError;
 use crate::faults::Verdict;
 use crate::pdb::EvictionRequest;
 use crate::resource::Kind;
 use crate::store::{Change, EventType, Inner, Obj, key_of};
+use nodewarden_objects::NODE_LEASE_NAMESPACE;
+use nodewarden_objects::TimeBase;
+use nodewarden_objects::write as convert;
 
 /// How the in-process controller reads the store: how much of each Node
 /// and Pod, and which kinds it watches. Chosen from its configuration as
@@ -577,7 +577,7 @@ mod tests {
         let budget = s.commit(
             Kind::PodDisruptionBudget,
             "default/web",
-            convert::budget_json(&spec, "default", "web", "bu", &time),
+            crate::populate::budget_json(&spec, "default", "web", "bu", &time),
             false,
         );
 

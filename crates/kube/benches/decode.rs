@@ -68,11 +68,11 @@ where
 }
 
 fn pods(c: &mut Criterion) {
-    decode::<Pod>(c, "Pod", include_str!("pod.json"));
+    decode::<Pod>(c, "Pod", include_str!("../../objects/samples/pod.json"));
 }
 
 fn nodes(c: &mut Criterion) {
-    decode::<Node>(c, "Node", include_str!("node.json"));
+    decode::<Node>(c, "Node", include_str!("../../objects/samples/node.json"));
 }
 
 criterion_group!(benches, pods, nodes);

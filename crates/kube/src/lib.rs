@@ -2,7 +2,7 @@
 //!
 //! It makes no lifecycle decision. It turns watched objects into the
 //! engine's [`Observation`](nodewarden_engine::Observation)s as they are
-//! decoded, leniently ([`trimmed`], [`convert`], [`watch`]), runs the one control loop
+//! decoded, leniently ([`trimmed`], with `nodewarden_objects`'s readings, [`watch`]), runs the one control loop
 //! ([`nodewarden_controller::Controller`]) on a thread of its own that wakes
 //! on an observation or at the engine's next due time ([`engine_thread`]),
 //! and carries the actions the safety interlock let through out as API
@@ -17,24 +17,20 @@
 //!        +------------------------ writer (tokio) <-- KubeApi (ClusterApi)
 //! ```
 
-pub mod convert;
 mod engine_thread;
 mod input;
 mod leader;
 mod limiter;
-mod prune;
 mod runner;
 mod trimmed;
-mod typed;
 mod watch;
 mod write_log;
 mod writer;
 
-pub use convert::Detail;
 pub use engine_thread::{EngineClock, EngineThread, Health};
 pub use input::{Input, Watched};
 pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign, process_identity};
-pub use prune::Keep;
+pub use nodewarden_objects::Detail;
 pub use runner::{RunOptions, Running, start};
 pub use trimmed::{Readable, Scheduled, Trimmed};
 pub use watch::{Watches, spawn_watchers};

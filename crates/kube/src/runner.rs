@@ -11,13 +11,13 @@ use nodewarden_controller::Controller;
 use nodewarden_engine::Action;
 use nodewarden_model::{ConfigError, ControllerConfig};
 
-use crate::convert::Detail;
 use crate::engine_thread::{EngineClock, EngineThread, Health};
 use crate::input::Input;
 use crate::input::Watched;
 use crate::leader::Fence;
 use crate::watch::{Watches, spawn_watchers};
 use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
+use nodewarden_objects::Detail;
 
 /// What to run.
 #[derive(Clone, Debug, Default)]

@@ -8,10 +8,10 @@
 //! whole list page and keep the cache from ever syncing; and the watcher
 //! would hand over whole objects, status and managed fields included.
 //! [`Trimmed`] decodes any JSON object, only the fields its reading looks
-//! at ([`Readable::KEEP`], [`crate::prune`]): [`crate::convert`] reads it
+//! at ([`Readable::KEEP`], [`nodewarden_objects::keep`]): `nodewarden_objects`'s lenient readings reads it
 //! leniently (logging what it finds odd), and nothing else is kept. Pods
 //! and Leases, nearly every object of a large cluster, are first read
-//! through typed fields ([`crate::typed`]), which cost a fraction of the
+//! through typed fields ([`nodewarden_objects::typed`]), which cost a fraction of the
 //! pruned `Value`; only an object that reading declines is read leniently.
 
 use std::borrow::Cow;
@@ -29,15 +29,13 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::convert::{self, Detail};
-use crate::prune::{self, Keep, Pruned};
-use crate::typed;
+use nodewarden_objects::{self as objects, Detail, Keep, Pruned, keep, typed};
 
 /// A kind whose objects the watches read: how its JSON becomes an
 /// observation.
 pub trait Readable: k8s_openapi::Resource {
     /// The fields [`Readable::read`] looks at: all a watch decodes
-    /// ([`crate::prune`]).
+    /// ([`nodewarden_objects::keep`]).
     const KEEP: &'static Keep;
     /// The observation an object of this kind gives, seen at `seen_at`;
     /// `None` for an object the engine ignores.
@@ -45,7 +43,7 @@ pub trait Readable: k8s_openapi::Resource {
     /// Whether the kind has a typed reading ([`Readable::read_typed`]):
     /// a watch then keeps each object's text to try it first.
     const TYPED: bool = false;
-    /// The typed reading of a well-formed object's text ([`crate::typed`]):
+    /// The typed reading of a well-formed object's text ([`nodewarden_objects::typed`]):
     /// its identity and the same observation [`Readable::read`] gives, or
     /// `None` to read it leniently.
     fn read_typed(_json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
@@ -54,16 +52,16 @@ pub trait Readable: k8s_openapi::Resource {
 }
 
 impl Readable for Node {
-    const KEEP: &'static Keep = &convert::keep::NODE;
+    const KEEP: &'static Keep = &keep::NODE;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::node_reading(v, seen_at, Detail::Lifecycle).map(Observation::NodeUpserted)
+        objects::node_reading(v, seen_at, Detail::Lifecycle).map(Observation::NodeUpserted)
     }
 }
 
 impl Readable for Pod {
-    const KEEP: &'static Keep = &convert::keep::POD;
+    const KEEP: &'static Keep = &keep::POD;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::pod_reading(v, seen_at, Detail::Lifecycle).map(Observation::PodUpserted)
+        objects::pod_reading(v, seen_at, Detail::Lifecycle).map(Observation::PodUpserted)
     }
     const TYPED: bool = true;
     fn read_typed(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
@@ -72,9 +70,9 @@ impl Readable for Pod {
 }
 
 impl Readable for PodDisruptionBudget {
-    const KEEP: &'static Keep = &convert::keep::BUDGET;
+    const KEEP: &'static Keep = &keep::BUDGET;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::budget_reading(v, seen_at)
+        objects::budget_reading(v, seen_at)
     }
 }
 
@@ -98,23 +96,23 @@ impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Scheduled<K> {
 }
 
 impl Readable for Scheduled<Node> {
-    const KEEP: &'static Keep = &convert::keep::SCHEDULED_NODE;
+    const KEEP: &'static Keep = &keep::SCHEDULED_NODE;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::node_reading(v, seen_at, Detail::Scheduling).map(Observation::NodeUpserted)
+        objects::node_reading(v, seen_at, Detail::Scheduling).map(Observation::NodeUpserted)
     }
 }
 
 impl Readable for Scheduled<Pod> {
-    const KEEP: &'static Keep = &convert::keep::SCHEDULED_POD;
+    const KEEP: &'static Keep = &keep::SCHEDULED_POD;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::pod_reading(v, seen_at, Detail::Scheduling).map(Observation::PodUpserted)
+        objects::pod_reading(v, seen_at, Detail::Scheduling).map(Observation::PodUpserted)
     }
 }
 
 impl Readable for Lease {
-    const KEEP: &'static Keep = &convert::keep::LEASE;
+    const KEEP: &'static Keep = &keep::LEASE;
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
-        convert::lease_reading(v, seen_at)
+        objects::lease_reading(v, seen_at)
     }
     const TYPED: bool = true;
     fn read_typed(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
@@ -172,7 +170,7 @@ impl<K: Readable> Trimmed<K> {
         if let Some((metadata, reading)) = K::read_typed(json) {
             return Ok(Trimmed { metadata, reading, kind: PhantomData });
         }
-        Ok(Trimmed::from_json(&prune::from_str(json, K::KEEP)?, seen_at))
+        Ok(Trimmed::from_json(&objects::pruned_from_str(json, K::KEEP)?, seen_at))
     }
 }
 
@@ -180,10 +178,10 @@ impl<'de, K: Readable> Deserialize<'de> for Trimmed<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if K::TYPED {
             let raw = Box::<RawValue>::deserialize(d)?;
-            return Trimmed::from_text(raw.get(), convert::wall_clock_now()).map_err(serde::de::Error::custom);
+            return Trimmed::from_text(raw.get(), objects::wall_clock_now()).map_err(serde::de::Error::custom);
         }
         let v = Pruned(K::KEEP).deserialize(d)?;
-        Ok(Trimmed::from_json(&v, convert::wall_clock_now()))
+        Ok(Trimmed::from_json(&v, objects::wall_clock_now()))
     }
 }
 
@@ -213,3 +211,6 @@ impl<K: k8s_openapi::Resource> kube::Resource for Trimmed<K> {
         &mut self.metadata
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,7 @@
 //! observations and sent down the engine's channel.
 //!
 //! Nothing of an object is kept: the object is read leniently as it is
-//! decoded ([`crate::trimmed`], [`crate::convert`]), so one malformed
+//! decoded ([`crate::trimmed`], `nodewarden_objects`), so one malformed
 //! object is logged and read conservatively instead of failing its whole
 //! list page, and only its observation travels on. A re-list (after the
 //! watch was away) collects the keys it shows and hands them over
@@ -34,9 +34,9 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 
-use crate::convert::NODE_LEASE_NAMESPACE;
 use crate::input::{Input, Watched};
 use crate::trimmed::{Readable, Scheduled, Trimmed};
+use nodewarden_objects::NODE_LEASE_NAMESPACE;
 
 /// A kind the engine watches: how to key it and what its deletion tells
 /// the engine. Objects arrive as [`Trimmed`], already read.

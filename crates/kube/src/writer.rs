@@ -50,12 +50,12 @@ use nodewarden_model::{DeletionMode, Taint, Timestamp, wall};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::convert::{self, Detail};
 use crate::input::Input;
 use crate::leader::Fence;
 use crate::limiter::{Limiter, WriteClass};
 use crate::trimmed::{Readable, Scheduled, Trimmed};
 use crate::write_log::{EventBudget, FailureLog};
+use nodewarden_objects::{Detail, node_reading, pod_reading, wall_clock_now};
 
 /// Counter of actions `--dry-run` would have sent, by action kind.
 pub const DRY_RUN_METRIC: &str = "nodewarden_dry_run_actions_total";
@@ -378,7 +378,12 @@ fn pod_name(key: &str) -> (&str, &str) {
 fn pod_state(key: &str, pod: Option<&Pod>, detail: Detail) -> Vec<Observation> {
     match pod {
         None => vec![Observation::PodDeleted { key: key.to_string() }],
-        Some(p) => convert::pod_snapshot(p, detail).map(Observation::PodUpserted).into_iter().collect(),
+        Some(p) => serde_json::to_value(p)
+            .ok()
+            .and_then(|v| pod_reading(&v, wall_clock_now(), detail))
+            .map(Observation::PodUpserted)
+            .into_iter()
+            .collect(),
     }
 }
 
@@ -386,7 +391,12 @@ fn pod_state(key: &str, pod: Option<&Pod>, detail: Detail) -> Vec<Observation> {
 fn node_state(name: &str, node: Option<&Node>, detail: Detail) -> Vec<Observation> {
     match node {
         None => vec![Observation::NodeDeleted { name: name.to_string() }],
-        Some(n) => convert::node_snapshot(n, detail).map(Observation::NodeUpserted).into_iter().collect(),
+        Some(n) => serde_json::to_value(n)
+            .ok()
+            .and_then(|v| node_reading(&v, wall_clock_now(), detail))
+            .map(Observation::NodeUpserted)
+            .into_iter()
+            .collect(),
     }
 }
 

@@ -106,7 +106,7 @@ async fn budgets_are_watched_and_waited_for_only_with_the_rescheduler() {
 }
 
 /// What the served cluster writes for a simulated pod and node with
-/// scheduling facts (`apiserver::convert::pod_json`, `node_json`) reads
+/// scheduling facts (`nodewarden_objects::write::pod_json`, `node_json`) reads
 /// back in the adapter as the same facts: the two sides agree on the API
 /// spelling of everything the rescheduler uses.
 #[test]
@@ -157,8 +157,8 @@ fn the_served_objects_read_back_with_the_same_scheduling_facts() {
         }],
         scheduling: Some(Box::new(scheduling.clone())),
     };
-    let v = nodewarden_apiserver::convert::pod_json(&pod, "u1", Timestamp::EPOCH, None, "10.0.0.9", &time);
-    let read = nodewarden_kube::convert::pod_reading(&v, seen, Detail::Scheduling).expect("read");
+    let v = nodewarden_objects::write::pod_json(&pod, "u1", Timestamp::EPOCH, None, "10.0.0.9", &time);
+    let read = nodewarden_objects::pod_reading(&v, seen, Detail::Scheduling).expect("read");
     let mut want = scheduling;
     // The served cluster's times are its own clock's, written as wall time;
     // the adapter reads wall time (Unix nanoseconds).
@@ -175,12 +175,12 @@ fn the_served_objects_read_back_with_the_same_scheduling_facts() {
         unschedulable: false,
         allocatable: Some(Resources { cpu_millis: 3500, memory_bytes: 8 << 30, pods: 30 }),
     };
-    let v = nodewarden_apiserver::convert::node_json(&node, "nu", 0, &time);
-    let read = nodewarden_kube::convert::node_reading(&v, seen, Detail::Scheduling).expect("read");
+    let v = nodewarden_objects::write::node_json(&node, "nu", 0, &time);
+    let read = nodewarden_objects::node_reading(&v, seen, Detail::Scheduling).expect("read");
     assert_eq!(read.allocatable, node.allocatable);
     // A fleet node (no allocatable of the simulator's) reports 8 cores.
-    let v = nodewarden_apiserver::convert::node_json(&NodeSnapshot { allocatable: None, ..node }, "nu", 0, &time);
-    let read = nodewarden_kube::convert::node_reading(&v, seen, Detail::Scheduling).expect("read");
+    let v = nodewarden_objects::write::node_json(&NodeSnapshot { allocatable: None, ..node }, "nu", 0, &time);
+    let read = nodewarden_objects::node_reading(&v, seen, Detail::Scheduling).expect("read");
     assert_eq!(read.allocatable, Some(Resources { cpu_millis: 8000, memory_bytes: 32 << 30, pods: 110 }));
 }
 

@@ -13,7 +13,7 @@
 //! - an object that lacks what the simulation needs (a Node without a
 //!   name; a Pod without a name, namespace or uid) is reported by name in
 //!   [`Snapshot::problems`] and left out;
-//! - odd fields are read as the adapter reads them (`nodewarden_kube::convert`:
+//! - odd fields are read as the adapter reads them (`nodewarden_objects`:
 //!   conservatively, logged), so `nodewarden run` and a what-if agree on
 //!   what an object means.
 //!
@@ -26,8 +26,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
-use nodewarden_kube::convert::{Detail, NODE_LEASE_NAMESPACE, lease_reading, node_reading, pod_reading};
 use nodewarden_model::{LabelSelector, Timestamp};
+use nodewarden_objects::{
+    Detail, NODE_LEASE_NAMESPACE, label_selector_reading, lease_reading, node_reading, pod_reading,
+};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -346,7 +348,7 @@ impl Snapshot {
             None | Some(Value::Null) => {
                 return self.problem("PodDisruptionBudget", v, "no spec.selector (it selects no pod)");
             }
-            Some(s) => match serde_json::from_value::<LabelSelector>(s.clone()) {
+            Some(s) => match label_selector_reading(s) {
                 Ok(s) => s,
                 Err(e) => return self.problem("PodDisruptionBudget", v, &format!("unreadable spec.selector: {e}")),
             },

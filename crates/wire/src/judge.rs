@@ -14,10 +14,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::BufRead;
 use std::path::Path;
 
-use nodewarden_apiserver::TimeBase;
-use nodewarden_apiserver::convert;
 use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
 use nodewarden_model::{ConditionStatus, PodScheduling, Span, Timestamp, ZoneKey, ZoneState};
+use nodewarden_objects::{Detail, Reader, TimeBase};
 use nodewarden_sim::expect::{Observed, evaluate};
 use nodewarden_sim::{ExpectRecord, Scenario, SimPod};
 use serde_json::Value;
@@ -74,9 +73,10 @@ impl Observed for ServedView {
     }
 }
 
-/// A pod as replay's checks read it, from the stored JSON.
-fn sim_pod(key: &str, v: &Value, now: Timestamp) -> SimPod {
-    let s = convert::pod_snapshot(v);
+/// A pod as replay's checks read it, from the stored JSON; `None` for one
+/// the controller could not read either (no name, namespace or uid).
+fn sim_pod(key: &str, v: &Value, now: Timestamp) -> Option<SimPod> {
+    let s = nodewarden_objects::pod_reading(v, now, Detail::Lifecycle)?;
     let conditions: BTreeMap<String, ConditionStatus> = v
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -103,7 +103,7 @@ fn sim_pod(key: &str, v: &Value, now: Timestamp) -> SimPod {
                 && c.get("reason").and_then(Value::as_str) == Some("Unschedulable")
         })
     });
-    SimPod {
+    Some(SimPod {
         key: key.to_string(),
         uid: s.uid,
         node: s.node,
@@ -117,7 +117,7 @@ fn sim_pod(key: &str, v: &Value, now: Timestamp) -> SimPod {
         scheduling: unschedulable
             .then(|| Box::new(PodScheduling { unschedulable_since: Some(now), ..PodScheduling::default() })),
         report_scheduling: false,
-    }
+    })
 }
 
 /// `node` or `namespace/name` of an Event's object, and its recorded count.
@@ -160,10 +160,12 @@ impl ServedView {
                 }
                 "Node" => {
                     self.ever.insert(key.clone());
-                    self.nodes.insert(key, convert::node_snapshot(&object, time));
+                    if let Some(n) = Reader::new(Detail::Lifecycle).on(*time).node(&object, now) {
+                        self.nodes.insert(key, n);
+                    }
                 }
                 "Pod" => {
-                    let mut pod = sim_pod(&key, &object, now);
+                    let Some(mut pod) = sim_pod(&key, &object, now) else { return };
                     if let Some(old) = self.pods.get(&key)
                         && let Some(since) = old.scheduling.as_ref().and_then(|s| s.unschedulable_since)
                         && let Some(s) = pod.scheduling.as_mut()

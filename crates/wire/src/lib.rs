@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use nodewarden_apiserver::TimeBase;
 use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_objects::TimeBase;
 use nodewarden_sim::{ExpectRecord, Scenario};
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
-use nodewarden_apiserver::clock::parse_rfc3339;
+use nodewarden_objects::parse_rfc3339;
 use nodewarden_wire::process::unix_nanos;
 use serde_json::Value;
 

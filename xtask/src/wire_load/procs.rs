@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use nodewarden_apiserver::clock::parse_rfc3339;
+use nodewarden_objects::parse_rfc3339;
 use nodewarden_wire::process::{self, Proc, free_port};
 use serde_json::Value;
 
@@ -147,7 +147,7 @@ mod tests {
     fn log_lines_are_found_once_whole() {
         let line = r#"{"timestamp":"2026-11-26T01:23:28.322787Z","level":"INFO","message":"leading: deciding from what this standby observed","synced":true}"#;
         let (t, message) = log_line(line).expect("a line");
-        assert_eq!(nodewarden_apiserver::clock::format_rfc3339(t, true), "2026-11-26T01:23:28.322787Z");
+        assert_eq!(nodewarden_objects::format_rfc3339(t, true), "2026-11-26T01:23:28.322787Z");
         assert!(message.starts_with("leading: deciding"));
         assert_eq!(log_line("thread 'main' panicked"), None);
 

@@ -8,8 +8,8 @@
 use nodewarden_model::Timestamp;
 use serde_json::{Value, json};
 
-use crate::clock::TimeBase;
 use crate::resource::Kind;
+use nodewarden_objects::TimeBase;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

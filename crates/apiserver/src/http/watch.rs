@@ -111,7 +111,7 @@ impl Params {
             ),
             None => {
                 let min = sh.config.min_request_timeout;
-                min + min.mul_f64((crate::clock::unix_now_nanos() % 1000) as f64 / 1000.0)
+                min + min.mul_f64((nodewarden_model::wall::unix_now_nanos() % 1000) as f64 / 1000.0)
             }
         };
         let table = match r.wanted {

@@ -1,4 +1,5 @@
-//! Wall-clock time and the API's time formats.
+//! The API's times: RFC 3339 text to the engine's [`Timestamp`] and back,
+//! on the clock the reader or writer lives on.
 //!
 //! The simulator's [`Timestamp`] counts nanoseconds from an epoch the driver
 //! chooses; the served cluster anchors that epoch to a moment of the wall
@@ -75,8 +76,36 @@ impl TimeBase {
 /// Unix time now, in nanoseconds, on the process's clock
 /// ([`nodewarden_model::wall`]: faster than real time under `cargo xtask
 /// wire`).
-pub(crate) fn unix_now_nanos() -> i64 {
+fn unix_now_nanos() -> i64 {
     nodewarden_model::wall::unix_now_nanos()
+}
+
+/// Now, on the engine's production clock (Unix nanoseconds): the
+/// `seen_at` of an object decoded now.
+pub fn wall_clock_now() -> Timestamp {
+    Timestamp::from_nanos(unix_now_nanos())
+}
+
+/// Timestamps outside 2000-01-01 .. 2200-01-01 are absurd: no cluster
+/// object was written before, and a time so far ahead is a corrupted one.
+const SANE_FROM_UNIX_SECS: i64 = 946_684_800;
+const SANE_UNTIL_UNIX_SECS: i64 = 7_258_118_400;
+
+/// An API timestamp (RFC 3339) within the sane range, as Unix time, or
+/// `None`. The readings read a time that fails this conservatively.
+pub(crate) fn sane_time(s: &str) -> Option<Timestamp> {
+    let unix = parse_rfc3339(s)?;
+    (SANE_FROM_UNIX_SECS..SANE_UNTIL_UNIX_SECS).contains(&unix.div_euclid(NANOS)).then(|| Timestamp::from_nanos(unix))
+}
+
+/// The days of a month (the Gregorian leap rule).
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -134,7 +163,7 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
         return None;
     }
     let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+    if !(1..=12).contains(&mo) || !(1..=days_in_month(y, mo)).contains(&d) || h > 23 || mi > 59 || sec > 60 {
         return None;
     }
     let mut i = 19;
@@ -179,7 +208,16 @@ mod tests {
         assert_eq!(m.map(|n| format_rfc3339(n, true)).as_deref(), Some("2024-02-29T23:59:59.123456Z"));
         assert_eq!(parse_rfc3339("2025-03-01T14:34:56+02:00"), t);
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        for bad in ["", "2025-13-01T00:00:00Z", "2025-03-01 00:00", "2025-03-01T00:00:00", "2025-03-01T00:00:00.Z"] {
+        assert!(parse_rfc3339("2000-02-29T00:00:00Z").is_some(), "a leap day of a leap century");
+        for bad in [
+            "",
+            "2025-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2025-04-31T00:00:00Z",
+            "2025-03-01 00:00",
+            "2025-03-01T00:00:00",
+            "2025-03-01T00:00:00.Z",
+        ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
         let base = TimeBase { unix_nanos_at_epoch: 1_000 * NANOS };

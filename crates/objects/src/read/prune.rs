@@ -5,7 +5,7 @@
 //! times that, and the engine reads a dozen fields of it. Building a full
 //! `serde_json::Value` (a map node and a string for every field) only to
 //! drop it was most of `run`'s decoding time and allocation at a million
-//! pods. A [`Keep`] tree names, per kind, the fields [`crate::convert`]
+//! pods. A [`Keep`] tree names, per kind, the fields [`super`]
 //! reads; [`Pruned`] decodes a document into a `Value` holding only those,
 //! skipping the rest as it parses (nothing is allocated for a skipped
 //! field).
@@ -13,7 +13,7 @@
 //! Pruning never changes a reading: where a kept field has a shape the
 //! tree does not expect (a string where an object belongs), it is kept
 //! whole, so the lenient readings see exactly what they saw before. The
-//! tests of `convert` check every reading they make against the reading of
+//! readings' tests check every reading they make against the reading of
 //! the pruned document.
 
 use std::borrow::Cow;
