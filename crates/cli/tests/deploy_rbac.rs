@@ -22,51 +22,21 @@ use deploy::{deployment_args, kustomize, one};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use nodewarden_apiserver::{RequestRecord, ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
-use nodewarden_model::Span;
-use nodewarden_sim::KubeletTiming;
-use nodewarden_sim::builtin::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
+use nodewarden_apiserver::{RequestRecord, Served};
 use serde_json::{Value, json};
 
-const CRASHED: &str = "node-000005";
+use nodewarden_testkit::served::{self, CRASHED};
 
+/// The node-crash fleet, every request recorded.
 async fn serve(events_v1: bool) -> Served {
-    let opts = ServeOptions {
-        // node-crash stops one node of ten at 1m: at 60x, after 1 s.
-        source: ServeSource::Fleet(
-            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
-            Some(Builtin::NodeCrash),
-        ),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
-        lease_duration_secs: 1,
-        scenario_speed: 60.0,
-        server: ServerConfig {
-            bookmark_every: Duration::from_millis(300),
-            record_requests: true,
-            events_v1,
-            ..ServerConfig::default()
-        },
-        limits: StoreLimits::default(),
-        tick: Duration::from_millis(50),
-        ..ServeOptions::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    Served::start(opts, listener).await.expect("start")
+    let mut opts = served::node_crash_fleet();
+    opts.server.record_requests = true;
+    opts.server.events_v1 = events_v1;
+    served::serve(opts).await
 }
 
 async fn client(served: &Served) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    config.read_timeout = Some(Duration::from_secs(10));
-    config.headers.push((http::header::USER_AGENT, "deploy-rbac-test".parse().expect("agent")));
-    kube::Client::try_from(config).expect("client")
+    served::client(served, "deploy-rbac-test", true).await
 }
 
 /// A pod on the node that will crash, tolerating its taints for 0 s: the

@@ -13,43 +13,19 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use nodewarden_apiserver::{
-    ApiFault, FaultTarget, ServeOptions, ServeSource, Served, ServerConfig, StoreLimits, WriteRecord,
+    ApiFault, FaultTarget, ServeOptions, ServeSource, Served, ServerConfig, WriteRecord,
 };
-use nodewarden_model::Span;
-use nodewarden_sim::KubeletTiming;
-use nodewarden_sim::builtin::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
 use nodewarden_sim::parse_scenario;
 
 const LEASE: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);
-const CRASHED: &str = "node-000005";
+use nodewarden_testkit::served::{self, CRASHED};
 
+/// The node-crash fleet, every write recorded.
 async fn serve() -> Served {
-    let opts = ServeOptions {
-        // node-crash stops one node of ten at 1m: at 60x, after 1 s.
-        source: ServeSource::Fleet(
-            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
-            Some(Builtin::NodeCrash),
-        ),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
-        lease_duration_secs: 1,
-        scenario_speed: 60.0,
-        server: ServerConfig {
-            bookmark_every: Duration::from_millis(300),
-            record_writes: true,
-            ..ServerConfig::default()
-        },
-        limits: StoreLimits::default(),
-        tick: Duration::from_millis(50),
-        ..ServeOptions::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    Served::start(opts, listener).await.expect("start")
+    let mut opts = served::node_crash_fleet();
+    opts.server.record_writes = true;
+    served::serve(opts).await
 }
 
 /// A replica: its child process, its name and where its log goes.
@@ -114,12 +90,7 @@ impl Drop for Replica {
 }
 
 async fn client(served: &Served) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    config.read_timeout = Some(Duration::from_secs(10));
-    kube::Client::try_from(config).expect("client")
+    served::client(served, "leader-test", true).await
 }
 
 fn kubeconfig(served: &Served, test: &str) -> PathBuf {
@@ -360,8 +331,7 @@ async fn a_warm_standby_marks_a_node_that_died_during_the_failover_at_its_own_gr
         zero_unix_nanos: Some(nodewarden_model::wall::unix_now_nanos() + 1_000_000_000),
         ..ServeOptions::default()
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let served = Served::start(opts, listener).await.expect("start");
+    let served = served::serve(opts).await;
     let c = client(&served).await;
     let path = kubeconfig(&served, "warm");
     let flags = ["--node-monitor-period", "200ms", "--node-monitor-grace-period", "10s"];

@@ -383,17 +383,11 @@ fn a_replica_that_never_reached_the_api_server_is_not_ready() {
 async fn a_standby_that_reached_the_api_server_is_ready() {
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let served = nodewarden_apiserver::Served::start(nodewarden_apiserver::ServeOptions::default(), listener)
-        .await
-        .expect("serve");
+    let served = nodewarden_testkit::served::serve(nodewarden_apiserver::ServeOptions::default()).await;
     let kubeconfig = std::env::temp_dir().join(format!("nodewarden-cli-run-standby-{}.kubeconfig", std::process::id()));
     std::fs::write(&kubeconfig, served.kubeconfig()).expect("write the kubeconfig");
-    let kc = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
-    let leases: kube::Api<Lease> =
-        kube::Api::namespaced(kube::Client::try_from(config).expect("client"), "kube-system");
+    let client = nodewarden_testkit::served::client(&served, "run-test", true).await;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
     let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
     let held = Lease {
         metadata: kube::api::ObjectMeta { name: Some("nodewarden".into()), ..Default::default() },

@@ -25,7 +25,6 @@ use nodewarden_model::{
     ControllerConfig, NodeAffinity, Placement, PodScheduling, Resources, Span, Timestamp, Toleration,
     TolerationOperator,
 };
-use nodewarden_sim::KubeletTiming;
 use nodewarden_sim::fleet::FleetSpec;
 use serde_json::{Value, json};
 
@@ -34,11 +33,7 @@ use serde_json::{Value, json};
 fn quiet_cluster(nodes: usize) -> ServeOptions {
     ServeOptions {
         source: ServeSource::Fleet(FleetSpec { nodes, zones: 1, pods_per_node: 0, seed: 7 }, None),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
+        timing: nodewarden_testkit::served::fast_kubelets(),
         lease_duration_secs: 1,
         server: ServerConfig {
             bookmark_every: Duration::from_millis(300),
@@ -55,10 +50,7 @@ fn quiet_cluster(nodes: usize) -> ServeOptions {
 const AGENT: &str = "rescheduler-test";
 
 async fn agent_client(served: &nodewarden_apiserver::Served) -> kube::Client {
-    let mut config = common::kube_config(served).await;
-    config.read_timeout = Some(Duration::from_secs(10));
-    config.headers.push((http::header::USER_AGENT, AGENT.parse().expect("agent")));
-    kube::Client::try_from(config).expect("client")
+    nodewarden_testkit::served::client(served, AGENT, true).await
 }
 
 fn rescheduler_config() -> ControllerConfig {

@@ -29,10 +29,7 @@ fn config() -> ControllerConfig {
 }
 
 async fn client(served: &Served, agent: &str) -> kube::Client {
-    let mut c = common::kube_config(served).await;
-    c.read_timeout = Some(Duration::from_secs(10));
-    c.headers.push((http::header::USER_AGENT, agent.parse().expect("agent")));
-    kube::Client::try_from(c).expect("client")
+    nodewarden_testkit::served::client(served, agent, true).await
 }
 
 /// Nodes the actions set Unknown, and nodes they tainted NoExecute.

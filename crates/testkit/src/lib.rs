@@ -6,9 +6,15 @@
 //!   fails `cargo test` in the crate that grew it.
 //! - [`code_map`]: the check that `docs/architecture.md` names every
 //!   source file of the workspace, so the map cannot go stale silently.
+//! - `served` (feature `served`): the served cluster started on loopback
+//!   with fast kubelets, and a kube-rs client of it configured from its
+//!   kubeconfig, for the end-to-end tests of the crates above it.
 //!
-//! It reads source text, has no dependency, and is never a dependency of
+//! Without features it reads source text and has no dependency, so the
+//! lowest crates' tests use it too; it is never a dependency of
 //! production code.
 
 pub mod code_map;
 pub mod module_graph;
+#[cfg(feature = "served")]
+pub mod served;

@@ -66,8 +66,7 @@ async fn start() -> Served {
         server: ServerConfig { record_writes: true, record_requests: true, ..ServerConfig::default() },
         ..ServeOptions::default()
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    Served::start(opts, listener).await.expect("serve")
+    nodewarden_testkit::served::serve(opts).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,12 +76,7 @@ async fn snapshot_of_a_served_fleet_plays_like_the_fleet_itself() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // --from-cluster's listing.
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    config.read_timeout = Some(Duration::from_secs(10));
-    let client = kube::Client::try_from(config).expect("client");
+    let client = nodewarden_testkit::served::client(&served, "whatif-test", true).await;
     let live = nodewarden_whatif::list_cluster(&client, "served").await.expect("list");
     assert_eq!((live.nodes.len(), live.pods.len(), live.leases.len()), (30, 300, 30), "{}", live.summary());
     assert!(served.writes().is_empty(), "the listing wrote: {:?}", served.writes());

@@ -6,19 +6,10 @@
 use std::time::Duration;
 
 use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
-use nodewarden_model::Span;
-use nodewarden_sim::KubeletTiming;
 use nodewarden_sim::fleet::FleetSpec;
 
-/// Kubelets that renew every 200 ms, compute status every 200 ms and
-/// report every 2 s.
-pub fn fast_kubelets() -> KubeletTiming {
-    KubeletTiming {
-        lease_every: Span::from_millis(200),
-        update_every: Span::from_millis(200),
-        report_every: Span::from_secs(2),
-    }
-}
+#[allow(unused_imports)] // each test binary uses its own part of this module
+pub use nodewarden_testkit::served::{fast_kubelets, kube_config as config};
 
 /// Options for a small fleet with fast kubelets.
 pub fn options(nodes: usize, pods_per_node: usize) -> ServeOptions {
@@ -35,33 +26,14 @@ pub fn options(nodes: usize, pods_per_node: usize) -> ServeOptions {
 
 /// Starts it on 127.0.0.1:0.
 pub async fn start(opts: ServeOptions) -> Served {
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => panic!("bind: {e}"),
-    };
-    match Served::start(opts, listener).await {
-        Ok(s) => s,
-        Err(e) => panic!("start: {e}"),
-    }
+    nodewarden_testkit::served::serve(opts).await
 }
 
 /// A kube client for it, configured from its kubeconfig as any client
 /// is (HTTPS, its CA, its bearer token); `retry` = kube's default retry
 /// on 429/503/504.
 pub async fn client(served: &Served, retry: bool) -> kube::Client {
-    let mut config = config(served).await;
-    config.default_retry = retry;
-    config.read_timeout = Some(Duration::from_secs(10));
-    match kube::Client::try_from(config) {
-        Ok(c) => c,
-        Err(e) => panic!("client: {e}"),
-    }
-}
-
-/// The kube config its kubeconfig gives.
-pub async fn config(served: &Served) -> kube::Config {
-    let kc = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).or_fail("kubeconfig");
-    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.or_fail("config")
+    nodewarden_testkit::served::client(served, "nodewarden-apiserver-test", retry).await
 }
 
 /// Fails the test with the error.

@@ -11,36 +11,17 @@ use kube::Api;
 use kube::api::PostParams;
 use nodewarden_apiserver::Kind;
 use nodewarden_apiserver::store::key_of;
-use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
+use nodewarden_apiserver::{ServeOptions, Served};
 use nodewarden_model::{ControllerConfig, Span};
-use nodewarden_sim::KubeletTiming;
-use nodewarden_sim::builtin::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
 use serde_json::{Value, json};
 
-/// The node the node-crash scenario crashes (at 1 s, with [`options`]).
-pub const CRASHED: &str = "node-000005";
+// Each test binary uses its own part of this module.
+#[allow(unused_imports)]
+pub use nodewarden_testkit::served::{CRASHED, kube_config, serve};
 
-/// Ten nodes in two zones; node-crash crashes [`CRASHED`] at 1m of scenario
-/// time, which at 60x is about 1 s after the start.
+/// The node-crash fleet ([`nodewarden_testkit::served::node_crash_fleet`]).
 pub fn options() -> ServeOptions {
-    ServeOptions {
-        source: ServeSource::Fleet(
-            FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },
-            Some(Builtin::NodeCrash),
-        ),
-        timing: KubeletTiming {
-            lease_every: Span::from_millis(200),
-            update_every: Span::from_millis(200),
-            report_every: Span::from_secs(2),
-        },
-        lease_duration_secs: 1,
-        scenario_speed: 60.0,
-        server: ServerConfig { bookmark_every: Duration::from_millis(300), ..ServerConfig::default() },
-        limits: StoreLimits::default(),
-        tick: Duration::from_millis(50),
-        ..ServeOptions::default()
-    }
+    nodewarden_testkit::served::node_crash_fleet()
 }
 
 /// The controller's periods, shortened about twenty times.
@@ -53,25 +34,10 @@ pub fn fast_config() -> ControllerConfig {
     }
 }
 
-/// Serves `opts` on a loopback port.
-pub async fn serve(opts: ServeOptions) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    Served::start(opts, listener).await.expect("start")
-}
-
-/// The kube config of `served`'s kubeconfig, as `nodewarden run` reads
-/// one: HTTPS, the served CA, the bearer token.
-pub async fn kube_config(served: &Served) -> kube::Config {
-    let kc = kube::config::Kubeconfig::from_yaml(&served.kubeconfig()).expect("kubeconfig");
-    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config")
-}
-
-/// A client of `served`.
+/// A client of `served`, configured as the controller's (no retry
+/// hidden below the test).
 pub async fn client(served: &Served) -> kube::Client {
-    let mut config = kube_config(served).await;
-    config.read_timeout = Some(Duration::from_secs(10));
-    config.connect_timeout = Some(Duration::from_secs(2));
-    kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client")
+    nodewarden_testkit::served::client(served, "nodewarden-kube-test", false).await
 }
 
 /// Stores `v` as given, bypassing decoding and validation, as a
