@@ -2,14 +2,9 @@
 //! zone `z`, a pod tolerating `unreachable` for so long, a deletion, a
 //! NoExecute taint patch.
 
-use std::collections::BTreeMap;
-
 use nodewarden_engine::explain::Verdict;
 use nodewarden_engine::{Action, ActionId, ActionKind, Explanation, NodeSnapshot, Observation, PodSnapshot, WriteSlot};
-use nodewarden_model::{
-    ConditionStatus, ConditionType, DeletionMode, NodeCondition, Span, Taint, TaintEffect, Timestamp, Toleration,
-    TolerationOperator, keys,
-};
+use nodewarden_model::{ConditionStatus, DeletionMode, Span, Taint, TaintEffect, Timestamp, Toleration, keys};
 
 /// `secs` seconds after the epoch.
 pub(crate) fn t(secs: i64) -> Timestamp {
@@ -19,48 +14,17 @@ pub(crate) fn t(secs: i64) -> Timestamp {
 /// A node in zone `z`, created an hour ago, with this Ready status (heart
 /// beat and transition at 0 s) and these taints.
 pub(crate) fn node(name: &str, ready: ConditionStatus, taints: Vec<Taint>) -> Observation {
-    let mut labels = BTreeMap::new();
-    labels.insert(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string());
-    Observation::NodeUpserted(NodeSnapshot {
-        version: 0,
-        allocatable: None,
-        name: name.into(),
-        created: t(-3600),
-        labels,
-        conditions: vec![NodeCondition {
-            kind: ConditionType::Ready,
-            status: ready,
-            reason: String::new(),
-            message: String::new(),
-            last_heartbeat: t(0),
-            last_transition: t(0),
-        }],
-        taints,
-        unschedulable: false,
-    })
+    Observation::NodeUpserted(
+        NodeSnapshot::new(name, t(-3600)).in_zone("z").with_ready(ready, t(0)).with_taints(taints),
+    )
 }
 
 /// A pod on `node` tolerating `unreachable` for `seconds` (`None`:
 /// forever), owned by a DaemonSet or not.
 pub(crate) fn pod(key: &str, node: &str, seconds: Option<i64>, daemonset: bool) -> Observation {
-    Observation::PodUpserted(PodSnapshot {
-        version: 0,
-        node_lost: false,
-        scheduling: None,
-        key: key.into(),
-        uid: "u".into(),
-        node: Some(node.into()),
-        daemonset,
-        ready: Some(true),
-        terminating: false,
-        tolerations: vec![Toleration {
-            key: keys::TAINT_UNREACHABLE.into(),
-            operator: TolerationOperator::Exists,
-            value: String::new(),
-            effect: Some(TaintEffect::NoExecute),
-            seconds,
-        }],
-    })
+    let p = PodSnapshot::new(key, "u", Some(node))
+        .tolerating(vec![Toleration::no_execute(keys::TAINT_UNREACHABLE, seconds)]);
+    Observation::PodUpserted(if daemonset { p.of_daemonset() } else { p })
 }
 
 /// The `unreachable` NoExecute taint.

@@ -8,7 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_model::{LabelSelector, NodeCondition, PodKey, PodScheduling, Resources, Taint, Timestamp, Toleration};
+use nodewarden_model::{
+    ConditionStatus, ConditionType, LabelSelector, NodeCondition, PodKey, PodScheduling, Resources, Taint, Timestamp,
+    Toleration,
+};
 
 use crate::action::ActionId;
 
@@ -70,6 +73,75 @@ pub struct PodSnapshot {
     /// run the rescheduler: node lifecycle never reads it, and boxing keeps
     /// the snapshot small for the drivers that leave it out.
     pub scheduling: Option<Box<PodScheduling>>,
+}
+
+impl NodeSnapshot {
+    /// A node `name` created at `created`, with no labels, conditions or
+    /// taints: a node as registered before its kubelet's first status.
+    /// Adapters and tests fill in the rest with the builders below.
+    pub fn new(name: impl Into<String>, created: Timestamp) -> NodeSnapshot {
+        NodeSnapshot {
+            name: name.into(),
+            version: 0,
+            created,
+            labels: BTreeMap::new(),
+            conditions: Vec::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+            allocatable: None,
+        }
+    }
+
+    /// The same node in `zone` (its `topology.kubernetes.io/zone` label).
+    pub fn in_zone(mut self, zone: &str) -> NodeSnapshot {
+        self.labels.insert(nodewarden_model::keys::LABEL_TOPOLOGY_ZONE.to_string(), zone.to_string());
+        self
+    }
+
+    /// The same node with only a Ready condition of `status`, reported and
+    /// last changed at `at`.
+    pub fn with_ready(mut self, status: ConditionStatus, at: Timestamp) -> NodeSnapshot {
+        self.conditions = vec![NodeCondition::posted(ConditionType::Ready, status, "", at, at)];
+        self
+    }
+
+    /// The same node with these taints.
+    pub fn with_taints(mut self, taints: Vec<Taint>) -> NodeSnapshot {
+        self.taints = taints;
+        self
+    }
+}
+
+impl PodSnapshot {
+    /// A Ready pod `key` (`namespace/name`) with uid `uid`, bound to `node`
+    /// (`None`: not scheduled), tolerating nothing, owned by no DaemonSet.
+    /// Adapters and tests fill in the rest with the builders below.
+    pub fn new(key: impl Into<PodKey>, uid: impl Into<String>, node: Option<&str>) -> PodSnapshot {
+        PodSnapshot {
+            key: key.into(),
+            uid: uid.into(),
+            version: 0,
+            node: node.map(str::to_string),
+            daemonset: false,
+            ready: Some(true),
+            terminating: false,
+            node_lost: false,
+            tolerations: Vec::new(),
+            scheduling: None,
+        }
+    }
+
+    /// The same pod with these tolerations, in this order.
+    pub fn tolerating(mut self, tolerations: Vec<Toleration>) -> PodSnapshot {
+        self.tolerations = tolerations;
+        self
+    }
+
+    /// The same pod owned by a DaemonSet (legacy eviction spares it).
+    pub fn of_daemonset(mut self) -> PodSnapshot {
+        self.daemonset = true;
+        self
+    }
 }
 
 /// A PodDisruptionBudget, reduced to what the rescheduler reads: which

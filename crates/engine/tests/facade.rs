@@ -3,26 +3,12 @@
 use std::collections::BTreeMap;
 
 use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
-use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, Timestamp};
+use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp};
 
 fn node(name: &str) -> Observation {
-    Observation::NodeUpserted(NodeSnapshot {
-        version: 0,
-        allocatable: None,
-        name: name.into(),
-        created: Timestamp::from_millis(-3_600_000),
-        labels: BTreeMap::new(),
-        conditions: vec![NodeCondition {
-            kind: ConditionType::Ready,
-            status: ConditionStatus::True,
-            reason: String::new(),
-            message: String::new(),
-            last_heartbeat: Timestamp::from_millis(0),
-            last_transition: Timestamp::from_millis(0),
-        }],
-        taints: vec![],
-        unschedulable: false,
-    })
+    Observation::NodeUpserted(
+        NodeSnapshot::new(name, Timestamp::from_secs(-3600)).with_ready(ConditionStatus::True, Timestamp::EPOCH),
+    )
 }
 
 #[test]

@@ -28,46 +28,30 @@ fn ours() -> Taint {
 }
 
 fn node(name: &str, cpu: u64) -> NodeSnapshot {
-    NodeSnapshot {
-        version: 0,
-        name: name.into(),
-        created: Timestamp::from_secs(-3600),
-        labels: BTreeMap::from([(keys::LABEL_TOPOLOGY_ZONE.to_string(), "z".to_string())]),
-        conditions: vec![NodeCondition {
-            kind: ConditionType::Ready,
-            status: ConditionStatus::True,
-            reason: String::new(),
-            message: String::new(),
-            last_heartbeat: Timestamp::from_secs(0),
-            last_transition: Timestamp::from_secs(-3600),
-        }],
-        taints: vec![],
-        unschedulable: false,
-        allocatable: Some(Resources { cpu_millis: cpu, memory_bytes: 1 << 40, pods: 110 }),
-    }
+    let mut n = NodeSnapshot::new(name, Timestamp::from_secs(-3600)).in_zone("z");
+    n.conditions = vec![NodeCondition::posted(
+        ConditionType::Ready,
+        ConditionStatus::True,
+        "",
+        Timestamp::from_secs(0),
+        Timestamp::from_secs(-3600),
+    )];
+    n.allocatable = Some(Resources { cpu_millis: cpu, memory_bytes: 1 << 40, pods: 110 });
+    n
 }
 
 /// A ReplicaSet pod bound to `node`, with `cpu` millicores and a grace of
 /// `grace` seconds, labelled `app=<app>`.
 fn pod(key: &str, node: &str, cpu: u64, grace: i64, app: &str) -> PodSnapshot {
-    PodSnapshot {
-        version: 0,
-        node_lost: false,
-        key: key.into(),
-        uid: format!("uid-{key}"),
-        node: Some(node.into()),
-        daemonset: false,
-        ready: Some(true),
-        terminating: false,
-        tolerations: vec![],
-        scheduling: Some(Box::new(PodScheduling {
-            requests: Resources::pod(cpu, 0),
-            controller_kind: Some("ReplicaSet".into()),
-            termination_grace: Span::from_secs(grace),
-            labels: BTreeMap::from([("app".to_string(), app.to_string())]),
-            ..PodScheduling::default()
-        })),
-    }
+    let mut p = PodSnapshot::new(key, format!("uid-{key}"), Some(node));
+    p.scheduling = Some(Box::new(PodScheduling {
+        requests: Resources::pod(cpu, 0),
+        controller_kind: Some("ReplicaSet".into()),
+        termination_grace: Span::from_secs(grace),
+        labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+        ..PodScheduling::default()
+    }));
+    p
 }
 
 /// A critical addon waiting since `since`, needing `cpu`, tolerating

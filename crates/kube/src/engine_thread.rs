@@ -370,7 +370,6 @@ fn step_time(now: Timestamp, due: Timestamp, fed: Timestamp) -> Timestamp {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use nodewarden_engine::{Action, NodeSnapshot, ObjectKind, Observation, PodSnapshot};
     use nodewarden_model::ControllerConfig;
@@ -390,31 +389,11 @@ mod tests {
     }
 
     fn node(name: &str) -> Observation {
-        Observation::NodeUpserted(NodeSnapshot {
-            version: 0,
-            allocatable: None,
-            name: name.into(),
-            created: Timestamp::EPOCH,
-            labels: BTreeMap::new(),
-            conditions: vec![],
-            taints: vec![],
-            unschedulable: false,
-        })
+        Observation::NodeUpserted(NodeSnapshot::new(name, Timestamp::EPOCH))
     }
 
     fn pod(key: &str) -> Observation {
-        Observation::PodUpserted(PodSnapshot {
-            version: 0,
-            node_lost: false,
-            key: key.into(),
-            uid: format!("uid-{key}"),
-            node: Some("a".into()),
-            daemonset: false,
-            ready: Some(true),
-            terminating: false,
-            tolerations: vec![],
-            scheduling: None,
-        })
+        Observation::PodUpserted(PodSnapshot::new(key, format!("uid-{key}"), Some("a")))
     }
 
     fn thread() -> EngineThread {
@@ -466,16 +445,9 @@ mod tests {
     }
 
     fn ready_node(name: &str, beat: Timestamp) -> Observation {
-        let Observation::NodeUpserted(mut n) = node(name) else { unreachable!() };
-        n.conditions = vec![nodewarden_model::NodeCondition {
-            kind: nodewarden_model::ConditionType::Ready,
-            status: nodewarden_model::ConditionStatus::True,
-            reason: String::new(),
-            message: String::new(),
-            last_heartbeat: beat,
-            last_transition: beat,
-        }];
-        Observation::NodeUpserted(n)
+        Observation::NodeUpserted(
+            NodeSnapshot::new(name, Timestamp::EPOCH).with_ready(nodewarden_model::ConditionStatus::True, beat),
+        )
     }
 
     /// The nodes the engine wrote Unknown.

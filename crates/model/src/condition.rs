@@ -123,6 +123,29 @@ pub struct NodeCondition {
     pub last_transition: Timestamp,
 }
 
+impl NodeCondition {
+    /// A condition as a kubelet posts it: `status` since `transition`,
+    /// last reported at `heartbeat`, no message. Simulated kubelets,
+    /// fleets and tests build conditions this way; the controller's own
+    /// Unknown writes carry their upstream reason and message instead.
+    pub fn posted(
+        kind: ConditionType,
+        status: ConditionStatus,
+        reason: &str,
+        heartbeat: Timestamp,
+        transition: Timestamp,
+    ) -> NodeCondition {
+        NodeCondition {
+            kind,
+            status,
+            reason: reason.to_string(),
+            message: String::new(),
+            last_heartbeat: heartbeat,
+            last_transition: transition,
+        }
+    }
+}
+
 /// Reason set on conditions the kubelet stopped updating.
 pub const REASON_STATUS_UNKNOWN: &str = "NodeStatusUnknown";
 /// Message set on conditions the kubelet stopped updating.

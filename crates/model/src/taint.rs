@@ -111,6 +111,19 @@ pub struct Toleration {
 }
 
 impl Toleration {
+    /// Tolerates the NoExecute taint `key` (any value) for `seconds`
+    /// (`None`: forever): the shape of the tolerations admission adds for
+    /// `not-ready` and `unreachable`, and of most that users write.
+    pub fn no_execute(key: &str, seconds: Option<i64>) -> Toleration {
+        Toleration {
+            key: key.to_string(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: Some(TaintEffect::NoExecute),
+            seconds,
+        }
+    }
+
     /// Upstream `ToleratesTaint`.
     pub fn tolerates(&self, taint: &Taint) -> bool {
         if self.effect.is_some_and(|e| e != taint.effect) {
