@@ -1,0 +1,451 @@
+//! Each action as the API requests that carry it out (a taint patch
+//! guarded by the taints it read, a uid-preconditioned deletion or
+//! eviction, a status update under the read's resourceVersion, an Event),
+//! and the objects those requests return read back as observations.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition as KNodeCondition, ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::events::v1::Event as KEvent;
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions as KPreconditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use nodewarden_engine::{ActionKind, EventType, ObjectRef, Observation};
+use nodewarden_model::{DeletionMode, Taint, Timestamp};
+use serde_json::{Value, json};
+
+use crate::trimmed::{Readable, Trimmed};
+
+use super::*;
+
+fn time(t: Timestamp) -> Option<Time> {
+    k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(t.as_nanos())).ok().map(Time)
+}
+
+pub(super) fn pod_name(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+/// A pod as a write returned it, read with the same detail as the
+/// watches read it (a reading without the rescheduler's facts would make
+/// the engine forget them until the watch delivered the pod again).
+fn pod_state(key: &str, pod: Option<&Pod>, detail: Detail) -> Vec<Observation> {
+    match pod {
+        None => vec![Observation::PodDeleted { key: key.to_string() }],
+        Some(p) => serde_json::to_value(p)
+            .ok()
+            .and_then(|v| pod_reading(&v, wall_clock_now(), detail))
+            .map(Observation::PodUpserted)
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// A node as a write returned it; see [`pod_state`].
+fn node_state(name: &str, node: Option<&Node>, detail: Detail) -> Vec<Observation> {
+    match node {
+        None => vec![Observation::NodeDeleted { name: name.to_string() }],
+        Some(n) => serde_json::to_value(n)
+            .ok()
+            .and_then(|v| node_reading(&v, wall_clock_now(), detail))
+            .map(Observation::NodeUpserted)
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// A node read after a refusal: its state when the read answered (gone
+/// when the API said so), nothing when the read failed: a failed read is
+/// no news, and must not read as a deletion.
+pub(super) fn node_read(name: &str, read: ApiResult<Option<Node>>, detail: Detail) -> Vec<Observation> {
+    read.map_or_else(|_| Vec::new(), |n| node_state(name, n.as_ref(), detail))
+}
+
+/// A pod read after a refusal; see [`node_read`].
+pub(super) fn pod_read(key: &str, read: ApiResult<Option<Pod>>, detail: Detail) -> Vec<Observation> {
+    read.map_or_else(|_| Vec::new(), |p| pod_state(key, p.as_ref(), detail))
+}
+
+/// One object read leniently ([`Trimmed`]): `Some(None)` when it is gone.
+pub(super) async fn get_reading<K: Readable>(
+    api: Api<Trimmed<K>>,
+    name: &str,
+) -> ApiResult<Option<Option<Observation>>> {
+    Ok(api.get_opt(name).await?.map(|o| o.reading))
+}
+
+/// The Eviction to POST. Not kube-rs's `Api::evict`: kube-core 5 writes
+/// its delete options as `delete_options`, a field the API server does not
+/// know and drops (a warning at most), so the uid precondition and the
+/// grace period would silently not apply; here they are `deleteOptions`,
+/// as policy/v1 spells them.
+fn eviction(ns: &str, name: &str, uid: &str, grace_period_seconds: Option<u32>) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta { name: Some(name.to_string()), namespace: Some(ns.to_string()), ..ObjectMeta::default() },
+        delete_options: Some(DeleteOptions {
+            grace_period_seconds: grace_period_seconds.map(i64::from),
+            preconditions: Some(KPreconditions { uid: Some(uid.to_string()), resource_version: None }),
+            ..DeleteOptions::default()
+        }),
+    }
+}
+
+fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &Taint) -> bool {
+    k.key == t.key && k.effect == t.effect.as_str()
+}
+
+/// Default create/update parameters (a static, so request futures may
+/// borrow it).
+static POST: PostParams = PostParams { dry_run: false, field_manager: None };
+
+/// Conflict retries for a write recomputed on a fresh read (upstream's
+/// `retry.DefaultRetry` makes 5 attempts).
+const CONFLICT_ATTEMPTS: usize = 5;
+
+impl Writer {
+    pub(super) async fn write(&self, since: Instant, kind: &ActionKind) -> ApiResult<Attempt> {
+        match kind {
+            ActionKind::UpdateNodeConditions { node, conditions, version } => {
+                // One request, as upstream's UpdateStatus from its cache: a
+                // strategic merge patch of the conditions (merged by type),
+                // guarded by the resourceVersion the decision was made on.
+                // Decided on an older node (a kubelet's post came since),
+                // it is refused with 409 and the engine decides again from
+                // the node as it is, as upstream's conflict makes it
+                // recompute.
+                let api = Api::<Node>::all(self.client.clone());
+                let list: Vec<KNodeCondition> = conditions
+                    .iter()
+                    .map(|c| KNodeCondition {
+                        type_: c.kind.as_str().to_string(),
+                        status: c.status.as_str().to_string(),
+                        reason: Some(c.reason.clone()),
+                        message: Some(c.message.clone()),
+                        last_heartbeat_time: time(c.last_heartbeat),
+                        last_transition_time: time(c.last_transition),
+                    })
+                    .collect();
+                let mut body = json!({"status": {"conditions": list}});
+                if *version != 0 {
+                    body["metadata"] = json!({"resourceVersion": version.to_string()});
+                }
+                let pp = PatchParams::default();
+                let patch = Patch::Strategic(&body);
+                match self.send(since, || api.patch_status(node, &pp, &patch)).await {
+                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                    Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
+                        let fresh = self.call(since, || api.get_opt(node)).await;
+                        Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+                let api = Api::<Node>::all(self.client.clone());
+                let mut last = String::new();
+                // Guarded by the taints it read, not by the whole node's
+                // resourceVersion: a kubelet's status post between the read
+                // and the patch changes the node, not its taints, and need
+                // not cost a conflict and a second patch (under load, with
+                // every recovering kubelet posting, most taint patches
+                // conflicted once). Falls back to the resourceVersion when
+                // the test cannot be written (no taints yet) or failed for
+                // a reason other than the taints (a 422 the JSON reading
+                // of the taints cannot explain).
+                let mut guard_on_taints = true;
+                for _ in 0..CONFLICT_ATTEMPTS {
+                    let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
+                        return Ok(Attempt::Refused(
+                            format!("nodes {node:?} not found"),
+                            node_state(node, None, self.opts.detail),
+                        ));
+                    };
+                    let old = cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                    let mut taints = old.clone();
+                    taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
+                    for t in add {
+                        taints.retain(|k| !same_taint(k, t));
+                        taints.push(k8s_openapi::api::core::v1::Taint {
+                            key: t.key.clone(),
+                            value: (!t.value.is_empty()).then(|| t.value.clone()),
+                            effect: t.effect.as_str().to_string(),
+                            time_added: t.time_added.and_then(time),
+                        });
+                    }
+                    if taints == old {
+                        return Ok(Attempt::Done(node_state(node, Some(&cur), self.opts.detail)));
+                    }
+                    let read =
+                        cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok());
+                    let guarded = guard_on_taints.then_some(read).flatten().and_then(|old| {
+                        serde_json::from_value::<json_patch::Patch>(json!([
+                            {"op": "test", "path": "/spec/taints", "value": old},
+                            {"op": "replace", "path": "/spec/taints", "value": taints},
+                        ]))
+                        .ok()
+                    });
+                    let merge = json!({
+                        "metadata": {"resourceVersion": cur.metadata.resource_version},
+                        "spec": {"taints": taints},
+                    });
+                    let patch = match guarded {
+                        Some(ops) => Patch::Json::<Value>(ops),
+                        None => Patch::Merge(merge),
+                    };
+                    let pp = PatchParams::default();
+                    match self.send(since, || api.patch(node, &pp, &patch)).await {
+                        Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                        Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                        // The taints changed since the read (the test
+                        // failed), or the test itself could not be met:
+                        // read again; the next attempt is guarded by the
+                        // resourceVersion, which cannot be misread.
+                        Err(e) if code(&e) == Some(422) && matches!(patch, Patch::Json(_)) => {
+                            last = e.to_string();
+                            guard_on_taints = false;
+                        }
+                        Err(e) if code(&e) == Some(404) => {
+                            return Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                let fresh = self.call(since, || api.get_opt(node)).await;
+                Ok(Attempt::Refused(last, node_read(node, fresh, self.opts.detail)))
+            }
+            ActionKind::PatchNodeLabels { node, labels } => {
+                let api = Api::<Node>::all(self.client.clone());
+                let patch = json!({"metadata": {"labels": labels}});
+                let pp = PatchParams::default();
+                let merge = Patch::Merge(&patch);
+                match self.send(since, || api.patch(node, &pp, &merge)).await {
+                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                    Err(e) if code(&e) == Some(404) => {
+                        Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            ActionKind::MarkPodNotReady { pod, uid }
+            | ActionKind::SetPodNodeLost { pod, uid, .. }
+            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(since, pod, uid, kind).await,
+            ActionKind::DeletePod { pod, uid, mode, .. } => self.delete_pod(since, pod, uid, *mode, None).await,
+            ActionKind::EvictForAddon { pod, uid, grace, .. } => {
+                self.delete_pod(since, pod, uid, DeletionMode::Evict, *grace).await
+            }
+            ActionKind::RecordEvent(_) => Ok(Attempt::Done(Vec::new())),
+        }
+    }
+
+    /// A pod deletion (plain, or through the Eviction API), preconditioned
+    /// on the pod's uid, with `grace` as `gracePeriodSeconds` when given.
+    async fn delete_pod(
+        &self,
+        since: Instant,
+        pod: &str,
+        uid: &str,
+        mode: DeletionMode,
+        grace: Option<nodewarden_model::Span>,
+    ) -> ApiResult<Attempt> {
+        let (ns, name) = pod_name(pod);
+        let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
+            grace_period_seconds: grace.map(|g| g.as_secs_f64().ceil().max(0.0) as u32),
+            ..DeleteParams::default()
+        };
+        let result = match mode {
+            DeletionMode::Delete => self.send(since, || api.delete(name, &dp)).await.map(|r| r.left()),
+            DeletionMode::Evict => {
+                let eviction = eviction(ns, name, uid, dp.grace_period_seconds);
+                let pp = PostParams::default();
+                self.send(since, || api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
+                    .await
+                    .map(|_| None)
+            }
+        };
+        match result {
+            Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => {
+                Ok(Attempt::Done(pod_state(pod, Some(&p), self.opts.detail)))
+            }
+            Ok(_) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
+            // Already gone: what the deletion wanted.
+            Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
+            Err(e) if matches!(code(&e), Some(409 | 429)) => {
+                let fresh = self.call(since, || api.get_opt(name)).await;
+                Ok(Attempt::Refused(e.to_string(), pod_read(pod, fresh, self.opts.detail)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A pod status write: read, check the uid, change, update under the
+    /// read's resourceVersion; a conflict re-reads and recomputes.
+    async fn pod_status(&self, since: Instant, key: &str, uid: &str, kind: &ActionKind) -> ApiResult<Attempt> {
+        let (ns, name) = pod_name(key);
+        let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+        let now = || Time(k8s_openapi::jiff::Timestamp::now());
+        let mut last = String::new();
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let Some(mut cur) = self.send(since, || api.get_opt(name)).await? else {
+                return Ok(Attempt::Refused(format!("pods {key:?} not found"), pod_state(key, None, self.opts.detail)));
+            };
+            if cur.metadata.uid.as_deref() != Some(uid) {
+                let why = format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {:?}",
+                    cur.metadata.uid
+                );
+                return Ok(Attempt::Refused(why, pod_state(key, Some(&cur), self.opts.detail)));
+            }
+            let status = cur.status.get_or_insert_with(Default::default);
+            match kind {
+                ActionKind::MarkPodNotReady { .. } => {
+                    match status.conditions.get_or_insert_with(Vec::new).iter_mut().find(|c| c.type_ == "Ready") {
+                        Some(c) if c.status != "False" => {
+                            c.status = "False".into();
+                            c.last_transition_time = Some(now());
+                        }
+                        _ => return Ok(Attempt::Done(pod_state(key, Some(&cur), self.opts.detail))),
+                    }
+                }
+                ActionKind::SetPodNodeLost { node, .. } => {
+                    status.reason = Some("NodeLost".into());
+                    status.message = Some(format!("Node {node} which was running pod {name} is unresponsive"));
+                }
+                _ => {
+                    let list = status.conditions.get_or_insert_with(Vec::new);
+                    let c = PodCondition {
+                        type_: "DisruptionTarget".into(),
+                        status: "True".into(),
+                        reason: Some("DeletionByTaintManager".into()),
+                        message: Some("Taint manager: deleting due to NoExecute taint".into()),
+                        last_transition_time: Some(now()),
+                        ..PodCondition::default()
+                    };
+                    match list.iter_mut().find(|x| x.type_ == c.type_) {
+                        Some(x) => *x = c,
+                        None => list.push(c),
+                    }
+                }
+            }
+            match self.send(since, || api.replace_status(name, &POST, &cur)).await {
+                Ok(p) => return Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
+                Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                Err(e) if code(&e) == Some(404) => {
+                    return Ok(Attempt::Refused(e.to_string(), pod_state(key, None, self.opts.detail)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let fresh = self.call(since, || api.get_opt(name)).await;
+        Ok(Attempt::Refused(last, pod_read(key, fresh, self.opts.detail)))
+    }
+
+    /// An Event in events.k8s.io/v1, or core/v1 where that is not served.
+    pub(super) async fn record_event(&self, since: Instant, ev: &nodewarden_engine::Event) -> ApiResult<()> {
+        let (kind, ns, name) = match &ev.object {
+            ObjectRef::Node(n) => ("Node", "default".to_string(), n.clone()),
+            ObjectRef::Pod(p) => {
+                let (ns, name) = pod_name(p);
+                ("Pod", ns.to_string(), name.to_string())
+            }
+        };
+        let regarding = ObjectReference {
+            kind: Some(kind.into()),
+            api_version: Some("v1".into()),
+            name: Some(name.clone()),
+            namespace: (kind == "Pod").then(|| ns.clone()),
+            ..ObjectReference::default()
+        };
+        let type_ = match ev.kind {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        let meta = ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(ns.clone()),
+            ..ObjectMeta::default()
+        };
+        if !self.core_events.load(Ordering::Relaxed) {
+            let e = KEvent {
+                metadata: meta.clone(),
+                event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+                reason: Some(ev.reason.to_string()),
+                note: Some(ev.message.clone()),
+                type_: Some(type_.into()),
+                action: Some(ev.reason.to_string()),
+                regarding: Some(regarding.clone()),
+                reporting_controller: Some(self.opts.component.clone()),
+                reporting_instance: Some(if self.opts.instance.is_empty() {
+                    self.opts.component.clone()
+                } else {
+                    self.opts.instance.clone()
+                }),
+                ..KEvent::default()
+            };
+            let api = Api::<KEvent>::namespaced(self.client.clone(), &ns);
+            match self.call(since, || api.create(&POST, &e)).await {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if code(&e) == Some(404)
+                        && !matches!(&e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| !d.name.is_empty())) =>
+                {
+                    tracing::info!("events.k8s.io/v1 is not served; recording core/v1 Events");
+                    self.core_events.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let e = k8s_openapi::api::core::v1::Event {
+            metadata: meta,
+            involved_object: regarding,
+            reason: Some(ev.reason.to_string()),
+            message: Some(ev.message.clone()),
+            type_: Some(type_.into()),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(self.opts.component.clone()),
+                host: None,
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            reporting_component: Some(self.opts.component.clone()),
+            reporting_instance: Some(self.opts.instance.clone()),
+            ..Default::default()
+        };
+        let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
+        self.call(since, || api.create(&POST, &e)).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod eviction_body_tests {
+    use super::*;
+
+    /// What goes over the wire: `deleteOptions` with the uid precondition
+    /// and the grace period, which kube-rs's own `evict` would misspell.
+    #[test]
+    fn the_eviction_body_spells_delete_options_as_the_api_does() {
+        let v = serde_json::to_value(eviction("kube-system", "p", "u-1", Some(10))).expect("json");
+        assert_eq!(v["apiVersion"], "policy/v1");
+        assert_eq!(v["kind"], "Eviction");
+        assert_eq!(v["metadata"]["name"], "p");
+        assert_eq!(v["deleteOptions"]["gracePeriodSeconds"], 10);
+        assert_eq!(v["deleteOptions"]["preconditions"]["uid"], "u-1");
+        assert!(v.get("delete_options").is_none());
+        let v = serde_json::to_value(eviction("ns", "p", "u", None)).expect("json");
+        assert!(v["deleteOptions"].get("gracePeriodSeconds").is_none(), "no grace: the pod's own");
+        // kube-rs's body, for the record: the reason this module builds its own.
+        let req = kube::core::Request::new("/api/v1/namespaces/ns/pods")
+            .evict("p", &kube::api::EvictParams::default())
+            .expect("request");
+        let body: serde_json::Value = serde_json::from_slice(req.body()).expect("json");
+        assert!(
+            body.get("deleteOptions").is_none() && body.as_object().is_some_and(|m| m.contains_key("delete_options"))
+        );
+    }
+}
