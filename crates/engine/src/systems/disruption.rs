@@ -6,8 +6,19 @@ use nodewarden_model::{ControllerConfig, Timestamp, ZoneState};
 
 use crate::components::*;
 use crate::metric_names;
-use crate::monitor::{Health, NodeTimers};
+use crate::monitor::Health;
 use crate::resources::*;
+
+use super::params::{Emit, MonitorPass, Tick};
+
+/// Every node, as a zone decision may touch it: its health record (a fresh
+/// grace period when master disruption mode ends) and its NoExecute taints
+/// and queue place (taken away when it begins).
+type ZoneMembers<'w, 's> = Query<
+    'w,
+    's,
+    (Entity, &'static NodeName, &'static mut Health, &'static mut NodeTaints, &'static mut NodeFlags, &'static InZone),
+>;
 
 /// `ComputeZoneState`: no ready node (and at least one) is FullDisruption;
 /// more than 2 not ready and a not-ready share at or above the threshold is
@@ -39,50 +50,36 @@ pub fn zone_rate(cfg: &ControllerConfig, state: ZoneState, size: usize) -> f64 {
 }
 
 /// `handleDisruption`.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn handle_disruption(
-    now: Res<Now>,
-    settings: Res<Settings>,
-    scratch: Res<PassScratch>,
+    tick: Tick,
+    mut pass: MonitorPass,
     zone_index: Res<ZoneIndex>,
     mut mode: ResMut<DisruptionMode>,
     mut zones: Query<&mut Zone>,
-    mut nodes: Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
-    mut outbox: ResMut<Outbox>,
-    mut inbox: ResMut<TaintManagerInbox>,
-    mut timers: ResMut<NodeTimers>,
+    mut nodes: ZoneMembers,
+    mut emit: Emit,
 ) {
-    let cfg = &settings.0;
-    decide_zones(
-        now.0,
-        cfg,
-        &scratch,
-        &zone_index,
-        &mut mode,
-        &mut zones,
-        &mut nodes,
-        &mut outbox,
-        &mut inbox,
-        &mut timers,
-    );
+    decide_zones(&tick, &mut pass, &zone_index, &mut mode, &mut zones, &mut nodes, &mut emit);
     for zone in &zones {
         record_zone_state(&zone.key.to_string(), zone.state, zone.queue.qps());
     }
 }
 
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+/// The zones' new states and rates, and master disruption mode entered or
+/// left; the pass's tallies say how many nodes each zone counts and how
+/// many of them are not Ready.
 fn decide_zones(
-    now: Timestamp,
-    cfg: &ControllerConfig,
-    scratch: &PassScratch,
+    tick: &Tick,
+    pass: &mut MonitorPass,
     zone_index: &ZoneIndex,
     mode: &mut DisruptionMode,
     zones: &mut Query<&mut Zone>,
-    nodes: &mut Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
-    outbox: &mut Outbox,
-    inbox: &mut TaintManagerInbox,
-    timers: &mut NodeTimers,
+    nodes: &mut ZoneMembers,
+    emit: &mut Emit,
 ) {
+    let (now, cfg) = (tick.now.0, &tick.settings.0);
+    let MonitorPass { scratch, timers, .. } = pass;
+    let Emit { outbox, inbox } = emit;
     // New states of zones with counted nodes; zones without any lose theirs (G9).
     let mut new_states: Vec<(Entity, ZoneState, usize)> = vec![];
     let mut all_are_full = true;
@@ -181,12 +178,11 @@ fn set_zone(
 /// Every node is marked reachable (taint mode) or has its eviction
 /// cancelled (legacy), so a control-plane outage cancels pending evictions
 /// instead of causing them (G6).
-#[allow(clippy::type_complexity)]
 fn enter_master_disruption(
     cfg: &ControllerConfig,
     now: Timestamp,
     zones: &mut Query<&mut Zone>,
-    nodes: &mut Query<(Entity, &NodeName, &mut Health, &mut NodeTaints, &mut NodeFlags, &InZone)>,
+    nodes: &mut ZoneMembers,
     outbox: &mut Outbox,
     inbox: &mut TaintManagerInbox,
 ) {

@@ -19,26 +19,62 @@ use nodewarden_model::{
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
-use crate::monitor::{Health, NodeTimers, ZoneCounts, take_in};
+use crate::monitor::{Health, take_in};
 use crate::resources::*;
+
+use super::params::{Emit, MonitorPass, NodePods, Tick};
+
+/// What pass 1 reads of a node: its Ready and Lease views and zone, what
+/// it has to decide on (flags), and the health record it keeps.
+type MonitoredNodes<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static ReadyView,
+        &'static LeaseView,
+        &'static mut Health,
+        &'static NodeFlags,
+        &'static InZone,
+        Has<ExcludedFromDisruption>,
+    ),
+>;
+
+/// What pass 2 may change on a node it singled out: registration, the
+/// Unknown write (conditions, Ready view, health record, zone counts) and
+/// the taints of a clean slate; the observed version goes with the write.
+type DecidedNodes<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static NodeName,
+        &'static NodeMeta,
+        &'static mut ReadyView,
+        &'static mut NodeConditions,
+        &'static mut Health,
+        &'static mut NodeTaints,
+        &'static mut NodeFlags,
+        &'static InZone,
+        Has<ExcludedFromDisruption>,
+        Option<&'static ObservedNode>,
+    ),
+>;
 
 /// Pass 1: heartbeats, overdue decisions and zone tallies, for the nodes
 /// that need a look: the active ones and the quiet ones that fall overdue
-/// now ([`NodeTimers`]). A quiet node's heartbeats were taken in when they
-/// were ingested, and its zone's counts are kept as it changes
-/// ([`ZoneCounts`]), so a pass does nothing for it.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+/// now ([`NodeTimers`](crate::monitor::NodeTimers)). A quiet node's
+/// heartbeats were taken in when they were ingested, and its zone's counts
+/// are kept as it changes ([`ZoneCounts`](crate::monitor::ZoneCounts)), so
+/// a pass does nothing for it.
 pub fn update_node_health(
-    now: Res<Now>,
-    settings: Res<Settings>,
+    tick: Tick,
+    pass: MonitorPass,
     zones: Res<ZoneIndex>,
-    counts: Res<ZoneCounts>,
-    mut timers: ResMut<NodeTimers>,
-    mut scratch: ResMut<PassScratch>,
-    mut nodes: Query<(&ReadyView, &LeaseView, &mut Health, &NodeFlags, &InZone, Has<ExcludedFromDisruption>)>,
+    mut nodes: MonitoredNodes,
     created: Query<&NodeMeta>,
     zone_queues: Query<&Zone>,
 ) {
+    let Tick { now, settings } = tick;
+    let MonitorPass { mut scratch, counts, mut timers } = pass;
     let now = now.0;
     let cfg = &settings.0;
     let scratch = &mut *scratch;
@@ -182,32 +218,19 @@ pub fn unknown_conditions(conditions: &[NodeCondition], created: Timestamp, now:
 /// Opens the Outbox's node-ordered section, tagged with each node's place
 /// in name order; [`restore_node_order`] closes it once the mode's system
 /// has acted, so each node's actions stay together as before the split.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn decide(
-    now: Res<Now>,
-    settings: Res<Settings>,
-    mut scratch: ResMut<PassScratch>,
-    mut outbox: ResMut<Outbox>,
-    mut inbox: ResMut<TaintManagerInbox>,
+    tick: Tick,
+    pass: MonitorPass,
+    emit: Emit,
     mut changed: ResMut<ChangedNodes>,
-    pod_index: Res<PodIndex>,
-    timers: Res<NodeTimers>,
-    mut counts: ResMut<ZoneCounts>,
-    mut nodes: Query<(
-        &NodeName,
-        &NodeMeta,
-        &mut ReadyView,
-        &mut NodeConditions,
-        &mut Health,
-        &mut NodeTaints,
-        &mut NodeFlags,
-        &InZone,
-        Has<ExcludedFromDisruption>,
-    )>,
+    node_pods: NodePods,
+    mut nodes: DecidedNodes,
     mut zones: Query<&mut Zone>,
-    mut pods: Query<&mut Pod>,
-    observed: Query<&ObservedNode>,
 ) {
+    let Tick { now, settings } = tick;
+    let MonitorPass { mut scratch, mut counts, timers } = pass;
+    let Emit { mut outbox, mut inbox } = emit;
+    let NodePods { index: pod_index, mut pods } = node_pods;
     let now = now.0;
     let cfg = &settings.0;
     let scratch = &mut *scratch;
@@ -221,7 +244,7 @@ pub fn decide(
     for (order, w) in work.iter().enumerate() {
         let order = order as u32;
         outbox.order_by(order);
-        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone, excluded)) =
+        let Ok((name, meta, mut ready, mut conditions, mut health, mut taints, mut flags, in_zone, excluded, observed)) =
             nodes.get_mut(w.node)
         else {
             continue;
@@ -270,7 +293,7 @@ pub fn decide(
             outbox.write(ActionKind::UpdateNodeConditions {
                 node: name.to_string(),
                 conditions: updated,
-                version: observed.get(w.node).map_or(0, |o| o.version),
+                version: observed.map_or(0, |o| o.version),
             });
             changed.0.push(w.node);
             tracing::info!(node = name, probe = %rec.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");

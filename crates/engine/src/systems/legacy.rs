@@ -7,17 +7,19 @@
 //! ([`refused_deletions`]) is tried again at the next monitor pass.
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{ConditionStatus, Span, Timestamp};
+use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp};
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, NodeFacts, Verdict};
 use crate::metric_names;
-use crate::monitor::{Health, NodeTimers};
+use crate::monitor::Health;
 use crate::queue::Attempt;
 use crate::resources::*;
 
-/// The node a legacy decision is about.
+use super::params::{Lookups, NodePods, Tick};
+
+/// The node a legacy decision is about, and what the pass knows of it.
 struct LegacyNode<'a> {
     /// Its entity.
     pub entity: Entity,
@@ -27,7 +29,31 @@ struct LegacyNode<'a> {
     pub flags: &'a mut NodeFlags,
     /// Its zone.
     pub zone: &'a mut Zone,
+    /// Ready as observed at the start of the pass.
+    pub observed: ConditionStatus,
+    /// Its health record (a fresh one if it has none yet).
+    pub rec: HealthRecord,
+    /// What an explanation says of it.
+    pub facts: NodeFacts,
 }
+
+/// What the legacy decision reads of a judged node.
+type JudgedNodes<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static NodeName,
+        &'static mut NodeFlags,
+        &'static InZone,
+        &'static Health,
+        &'static ReadyView,
+        &'static LeaseView,
+    ),
+>;
+
+/// What the eviction pass reads of a queued node before it evicts.
+type QueuedNodes<'w, 's> =
+    Query<'w, 's, (&'static NodeName, &'static mut NodeFlags, &'static Health, &'static ReadyView, &'static LeaseView)>;
 
 /// The facts behind a legacy eviction, shared by the pods of one node.
 #[derive(Debug, Clone)]
@@ -98,18 +124,18 @@ pub fn heartbeat_since_last_pass(rec: &HealthRecord, ready: &ReadyView, lease: &
 /// After the monitor pass: the legacy eviction decision for each node the
 /// pass judged, in name order (its actions issued under the node's key of
 /// the Outbox's ordered section).
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn eviction_decisions(
-    now: Res<Now>,
-    settings: Res<Settings>,
+    tick: Tick,
     scratch: Res<PassScratch>,
-    pod_index: Res<PodIndex>,
-    timers: Res<NodeTimers>,
+    lookups: Lookups,
+    node_pods: NodePods,
     mut outbox: ResMut<Outbox>,
-    mut nodes: Query<(&NodeName, &mut NodeFlags, &InZone, &Health, &ReadyView, &LeaseView)>,
+    mut nodes: JudgedNodes,
     mut zones: Query<&mut Zone>,
-    mut pods: Query<&mut Pod>,
 ) {
+    let Tick { now, settings } = tick;
+    let Lookups { timers, .. } = lookups;
+    let NodePods { index: pod_index, mut pods } = node_pods;
     let now = now.0;
     let cfg = &settings.0;
     for v in &scratch.verdicts {
@@ -120,37 +146,32 @@ pub fn eviction_decisions(
         let record = health.record(&timers);
         let rec =
             record.unwrap_or(HealthRecord { probe: now, ready_transition: now, saved_ready: None, saved_lease: None });
-        eviction_decision(
-            LegacyNode { entity: v.node, name, flags: &mut flags, zone: &mut zone },
-            v.observed,
+        let node = LegacyNode {
+            entity: v.node,
+            name,
+            flags: &mut flags,
+            zone: &mut zone,
+            observed: v.observed,
             rec,
-            cfg.pod_eviction_timeout,
-            now,
-            pod_index.on_node(name),
-            &mut pods,
-            &mut outbox,
-            node_facts(record, ready, lease, cfg),
-            cfg.pod_deletion_mode,
-        );
+            facts: node_facts(record, ready, lease, cfg),
+        };
+        eviction_decision(node, cfg, now, pod_index.on_node(name), &mut pods, &mut outbox);
     }
 }
 
 /// `processNoTaintBaseEviction`: decided on the Ready condition *observed*
 /// at the start of the pass (J2). False counts from the observed transition,
 /// Unknown from the last observed heartbeat.
-#[allow(clippy::too_many_arguments)]
 fn eviction_decision(
     node: LegacyNode<'_>,
-    observed: ConditionStatus,
-    rec: HealthRecord,
-    timeout: Span,
+    cfg: &ControllerConfig,
     now: Timestamp,
     node_pods: &[Entity],
     pods: &mut Query<&mut Pod>,
     outbox: &mut Outbox,
-    facts: NodeFacts,
-    mode: nodewarden_model::DeletionMode,
 ) {
+    let LegacyNode { observed, rec, facts, .. } = node;
+    let (timeout, mode) = (cfg.pod_eviction_timeout, cfg.pod_deletion_mode);
     if observed == ConditionStatus::True {
         if super::cancel_pod_eviction(node.entity, node.flags, node.zone) {
             tracing::info!(node = node.name, "node is ready again; pod eviction cancelled");
@@ -253,19 +274,18 @@ pub fn refused_deletions(mut refused: ResMut<RefusedDeletions>, mut outbox: ResM
 
 /// `doEvictionPass`, every 100 ms: drains each zone's pod evictor at the
 /// zone's rate.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn eviction_pass(
-    now: Res<Now>,
-    settings: Res<Settings>,
-    zone_index: Res<ZoneIndex>,
-    pod_index: Res<PodIndex>,
-    timers: Res<NodeTimers>,
+    tick: Tick,
+    lookups: Lookups,
+    node_pods: NodePods,
     mut zones: Query<&mut Zone>,
-    mut nodes: Query<(&NodeName, &mut NodeFlags, &Health, &ReadyView, &LeaseView)>,
-    mut pods: Query<&mut Pod>,
+    mut nodes: QueuedNodes,
     mut outbox: ResMut<Outbox>,
     mode: Res<DisruptionMode>,
 ) {
+    let Tick { now, settings } = tick;
+    let Lookups { zone_index, timers, .. } = lookups;
+    let NodePods { index: pod_index, mut pods } = node_pods;
     let now = now.0;
     if mode.all_zones_down {
         // Every queue is paused while every zone is down, including those

@@ -13,6 +13,7 @@ pub mod disruption;
 pub mod health;
 pub mod legacy;
 pub mod node_handlers;
+mod params;
 pub mod pods;
 pub mod rescheduler;
 pub mod taint_manager;

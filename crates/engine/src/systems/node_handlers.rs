@@ -13,6 +13,22 @@ use crate::action::{ActionKind, WriteSlot};
 use crate::components::*;
 use crate::resources::*;
 
+use super::params::Emit;
+
+/// What the handlers read and reconcile on a changed node: its conditions
+/// and `spec.unschedulable` against its NoSchedule taints, its labels.
+type ChangedNodeQuery<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static NodeName,
+        &'static mut NodeMeta,
+        &'static NodeConditions,
+        &'static mut NodeTaints,
+        &'static mut NodeFlags,
+    ),
+>;
+
 /// The NoSchedule taint a condition in a given status calls for.
 pub fn condition_taint(kind: &ConditionType, status: ConditionStatus) -> Option<&'static str> {
     use ConditionStatus::*;
@@ -44,14 +60,13 @@ pub fn managed_key(key: &str) -> bool {
 /// Keeps the controller-owned NoSchedule taints equal to what the node's
 /// conditions and `spec.unschedulable` call for; every other taint is left
 /// alone (D1, D2).
-#[allow(clippy::type_complexity)]
 pub fn noschedule_and_labels(
     now: Res<Now>,
     mut changed: ResMut<ChangedNodes>,
-    mut nodes: Query<(&NodeName, &mut NodeMeta, &NodeConditions, &mut NodeTaints, &mut NodeFlags)>,
-    mut outbox: ResMut<Outbox>,
-    mut inbox: ResMut<TaintManagerInbox>,
+    mut nodes: ChangedNodeQuery,
+    emit: Emit,
 ) {
+    let Emit { mut outbox, mut inbox } = emit;
     if changed.0.is_empty() {
         return;
     }

@@ -6,8 +6,10 @@ use nodewarden_model::ConditionStatus;
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
-use crate::monitor::{Health, NodeTimers};
+use crate::monitor::Health;
 use crate::resources::*;
+
+use super::params::{Lookups, Tick};
 
 /// Sets Ready=False on every pod of `pods` bound to `node` that has a Ready
 /// condition not already False (H1). Terminating pods and pods being
@@ -35,18 +37,17 @@ pub fn mark_pods_not_ready(node: &str, pods: &[Entity], query: &mut Query<&mut P
 /// `processPod`: a pod newly bound to a node the monitor has already seen
 /// not Ready is marked NotReady at once (H3); in legacy mode a pod found on
 /// a node whose pods were already evicted is deleted at once (J5).
-#[allow(clippy::too_many_arguments)]
 pub fn pod_assignment(
-    now: Res<Now>,
-    settings: Res<Settings>,
+    tick: Tick,
     mut assigned: ResMut<AssignedPods>,
-    node_index: Res<NodeIndex>,
-    timers: Res<NodeTimers>,
+    lookups: Lookups,
     nodes: Query<(&ReadyView, &Health, &NodeFlags, &LeaseView, &InZone)>,
     zones: Query<&Zone>,
     mut pods: Query<&mut Pod>,
     mut outbox: ResMut<Outbox>,
 ) {
+    let Tick { now, settings } = tick;
+    let Lookups { node_index, timers, .. } = lookups;
     if assigned.0.is_empty() {
         return;
     }

@@ -13,8 +13,10 @@ use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, taint::Decision};
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, Verdict};
-use crate::monitor::{Health, NodeTimers};
+use crate::monitor::Health;
 use crate::resources::*;
+
+use super::params::{Deletions, Emit, Lookups, Tick};
 
 /// Backoff before retrying a refused deletion: 1 s, doubling, at most 5 min.
 pub fn retry_backoff(failures: u32) -> Span {
@@ -113,6 +115,15 @@ fn plan(pending: Option<Deadline>, taints: &[Taint], pod: &Pod, now: Timestamp) 
 
 type PodQuery<'w, 's> = Query<'w, 's, (&'static mut Pod, &'static mut PendingDeletion)>;
 
+/// A node as the taint manager sees it: the NoExecute taints observed on
+/// it, lifecycle's own view of its taints, and those last acted on.
+type TaintedNodes<'w, 's> =
+    Query<'w, 's, (&'static NodeName, &'static ObservedNode, &'static NodeTaints, &'static mut SeenNoExecute)>;
+
+/// What an explanation says of a node: its health, heartbeats and tainting.
+type NodeFactsQuery<'w, 's> =
+    Query<'w, 's, (&'static Health, &'static ReadyView, &'static LeaseView, &'static TaintRecord)>;
+
 /// Applies [`plan`] to one pod.
 fn process_pod(
     pod_entity: Entity,
@@ -151,20 +162,19 @@ fn process_pod(
 }
 
 /// Processes node and pod changes, then fires due deletions.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn taint_manager(
-    now: Res<Now>,
-    settings: Res<Settings>,
-    mut inbox: ResMut<TaintManagerInbox>,
-    mut timers: ResMut<DeletionTimers>,
+    tick: Tick,
+    emit: Emit,
+    deletions: Deletions,
     pod_index: Res<PodIndex>,
-    node_index: Res<NodeIndex>,
-    mut nodes: Query<(&NodeName, &ObservedNode, &NodeTaints, &mut SeenNoExecute)>,
-    facts: Query<(&Health, &ReadyView, &LeaseView, &TaintRecord)>,
-    health_timers: Res<NodeTimers>,
-    mut pods: PodQuery,
-    mut outbox: ResMut<Outbox>,
+    lookups: Lookups,
+    mut nodes: TaintedNodes,
+    facts: NodeFactsQuery,
 ) {
+    let Tick { now, settings } = tick;
+    let Emit { mut outbox, mut inbox } = emit;
+    let Deletions { mut timers, mut pods } = deletions;
+    let Lookups { node_index, timers: health_timers, .. } = lookups;
     let now = now.0;
     if !settings.0.enable_taint_manager || !settings.0.taint_eviction {
         // Legacy mode has no taint manager: NoExecute taints evict nothing

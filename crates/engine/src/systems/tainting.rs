@@ -17,6 +17,16 @@ use crate::metric_names;
 use crate::queue::Attempt;
 use crate::resources::*;
 
+use super::params::Emit;
+
+/// What a NoExecute decision reads and changes on a judged node: its taints
+/// and queue place, and the record an explanation cites of a swap.
+type JudgedNodes<'w, 's> = Query<
+    'w,
+    's,
+    (&'static NodeName, &'static mut NodeTaints, &'static mut NodeFlags, &'static InZone, &'static mut TaintRecord),
+>;
+
 /// How long a node without a Ready condition waits before it is looked at
 /// again (upstream's 50 ms retry).
 const NO_READY_RETRY: Span = Span::from_millis(50);
@@ -25,16 +35,15 @@ const NO_READY_RETRY: Span = Span::from_millis(50);
 /// judged, in name order (its actions issued under the node's key of the
 /// Outbox's ordered section). An immediate swap is recorded in the node's
 /// [`TaintRecord`] for explanations.
-#[allow(clippy::type_complexity)]
 pub fn taint_decisions(
     now: Res<Now>,
     scratch: Res<PassScratch>,
     mode: Res<DisruptionMode>,
-    mut outbox: ResMut<Outbox>,
-    mut inbox: ResMut<TaintManagerInbox>,
-    mut nodes: Query<(&NodeName, &mut NodeTaints, &mut NodeFlags, &InZone, &mut TaintRecord)>,
+    emit: Emit,
+    mut nodes: JudgedNodes,
     mut zones: Query<&mut Zone>,
 ) {
+    let Emit { mut outbox, mut inbox } = emit;
     let now = now.0;
     for v in &scratch.verdicts {
         outbox.order_by(v.order);
@@ -116,10 +125,10 @@ pub fn tainting_pass(
     zone_index: Res<ZoneIndex>,
     mut zones: Query<&mut Zone>,
     mut nodes: Query<(&NodeName, &ReadyView, &mut NodeTaints, &mut NodeFlags, &mut TaintRecord)>,
-    mut outbox: ResMut<Outbox>,
-    mut inbox: ResMut<TaintManagerInbox>,
+    emit: Emit,
     mode: Res<DisruptionMode>,
 ) {
+    let Emit { mut outbox, mut inbox } = emit;
     let now = now.0;
     if mode.all_zones_down {
         // Master disruption mode pauses every queue, including those of
