@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 
 use nodewarden_engine::explain::Verdict;
-use nodewarden_engine::{Action, ActionId, ActionKind, Explanation, NodeSnapshot, Observation, PodSnapshot, WriteSlot};
+use nodewarden_engine::{
+    Action, ActionId, ActionKind, Explanation, NodeSnapshot, Observation, PodSnapshot, WriteSlot, ZoneReport, ZoneState,
+};
 use nodewarden_model::{
     ConditionStatus, ConditionType, DeletionMode, NodeCondition, Span, Taint, TaintEffect, Timestamp, Toleration,
-    TolerationOperator, keys,
+    TolerationOperator, ZoneKey, keys,
 };
 
 /// `secs` seconds after the epoch.
@@ -173,4 +175,16 @@ pub(crate) fn reservation_patch(node: &str, add: bool) -> Action {
         id: ActionId(2),
         kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::CriticalAddonsTaint },
     }
+}
+
+/// The zone reports of one zone, `z`, at `rate`.
+pub(crate) fn zone(rate: f64) -> Vec<ZoneReport> {
+    vec![ZoneReport {
+        key: ZoneKey::new("", "z"),
+        state: Some(ZoneState::Normal),
+        rate,
+        size: 3,
+        not_ready: 1,
+        queued: 0,
+    }]
 }
