@@ -431,18 +431,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let ended = rt.block_on(async {
         let (server, client, election_client) = clients(args, &identity).await?;
-        let listener = tokio::net::TcpListener::bind(args.bind_address)
-            .await
-            .with_context(|| format!("--bind-address {}", args.bind_address))?;
-        let metrics = crate::prometheus().install_recorder().context("metrics recorder")?;
-        let role = Arc::new(Role::new(server.clone()));
-        let serving = listener.local_addr().unwrap_or(args.bind_address);
-        tracing::info!("serving /metrics, /healthz and /readyz on http://{serving}");
-        tokio::spawn(reach(client.clone(), role.clone()));
-        let stuck_after = Duration::from_secs(30).max(Duration::from_nanos(
-            u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3),
-        ));
-        tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
+        let role = serve_endpoints(args, &client, &server).await?;
         let signal = wait_for_signal();
         tokio::pin!(signal);
         let start_at = args.start_at.map(nodewarden_model::Timestamp::from_nanos);
@@ -528,6 +517,24 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
     })?;
     rt.shutdown_timeout(Duration::from_secs(2));
     Ok(ended)
+}
+
+/// Binds `--bind-address` and serves `/metrics`, `/healthz` and `/readyz`
+/// there, with a task saying (until it can) why the API server at `server`
+/// is not reached; returns the replica's role the endpoints report.
+async fn serve_endpoints(args: &RunArgs, client: &kube::Client, server: &str) -> anyhow::Result<Arc<Role>> {
+    let listener = tokio::net::TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("--bind-address {}", args.bind_address))?;
+    let metrics = crate::prometheus().install_recorder().context("metrics recorder")?;
+    let role = Arc::new(Role::new(server.to_string()));
+    let serving = listener.local_addr().unwrap_or(args.bind_address);
+    tracing::info!("serving /metrics, /healthz and /readyz on http://{serving}");
+    tokio::spawn(reach(client.clone(), role.clone()));
+    let stuck_after = Duration::from_secs(30)
+        .max(Duration::from_nanos(u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3)));
+    tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
+    Ok(role)
 }
 
 /// The kubeconfig's server, a client for the controller's watches and
