@@ -164,26 +164,7 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
     let end = heal + scale.settle;
 
     // The trouble, at its time; the replicas supervised meanwhile.
-    let mut steps: Vec<(Duration, Step)> = match trial {
-        Trial::FailoverKill => vec![(mid, Step::KillLeader)],
-        Trial::FailoverStop => {
-            vec![(mid, Step::StopLeader), (mid + scale.election.0 + scale.election.0 / 3, Step::ContinueStopped)]
-        }
-        Trial::ApiErrors => vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Errors { rate: 0.5, code: 503 }))],
-        Trial::ApiThrottle => {
-            vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Throttle { rate: 0.3, retry_after: 2 }))]
-        }
-        Trial::DroppedWatches => {
-            (0..3).map(|i| (mid - scale.fault / 2 + scale.fault / 3 * i, Step::Fault(ApiFault::DropWatches))).collect()
-        }
-        Trial::ApiOutage => vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Outage))],
-        Trial::Freeze => vec![(scale.outage_at, Step::Freeze)],
-        Trial::RestartStorm => {
-            (0..5u32).map(|i| (mid - scale.storm_gap * 2 + scale.storm_gap * i, Step::KillLeader)).collect()
-        }
-        Trial::Malformed => Vec::new(),
-    };
-    steps.push((end, Step::End));
+    let steps = schedule(trial, scale, mid, end);
     let mut stopped = None;
     for (at, step) in steps {
         // Supervise until the step is due: exited replicas started again,
@@ -220,6 +201,32 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
     let writes = served.writes();
     served.stop();
     Ok(crate::observe::verdict(trial, scale, history, &writes, metrics, ready_still_tainted, start, heal, offset))
+}
+
+/// What `trial` does and when (from the served cluster's start), ending
+/// with [`Step::End`] at `end`; `mid` is the middle of the evictions.
+fn schedule(trial: Trial, scale: &Scale, mid: Duration, end: Duration) -> Vec<(Duration, Step)> {
+    let mut steps: Vec<(Duration, Step)> = match trial {
+        Trial::FailoverKill => vec![(mid, Step::KillLeader)],
+        Trial::FailoverStop => {
+            vec![(mid, Step::StopLeader), (mid + scale.election.0 + scale.election.0 / 3, Step::ContinueStopped)]
+        }
+        Trial::ApiErrors => vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Errors { rate: 0.5, code: 503 }))],
+        Trial::ApiThrottle => {
+            vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Throttle { rate: 0.3, retry_after: 2 }))]
+        }
+        Trial::DroppedWatches => {
+            (0..3).map(|i| (mid - scale.fault / 2 + scale.fault / 3 * i, Step::Fault(ApiFault::DropWatches))).collect()
+        }
+        Trial::ApiOutage => vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Outage))],
+        Trial::Freeze => vec![(scale.outage_at, Step::Freeze)],
+        Trial::RestartStorm => {
+            (0..5u32).map(|i| (mid - scale.storm_gap * 2 + scale.storm_gap * i, Step::KillLeader)).collect()
+        }
+        Trial::Malformed => Vec::new(),
+    };
+    steps.push((end, Step::End));
+    steps
 }
 
 /// One thing a trial does at its time.

@@ -430,39 +430,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
     let election = if elect { Some(election(args, &identity)?) } else { None };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let ended = rt.block_on(async {
-        let mut kconfig = kube_config(args.kubeconfig.as_deref()).await?;
-        let server = nodewarden_kube::server_url(&kconfig);
-        // The API server's audit log (and our test server) tell replicas
-        // apart by this.
-        let agent = format!("nodewarden/{} ({identity})", env!("CARGO_PKG_VERSION"));
-        kconfig.headers.push((
-            http::header::USER_AGENT,
-            agent.parse().context("the replica's identity is not a valid User-Agent header")?,
-        ));
-        // Leader election gets a client of its own (its own connections),
-        // as kube-controller-manager's does: the Lease is renewed whatever
-        // the writer's backlog, rate limit or throttling.
-        let mut election_config = kconfig.clone();
-        election_config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
-        election_config.headers.push((
-            http::header::USER_AGENT,
-            format!("{agent} leader-election").parse().context("the replica's identity is not a valid User-Agent header")?,
-        ));
-        let election_client = kube::Client::try_from(nodewarden_kube::controller_config(election_config))
-            .context("kube client for leader election")?;
-        let client = kube::Client::try_from(nodewarden_kube::controller_config(kconfig)).context("kube client")?;
-        let listener = tokio::net::TcpListener::bind(args.bind_address)
-            .await
-            .with_context(|| format!("--bind-address {}", args.bind_address))?;
-        let metrics = crate::prometheus().install_recorder().context("metrics recorder")?;
-        let role = Arc::new(Role::new(server.clone()));
-        let serving = listener.local_addr().unwrap_or(args.bind_address);
-        tracing::info!("serving /metrics, /healthz and /readyz on http://{serving}");
-        tokio::spawn(reach(client.clone(), role.clone()));
-        let stuck_after = Duration::from_secs(30).max(Duration::from_nanos(
-            u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3),
-        ));
-        tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
+        let (server, client, election_client) = clients(args, &identity).await?;
+        let role = serve_endpoints(args, &client, &server).await?;
         let signal = wait_for_signal();
         tokio::pin!(signal);
         let start_at = args.start_at.map(nodewarden_model::Timestamp::from_nanos);
@@ -543,24 +512,82 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
             () = &mut signal => Ended::Stopped,
             () = lost => Ended::LeadershipLost,
         };
-        match ended {
-            Ended::Stopped => tracing::info!("stopping: no more writes"),
-            Ended::LeadershipLost => tracing::error!(
-                "leadership lost: the Lease was not renewed within --leader-elect-renew-deadline; \
-                 no more writes; exiting so that a fresh process rebuilds its state from the cluster"
-            ),
-        }
-        let would = running.stop();
-        if args.dry_run {
-            tracing::info!(actions = would.len(), "dry run: actions that would have been taken");
-        }
-        if let Some(l) = leadership {
-            l.release().await;
-        }
+        finish(&ended, running, leadership, args.dry_run).await;
         anyhow::Ok(ended)
     })?;
     rt.shutdown_timeout(Duration::from_secs(2));
     Ok(ended)
+}
+
+/// Binds `--bind-address` and serves `/metrics`, `/healthz` and `/readyz`
+/// there, with a task saying (until it can) why the API server at `server`
+/// is not reached; returns the replica's role the endpoints report.
+async fn serve_endpoints(args: &RunArgs, client: &kube::Client, server: &str) -> anyhow::Result<Arc<Role>> {
+    let listener = tokio::net::TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("--bind-address {}", args.bind_address))?;
+    let metrics = crate::prometheus().install_recorder().context("metrics recorder")?;
+    let role = Arc::new(Role::new(server.to_string()));
+    let serving = listener.local_addr().unwrap_or(args.bind_address);
+    tracing::info!("serving /metrics, /healthz and /readyz on http://{serving}");
+    tokio::spawn(reach(client.clone(), role.clone()));
+    let stuck_after = Duration::from_secs(30)
+        .max(Duration::from_nanos(u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3)));
+    tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
+    Ok(role)
+}
+
+/// The kubeconfig's server, a client for the controller's watches and
+/// writes, and one of its own for leader election (its own connections,
+/// as kube-controller-manager's: the Lease is renewed whatever the
+/// writer's backlog, rate limit or throttling), each with a User-Agent
+/// naming this replica.
+async fn clients(args: &RunArgs, identity: &str) -> anyhow::Result<(String, kube::Client, kube::Client)> {
+    let mut kconfig = kube_config(args.kubeconfig.as_deref()).await?;
+    let server = nodewarden_kube::server_url(&kconfig);
+    // The API server's audit log (and our test server) tell replicas
+    // apart by this.
+    let agent = format!("nodewarden/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    kconfig.headers.push((
+        http::header::USER_AGENT,
+        agent.parse().context("the replica's identity is not a valid User-Agent header")?,
+    ));
+    let mut election_config = kconfig.clone();
+    election_config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+    election_config.headers.push((
+        http::header::USER_AGENT,
+        format!("{agent} leader-election")
+            .parse()
+            .context("the replica's identity is not a valid User-Agent header")?,
+    ));
+    let election_client = kube::Client::try_from(nodewarden_kube::controller_config(election_config))
+        .context("kube client for leader election")?;
+    let client = kube::Client::try_from(nodewarden_kube::controller_config(kconfig)).context("kube client")?;
+    Ok((server, client, election_client))
+}
+
+/// Says why the run ends, stops the controller (a dry run lists what it
+/// would have done) and gives the Lease back if this replica held it.
+async fn finish(
+    ended: &Ended,
+    running: nodewarden_kube::Running,
+    leadership: Option<nodewarden_kube::Leadership>,
+    dry_run: bool,
+) {
+    match ended {
+        Ended::Stopped => tracing::info!("stopping: no more writes"),
+        Ended::LeadershipLost => tracing::error!(
+            "leadership lost: the Lease was not renewed within --leader-elect-renew-deadline; \
+             no more writes; exiting so that a fresh process rebuilds its state from the cluster"
+        ),
+    }
+    let would = running.stop();
+    if dry_run {
+        tracing::info!(actions = would.len(), "dry run: actions that would have been taken");
+    }
+    if let Some(l) = leadership {
+        l.release().await;
+    }
 }
 
 fn hostname() -> String {

@@ -144,85 +144,15 @@ pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow:
     };
     let comparison: Option<(String, Comparison)> = b.as_ref().map(|(pb, b)| (pb.display().to_string(), compare(&a, b)));
     if let Some(path) = &clock.report {
-        let mut page = report::render_html(&a.outcome, &a.run);
-        let mut sections = String::new();
-        if let Some((name_b, c)) = &comparison {
-            let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-            let text = c.render_text(&name_a, name_b, usize::MAX);
-            sections.push_str(&format!("<h2>Side by side</h2><pre>{}</pre>", esc(&text)));
-        }
-        sections.push_str(&html_section(&format!("Workloads ({name_a})"), &a));
-        if let Some((pb, b)) = &b {
-            sections.push_str(&html_section(&format!("Workloads ({})", pb.display()), b));
-        }
-        match page.find("<h2>") {
-            Some(i) => page.insert_str(i, &sections),
-            None => page.push_str(&sections),
-        }
-        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        write_report(path, &name_a, &a, b.as_ref(), comparison.as_ref())?;
         if !common.quiet {
             eprintln!("sim: report written to {}", path.display());
         }
     }
     let text = if clock.json {
-        let one = |p: &Played| {
-            serde_json::json!({
-                "workloads": p.report.to_json(),
-                "sim": report::to_json(&p.outcome, &p.run, false),
-            })
-        };
-        let mut v = serde_json::json!({
-            "snapshot": {
-                "source": snap.source, "nodes": snap.nodes.len(), "pods": snap.pods.len(),
-                "leases": snap.leases.len(), "daemonsets": snap.daemonsets.len(),
-                "pod_disruption_budgets": snap.pdbs.len(), "skipped": snap.skipped, "problems": snap.problems,
-            },
-            "faults": faults.describe(),
-            "a": one(&a),
-        });
-        if let Some((pb, b)) = &b {
-            v["b"] = one(b);
-            v["b"]["config"] = serde_json::json!(pb.display().to_string());
-        }
-        if let Some((_, c)) = &comparison {
-            v["compare"] = c.to_json();
-        }
-        let mut s = serde_json::to_string_pretty(&v)?;
-        s.push('\n');
-        s
+        json_text(&snap, &faults, &a, b.as_ref(), comparison.as_ref())?
     } else {
-        let mut s = String::new();
-        match &b {
-            Some((pb, b)) => {
-                if let Some((name_b, c)) = &comparison {
-                    s.push_str(&c.render_text(&name_a, name_b, COMPARE_LIMIT));
-                }
-                // A's report in full, as without --compare; B's only
-                // where the table cannot say enough (a safety check
-                // failed), so the output stays the comparison.
-                s.push_str(&format!("\n== A: {name_a} ==\n"));
-                s.push_str(&a.report.render_text(LIST_LIMIT));
-                s.push('\n');
-                s.push_str(&report::render_text(&a.outcome, &a.run));
-                s.push_str(&format!("\n== B: {} ==\n", pb.display()));
-                if b.outcome.safe() {
-                    s.push_str(&format!(
-                        "B's full report: run again with --config {} and without --compare; --json and --report have both runs.\n",
-                        pb.display()
-                    ));
-                } else {
-                    s.push_str(&b.report.render_text(LIST_LIMIT));
-                    s.push('\n');
-                    s.push_str(&report::render_text(&b.outcome, &b.run));
-                }
-            }
-            None => {
-                s.push_str(&a.report.render_text(LIST_LIMIT));
-                s.push('\n');
-                s.push_str(&report::render_text(&a.outcome, &a.run));
-            }
-        }
-        s
+        plain_text(&name_a, &a, b.as_ref(), comparison.as_ref())
     };
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -231,4 +161,108 @@ pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow:
         _ => {}
     }
     Ok(a.outcome.safe() && b.as_ref().is_none_or(|(_, b)| b.outcome.safe()))
+}
+
+/// The second run of a `--compare`: its config file and what it played.
+type SideB<'a> = (&'a std::path::PathBuf, Played);
+
+/// The HTML page at `path`: run A's report, with the side-by-side table
+/// and each run's workloads before its first section.
+fn write_report(
+    path: &Path,
+    name_a: &str,
+    a: &Played,
+    b: Option<&SideB<'_>>,
+    comparison: Option<&(String, Comparison)>,
+) -> anyhow::Result<()> {
+    let mut page = report::render_html(&a.outcome, &a.run);
+    let mut sections = String::new();
+    if let Some((name_b, c)) = comparison {
+        let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let text = c.render_text(name_a, name_b, usize::MAX);
+        sections.push_str(&format!("<h2>Side by side</h2><pre>{}</pre>", esc(&text)));
+    }
+    sections.push_str(&html_section(&format!("Workloads ({name_a})"), a));
+    if let Some((pb, b)) = b {
+        sections.push_str(&html_section(&format!("Workloads ({})", pb.display()), b));
+    }
+    match page.find("<h2>") {
+        Some(i) => page.insert_str(i, &sections),
+        None => page.push_str(&sections),
+    }
+    std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The `--json` output: the snapshot's figures, the faults, each run and
+/// the comparison.
+fn json_text(
+    snap: &Snapshot,
+    faults: &Faults,
+    a: &Played,
+    b: Option<&SideB<'_>>,
+    comparison: Option<&(String, Comparison)>,
+) -> anyhow::Result<String> {
+    let one = |p: &Played| {
+        serde_json::json!({
+            "workloads": p.report.to_json(),
+            "sim": report::to_json(&p.outcome, &p.run, false),
+        })
+    };
+    let mut v = serde_json::json!({
+        "snapshot": {
+            "source": snap.source, "nodes": snap.nodes.len(), "pods": snap.pods.len(),
+            "leases": snap.leases.len(), "daemonsets": snap.daemonsets.len(),
+            "pod_disruption_budgets": snap.pdbs.len(), "skipped": snap.skipped, "problems": snap.problems,
+        },
+        "faults": faults.describe(),
+        "a": one(a),
+    });
+    if let Some((pb, b)) = b {
+        v["b"] = one(b);
+        v["b"]["config"] = serde_json::json!(pb.display().to_string());
+    }
+    if let Some((_, c)) = comparison {
+        v["compare"] = c.to_json();
+    }
+    let mut s = serde_json::to_string_pretty(&v)?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// The text output: A's report in full, and with `--compare` the
+/// comparison first and B's report only where a safety check failed.
+fn plain_text(name_a: &str, a: &Played, b: Option<&SideB<'_>>, comparison: Option<&(String, Comparison)>) -> String {
+    let mut s = String::new();
+    match b {
+        Some((pb, b)) => {
+            if let Some((name_b, c)) = comparison {
+                s.push_str(&c.render_text(name_a, name_b, COMPARE_LIMIT));
+            }
+            // A's report in full, as without --compare; B's only
+            // where the table cannot say enough (a safety check
+            // failed), so the output stays the comparison.
+            s.push_str(&format!("\n== A: {name_a} ==\n"));
+            s.push_str(&a.report.render_text(LIST_LIMIT));
+            s.push('\n');
+            s.push_str(&report::render_text(&a.outcome, &a.run));
+            s.push_str(&format!("\n== B: {} ==\n", pb.display()));
+            if b.outcome.safe() {
+                s.push_str(&format!(
+                    "B's full report: run again with --config {} and without --compare; --json and --report have both runs.\n",
+                    pb.display()
+                ));
+            } else {
+                s.push_str(&b.report.render_text(LIST_LIMIT));
+                s.push('\n');
+                s.push_str(&report::render_text(&b.outcome, &b.run));
+            }
+        }
+        None => {
+            s.push_str(&a.report.render_text(LIST_LIMIT));
+            s.push('\n');
+            s.push_str(&report::render_text(&a.outcome, &a.run));
+        }
+    }
+    s
 }

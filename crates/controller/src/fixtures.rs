@@ -3,8 +3,10 @@
 //! NoExecute taint patch.
 
 use nodewarden_engine::explain::Verdict;
-use nodewarden_engine::{Action, ActionId, ActionKind, Explanation, NodeSnapshot, Observation, PodSnapshot, WriteSlot};
-use nodewarden_model::{ConditionStatus, DeletionMode, Span, Taint, TaintEffect, Timestamp, Toleration, keys};
+use nodewarden_engine::{
+    Action, ActionId, ActionKind, Explanation, NodeSnapshot, Observation, PodSnapshot, WriteSlot, ZoneReport, ZoneState,
+};
+use nodewarden_model::{ConditionStatus, DeletionMode, Span, Taint, TaintEffect, Timestamp, Toleration, ZoneKey, keys};
 
 /// `secs` seconds after the epoch.
 pub(crate) fn t(secs: i64) -> Timestamp {
@@ -137,4 +139,16 @@ pub(crate) fn reservation_patch(node: &str, add: bool) -> Action {
         id: ActionId(2),
         kind: ActionKind::PatchNodeTaints { node: node.into(), add, remove, slot: WriteSlot::CriticalAddonsTaint },
     }
+}
+
+/// The zone reports of one zone, `z`, at `rate`.
+pub(crate) fn zone(rate: f64) -> Vec<ZoneReport> {
+    vec![ZoneReport {
+        key: ZoneKey::new("", "z"),
+        state: Some(ZoneState::Normal),
+        rate,
+        size: 3,
+        not_ready: 1,
+        queued: 0,
+    }]
 }

@@ -83,40 +83,8 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     let env = format!("{}@{}", opts.rate, secs(anchor));
     let kubeconfig = opts.dir.join("kubeconfig");
     let journal = opts.dir.join("journal.jsonl");
-    let server_log = opts.dir.join("server.log");
 
-    let mut server = Command::new(opts.binary);
-    server
-        .args(["sim", "--serve", "127.0.0.1:0", "--quiet", "--scenario"])
-        .arg(scenario_file)
-        .arg("--write-kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--journal")
-        .arg(&journal)
-        .args(["--start-at", &secs(anchor)])
-        .env(wall::ENV, &env)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped());
-    let mut server = Proc::spawn(server, "sim --serve", server_log.clone())?;
-    let stdout = server.take_stdout();
-    // The server says where its kubeconfig is once it serves.
-    if let Some(out) = stdout {
-        let mut lines = BufReader::new(out).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(l)) if l.starts_with("kubeconfig:") => break,
-                Some(Ok(_)) => {}
-                _ => {
-                    server.check()?;
-                    return Err(WireError::Process(format!(
-                        "sim --serve wrote no kubeconfig; the end of {}:\n{}",
-                        server_log.display(),
-                        tail(&server_log)
-                    )));
-                }
-            }
-        }
-    }
+    let mut server = start_server(scenario_file, opts, &kubeconfig, &journal, anchor, &env)?;
 
     let mut started = 0usize;
     let mut start_controller = |at: Timestamp| -> Result<Controller, WireError> {
@@ -142,15 +110,7 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     // The real Unix time at which the scenario reaches `t`.
     let real_of = |t: Timestamp| clock.real_at(anchor + (t - Timestamp::EPOCH).as_nanos());
     let lead = i64::try_from(LEAD.as_nanos()).unwrap_or(0);
-    let mut restarts: Vec<Timestamp> = scenario
-        .events
-        .iter()
-        .filter(|e| matches!(e.action, EventAction::RestartController))
-        .map(|e| Timestamp::EPOCH + e.at)
-        .collect();
-    restarts.sort();
-    restarts.dedup();
-    let mut restarts = restarts.into_iter().peekable();
+    let mut restarts = restart_times(scenario).into_iter().peekable();
 
     let mut current = start_controller(Timestamp::EPOCH)?;
     let mut successor: Option<Controller> = None;
@@ -196,4 +156,63 @@ pub fn play(scenario_file: &Path, scenario: &Scenario, opts: &PlayOptions<'_>) -
     drop(successor);
     server.kill();
     Ok(Played { journal, scrapes, zero_unix_nanos: anchor, controllers: started })
+}
+
+/// Starts `sim --serve` on the file, on the shared clock from `anchor`,
+/// and waits until it says it serves (its kubeconfig written).
+fn start_server(
+    scenario_file: &Path,
+    opts: &PlayOptions<'_>,
+    kubeconfig: &Path,
+    journal: &Path,
+    anchor: i64,
+    env: &str,
+) -> Result<Proc, WireError> {
+    let server_log = opts.dir.join("server.log");
+    let mut server = Command::new(opts.binary);
+    server
+        .args(["sim", "--serve", "127.0.0.1:0", "--quiet", "--scenario"])
+        .arg(scenario_file)
+        .arg("--write-kubeconfig")
+        .arg(kubeconfig)
+        .arg("--journal")
+        .arg(journal)
+        .args(["--start-at", &secs(anchor)])
+        .env(wall::ENV, env)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped());
+    let mut server = Proc::spawn(server, "sim --serve", server_log.clone())?;
+    let stdout = server.take_stdout();
+    // The server says where its kubeconfig is once it serves.
+    if let Some(out) = stdout {
+        let mut lines = BufReader::new(out).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(l)) if l.starts_with("kubeconfig:") => break,
+                Some(Ok(_)) => {}
+                _ => {
+                    server.check()?;
+                    return Err(WireError::Process(format!(
+                        "sim --serve wrote no kubeconfig; the end of {}:\n{}",
+                        server_log.display(),
+                        tail(&server_log)
+                    )));
+                }
+            }
+        }
+    }
+    Ok(server)
+}
+
+/// The file's `restart-controller` instants, in order, each once.
+fn restart_times(scenario: &Scenario) -> Vec<Timestamp> {
+    let mut restarts: Vec<Timestamp> = scenario
+        .events
+        .iter()
+        .filter(|e| matches!(e.action, EventAction::RestartController))
+        .map(|e| Timestamp::EPOCH + e.at)
+        .collect();
+    restarts.sort();
+    restarts.dedup();
+    restarts
 }
