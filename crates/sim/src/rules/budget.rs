@@ -171,7 +171,10 @@ mod tests {
         assert_eq!(budget_status(ready(3), Some(Percent(50)), None).desired, 2);
         assert_eq!(budget_status(ready(4), None, Some(Percent(30))).desired, 2);
         assert_eq!(budget_status(ready(1), None, Some(Int(3))).desired, 0);
-        assert_eq!(budget_status(ready(3), None, None), BudgetStatus { expected: 0, healthy: 3, desired: 0, allowed: 0 });
+        assert_eq!(
+            budget_status(ready(3), None, None),
+            BudgetStatus { expected: 0, healthy: 3, desired: 0, allowed: 0 }
+        );
         assert_eq!(budget_status([], Some(Int(0)), None).allowed, 0);
     }
 
