@@ -10,7 +10,7 @@
 //!
 //! [`Simulation`] is the live counterpart behind `nodewarden sim` and
 //! `cargo xtask load`: a generated fleet ([`fleet`]) or a scenario file's
-//! cluster, kubelets heartbeating with jitter, a fault plan ([`faults`],
+//! cluster, kubelets heartbeating with jitter, a fault plan ([`FaultPlan`],
 //! [`builtin`]), the engine stepped on its 100 ms grid through the same
 //! [`Controller`](nodewarden_controller::Controller) loop and safety
 //! interlock, and the figures rendered by [`report`].

@@ -58,7 +58,7 @@ pub struct Cluster {
     ever_nodes: BTreeSet<String>,
     /// What the kubelets and the timeline read and write at every renewal,
     /// one row per name that ever had a node or a Lease (rows are never
-    /// removed): a kubelet keeps its node's row ([`NodeHandle`](crate::kubelet::NodeHandle)), so a
+    /// removed): a kubelet keeps its node's row ([`NodeHandle`](crate::NodeHandle)), so a
     /// renewal is no search by name. [`Cluster::state`] sorts the Leases.
     rows: Vec<NodeRow>,
     /// Each name's row.
