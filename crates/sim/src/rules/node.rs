@@ -167,4 +167,15 @@ mod tests {
         edit_labels(&mut labels, &BTreeMap::from([("k".to_string(), None), ("m".to_string(), Some("x".to_string()))]));
         assert_eq!(labels.keys().collect::<Vec<_>>(), ["l", "m"]);
     }
+
+    /// The served cluster had moved a replaced taint to the end of the
+    /// list; upstream's `AddOrUpdateTaint` replaces it where it stands, as
+    /// [`patch_by`] does for both back ends.
+    #[test]
+    fn a_replaced_item_keeps_its_place() {
+        let same = |a: &(&str, u32), b: &(&str, u32)| a.0 == b.0;
+        let mut items = vec![("a", 1), ("b", 1), ("c", 1)];
+        patch_by(&mut items, &[("b", 2), ("d", 1)], &[("c", 0)], same);
+        assert_eq!(items, [("a", 1), ("b", 2), ("d", 1)]);
+    }
 }
