@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nodewarden_model::{Span, Timestamp};
 use nodewarden_sim::AdmissionDefaults;
+use nodewarden_sim::rules::pod::deletion_grace;
 use serde_json::{Value, json};
 
 use crate::faults::ApiFaults;
@@ -90,15 +91,18 @@ impl ServedCluster {
     /// (a scenario with `cluster.scheduler: true`, the critical-addon
     /// cluster), a bound pod whose node is Ready is held by its kubelet
     /// through its grace period (the deletion's `gracePeriodSeconds`, else
-    /// the pod's own), so the rescheduler's addon waits for the room; the
+    /// the pod's own: [`deletion_grace`]), so the rescheduler's addon waits for the room; the
     /// deletion ends when the grace does. Everything else goes at once, as
     /// in replay: node lifecycle deletes pods of nodes that are not Ready,
     /// whose kubelet cannot hold them. `Some((grace, end))` when it stays.
     pub(crate) fn graceful_deletion(&self, s: &Inner, pod: &Value, grace: Option<i64>) -> Option<(i64, Timestamp)> {
-        self.graceful.lock().unwrap_or_else(PoisonError::into_inner).as_ref()?;
-        let grace = grace
-            .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
-            .filter(|g| *g > 0)?;
+        let tracks = self.graceful.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+        let own = pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).map(Span::from_secs);
+        let grace = deletion_grace(tracks, grace.map(Span::from_secs), own);
+        if grace <= Span::ZERO {
+            return None;
+        }
+        let grace = grace.as_nanos() / 1_000_000_000;
         let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty())?;
         let terminating = pod.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
         let node_ready = s.get(Kind::Node, node).is_some_and(|n| n.field(NODE_READY).as_deref() == Some("True"));

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use nodewarden_controller::Controller;
 use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp, wall};
-use nodewarden_sim::faults::{Fault, FaultPlan};
 use nodewarden_sim::{Cluster, EventAction, Kubelets};
+use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -470,7 +470,7 @@ impl Driver {
                 scratch.put_node(n);
             }
         }
-        let obs = nodewarden_sim::faults::apply_event(&mut scratch, &mut self.kubelets, now, action);
+        let obs = nodewarden_sim::served::apply_event(&mut scratch, &mut self.kubelets, now, action);
         for o in obs {
             served_api::write_observation(s, &time, self.lease_duration, o);
         }

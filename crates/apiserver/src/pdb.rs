@@ -1,9 +1,11 @@
-//! PodDisruptionBudgets: the disruption controller's status (computed
-//! here from the pods) and the eviction of a pod under them, refused when
-//! a budget forbids it, as upstream's Eviction API refuses it.
+//! PodDisruptionBudgets in the served cluster: the disruption controller's
+//! status and the eviction of a pod under them. The rules are the
+//! simulated cluster's ([`nodewarden_sim::rules::budget`]), so both back
+//! ends count and refuse alike; this module finds the pods and budgets in
+//! the JSON store, reads what the rules need and stores what they answer.
 //!
 //! Invariant: a refused eviction changes nothing; an accepted one takes
-//! one disruption from the budget (of a healthy pod) and deletes the pod,
+//! the disruption the verdict says from the budget and deletes the pod,
 //! in one hold of the store's lock. The verdict is a [`EvictionRefused`],
 //! which HTTP clients and the in-process controller both see worded as
 //! the API words it ([`ApiError`]).
@@ -15,103 +17,122 @@ use serde_json::{Value, json};
 use crate::cluster::{ServedCluster, mark_graceful};
 use crate::error::{ApiError, Cause};
 use crate::resource::Kind;
-use crate::selector::{LabelReq, LabelSelector};
+use crate::selector::LabelSelector;
 use crate::store::{Inner, Obj, key_of};
+use nodewarden_sim::rules::budget::{self, BudgetStatus, Disruption, PodHealth};
+use nodewarden_sim::scenario::IntOrPercent;
 
-/// A PDB's `spec.selector` as a label selector; `None` when malformed.
+/// A PDB's `spec.selector` as every reader in nodewarden reads a label
+/// selector (`nodewarden_objects`); `None` when malformed (the budget's
+/// sync then fails, as upstream's does). A budget without a selector
+/// selects no pod (policy/v1: `LabelSelectorAsSelector(nil)` is
+/// `labels.Nothing()`).
 pub fn selector(pdb: &Value) -> Option<LabelSelector> {
-    let sel = pdb.pointer("/spec/selector")?;
-    let mut reqs: Vec<LabelReq> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter().map(|(k, v)| LabelReq::In(k.clone(), vec![v.as_str().unwrap_or_default().to_string()])).collect()
-        })
-        .unwrap_or_default();
-    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
-        let key = e.get("key").and_then(Value::as_str)?.to_string();
-        let values: Vec<String> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        reqs.push(match e.get("operator").and_then(Value::as_str)? {
-            "In" => LabelReq::In(key, values),
-            "NotIn" => LabelReq::NotIn(key, values),
-            "Exists" => LabelReq::Exists(key),
-            "DoesNotExist" => LabelReq::DoesNotExist(key),
-            _ => return None,
-        });
+    match pdb.pointer("/spec/selector") {
+        None | Some(Value::Null) => Some(LabelSelector::nothing()),
+        Some(sel) => nodewarden_objects::label_selector_reading(sel).ok().map(|s| LabelSelector::from(&s)),
     }
-    Some(LabelSelector(reqs))
 }
 
-/// Ready as every reader in nodewarden reads it (`nodewarden_objects`):
-/// a Ready condition whose status is not `True` is not ready.
-fn is_ready(pod: &Value) -> bool {
-    nodewarden_objects::pod_reading(pod, nodewarden_model::Timestamp::EPOCH, nodewarden_objects::Detail::Lifecycle)
-        .and_then(|p| p.ready)
-        == Some(true)
-}
-
-fn scaled(v: &Value, expected: i64) -> Option<i64> {
+/// A budget's `minAvailable` or `maxUnavailable` as upstream's
+/// `intstr.GetScaledValueFromIntOrPercent` reads it: a whole number, or a
+/// string of digits ending in `%`; anything else is an error, which fails
+/// the budget's sync.
+fn int_or_percent(v: &Value) -> Result<IntOrPercent, String> {
+    let bad = || format!("invalid value for IntOrString: {v}");
     match v {
-        Value::Number(n) => n.as_i64(),
+        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()).map(IntOrPercent::Int).ok_or_else(bad),
         Value::String(s) => {
-            let pct: f64 = s.strip_suffix('%')?.parse().ok()?;
-            Some((pct * expected as f64 / 100.0).ceil() as i64)
+            let digits = s.strip_suffix('%').ok_or_else(bad)?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            digits.parse().map(IntOrPercent::Percent).map_err(|_| bad())
         }
-        _ => None,
+        _ => Err(bad()),
     }
 }
 
-/// The budget's numbers now: (expected, current healthy, desired healthy).
-pub fn numbers(s: &Inner, pdb: &Obj) -> (i64, i64, i64) {
+/// What the budget rules read of a stored pod: `running` unless its phase
+/// is one upstream's Eviction API lets go without asking budgets.
+fn pod_health(pod: &Value) -> PodHealth {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    PodHealth {
+        terminating: pod.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()),
+        running: !matches!(phase, Some("Pending" | "Succeeded" | "Failed")),
+        ready: nodewarden_objects::pod_reading(
+            pod,
+            nodewarden_model::Timestamp::EPOCH,
+            nodewarden_objects::Detail::Lifecycle,
+        )
+        .and_then(|p| p.ready),
+    }
+}
+
+/// The budget's status now ([`budget::budget_status`] over the pods of its
+/// namespace its selector picks); an error, as the disruption controller's
+/// sync fails, when its selector or numbers cannot be read.
+fn status(s: &Inner, pdb: &Obj) -> Result<BudgetStatus, String> {
     let v = pdb.value();
-    let Some(sel) = selector(&v) else { return (0, 0, 0) };
+    let sel = selector(&v).ok_or_else(|| "invalid selector".to_string())?;
+    let field = |name: &str| v.pointer(name).filter(|x| !x.is_null()).map(int_or_percent).transpose();
+    let min_available = field("/spec/minAvailable")?;
+    let max_unavailable = field("/spec/maxUnavailable")?;
     let prefix = format!("{}/", pdb.namespace());
-    let pods: Vec<Value> = s
-        .snapshot(Kind::Pod)
+    let snapshot = s.snapshot(Kind::Pod);
+    let pods = snapshot
         .iter_from("", Some(&prefix))
         .filter(|p| sel.matches_with(|k| p.labels.get(k)))
-        .map(|p| p.value())
-        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null))
-        .collect();
-    let expected = pods.len() as i64;
-    let healthy = pods.iter().filter(|p| is_ready(p)).count() as i64;
-    let desired = match (v.pointer("/spec/minAvailable"), v.pointer("/spec/maxUnavailable")) {
-        (Some(min), _) => scaled(min, expected).unwrap_or(expected),
-        (None, Some(max)) => expected - scaled(max, expected).unwrap_or(0),
-        (None, None) => 1,
-    };
-    (expected, healthy, desired.max(0))
+        .map(|p| pod_health(&p.value()));
+    Ok(budget::budget_status(pods, min_available, max_unavailable))
 }
 
-/// Recomputes every budget's status; writes only those that changed.
+/// The `DisruptionAllowed` condition for `allowed` (upstream
+/// `UpdateDisruptionAllowedCondition`), or False with `SyncFailed` when
+/// the sync failed; the transition time moves only with the status.
+fn allowed_condition(prev: Option<&Value>, allowed: bool, failed: Option<&str>, generation: i64, now: &str) -> Value {
+    let status = if allowed { "True" } else { "False" };
+    let (reason, message) = match failed {
+        Some(why) => ("SyncFailed", why),
+        None if allowed => ("SufficientPods", ""),
+        None => ("InsufficientPods", ""),
+    };
+    let since = match prev {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(now),
+    };
+    json!({"type": "DisruptionAllowed", "status": status, "reason": reason, "message": message,
+           "observedGeneration": generation, "lastTransitionTime": since})
+}
+
+/// Recomputes every budget's status; writes only those that changed. A
+/// budget whose sync fails keeps its numbers and allows nothing (upstream
+/// `failSafe`).
 pub fn refresh(sh: &ServedCluster) {
     let mut s = sh.store.lock();
+    let now = sh.time.time(sh.time.now());
     let pdbs: Vec<Arc<Obj>> = s.snapshot(Kind::PodDisruptionBudget).iter_from("", None).cloned().collect();
     for pdb in pdbs {
-        let (expected, healthy, desired) = numbers(&s, &pdb);
         let mut v = pdb.value();
-        let allowed = (healthy - desired).max(0);
         let generation = v.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
-        let prev_cond = v.pointer("/status/conditions/0").cloned();
-        let status = if allowed > 0 { "True" } else { "False" };
-        let cond = match prev_cond {
-            Some(c) if c["status"] == status => c,
-            _ => {
-                json!({"type": "DisruptionAllowed", "status": status, "reason": if allowed > 0 { "SufficientPods" } else { "InsufficientPods" }, "message": "", "observedGeneration": generation, "lastTransitionTime": sh.time.time(sh.time.now())})
+        let prev_cond = v.pointer("/status/conditions/0");
+        let new_status = match status(&s, &pdb) {
+            Ok(st) => json!({
+                "observedGeneration": generation,
+                "disruptionsAllowed": st.allowed,
+                "currentHealthy": st.healthy,
+                "desiredHealthy": st.desired,
+                "expectedPods": st.expected,
+                "conditions": [allowed_condition(prev_cond, st.allowed > 0, None, generation, &now)],
+            }),
+            Err(why) => {
+                let observed = v.pointer("/status/observedGeneration").and_then(Value::as_i64).unwrap_or(0);
+                let mut st = v.get("status").filter(|x| x.is_object()).cloned().unwrap_or_else(|| json!({}));
+                st["disruptionsAllowed"] = json!(0);
+                st["conditions"] = json!([allowed_condition(prev_cond, false, Some(&why), observed, &now)]);
+                st
             }
         };
-        let new_status = json!({
-            "observedGeneration": generation,
-            "disruptionsAllowed": allowed,
-            "currentHealthy": healthy,
-            "desiredHealthy": desired,
-            "expectedPods": expected,
-            "conditions": [cond],
-        });
         if v.get("status") != Some(&new_status) {
             v["status"] = new_status;
             s.commit(Kind::PodDisruptionBudget, &pdb.key, v, false);
@@ -232,11 +253,7 @@ pub fn evict(sh: &ServedCluster, req: &EvictionRequest<'_>) -> Result<(), Evicti
         return Err(EvictionRefused::ScenarioRefuses);
     }
     let pv = pod.value();
-    let terminal = matches!(pv.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-    let terminating = pv.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
-    if !terminal && !terminating {
-        take_disruption(sh, &mut s, &pod, &pv, ns, name, dry)?;
-    }
+    take_disruption(sh, &mut s, &pod, &pv, ns, name, dry)?;
     if !dry {
         let mut pv = pv;
         match sh.graceful_deletion(&s, &pv, grace) {
@@ -252,8 +269,10 @@ pub fn evict(sh: &ServedCluster, req: &EvictionRequest<'_>) -> Result<(), Evicti
     Ok(())
 }
 
-/// The budget's part of an eviction: refused when the pod's budget allows
-/// no disruption; a healthy pod's eviction takes one (unless dry).
+/// The budget's part of an eviction, [`budget::eviction_verdict`]'s: a pod
+/// not running or terminating goes free, several budgets refuse, an
+/// eviction the budget lets through may take one of its disruptions
+/// (unless dry).
 fn take_disruption(
     sh: &ServedCluster,
     s: &mut Inner,
@@ -270,24 +289,31 @@ fn take_disruption(
         .filter(|b| selector(&b.value()).is_some_and(|sel| sel.matches_with(|k| pod.labels.get(k))))
         .cloned()
         .collect();
-    if budgets.len() > 1 {
-        return Err(EvictionRefused::SeveralBudgets);
+    // A budget that cannot be read allows nothing, as its failed sync
+    // published.
+    let broken = BudgetStatus { expected: 0, healthy: 0, desired: 0, allowed: 0 };
+    let covering: Vec<BudgetStatus> = budgets.iter().map(|b| status(s, b).unwrap_or(broken)).collect();
+    match budget::eviction_verdict(pod_health(pv), &covering) {
+        Ok(Disruption::Free) => Ok(()),
+        Ok(Disruption::TakesOne) => {
+            if !dry && let [b] = budgets.as_slice() {
+                let mut bv = b.value();
+                bv["status"]["disruptionsAllowed"] = json!(covering[0].allowed - 1);
+                bv["status"]["disruptedPods"][name] = json!(sh.time.time(sh.time.now()));
+                s.commit(Kind::PodDisruptionBudget, &b.key, bv, false);
+            }
+            Ok(())
+        }
+        Err(budget::SEVERAL_BUDGETS) => Err(EvictionRefused::SeveralBudgets),
+        Err(_) => {
+            let (b, st) = (&budgets[0], covering[0]);
+            Err(EvictionRefused::BudgetExhausted {
+                budget: b.name().to_string(),
+                desired: i64::from(st.desired),
+                healthy: i64::from(st.healthy),
+            })
+        }
     }
-    let Some(b) = budgets.first() else { return Ok(()) };
-    let (_, healthy, desired) = numbers(s, b);
-    let pod_healthy = is_ready(pv);
-    let allowed = healthy - desired;
-    let ok = if pod_healthy { allowed > 0 } else { healthy >= desired };
-    if !ok {
-        return Err(EvictionRefused::BudgetExhausted { budget: b.name().to_string(), desired, healthy });
-    }
-    if !dry && pod_healthy {
-        let mut bv = b.value();
-        bv["status"]["disruptionsAllowed"] = json!((allowed - 1).max(0));
-        bv["status"]["disruptedPods"][name] = json!(sh.time.time(sh.time.now()));
-        s.commit(Kind::PodDisruptionBudget, &b.key, bv, false);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -368,5 +394,77 @@ mod tests {
         let b = s.get(Kind::PodDisruptionBudget, "default/b").map(|b| b.value()).unwrap_or_default();
         assert_eq!(b["status"]["disruptionsAllowed"], 0);
         assert!(b["status"]["disruptedPods"]["web-1"].is_string());
+    }
+
+    fn set_spec(sh: &ServedCluster, spec: Value) {
+        let mut s = sh.store.lock();
+        let Some(b) = s.get(Kind::PodDisruptionBudget, "default/b") else { panic!("no budget") };
+        let mut v = b.value();
+        v["spec"] = spec;
+        s.commit(Kind::PodDisruptionBudget, "default/b", v, false);
+    }
+
+    fn published(sh: &ServedCluster) -> Value {
+        refresh(sh);
+        let s = sh.store.lock();
+        s.get(Kind::PodDisruptionBudget, "default/b").map(|b| b.value()["status"].clone()).unwrap_or_default()
+    }
+
+    /// Disagreement (b): the served cluster read a budget with neither
+    /// field as `minAvailable: 1` and a malformed percentage as a float; the
+    /// disruption controller allows nothing for the first and fails the
+    /// sync of the second (`failSafe`: nothing allowed, `SyncFailed`).
+    #[test]
+    fn budgets_are_read_as_the_disruption_controller_reads_them() {
+        let sh = cluster();
+        let sel = json!({"matchLabels": {"app": "web"}});
+        set_spec(&sh, json!({"maxUnavailable": "100%", "selector": sel}));
+        let st = published(&sh);
+        assert_eq!((st["expectedPods"].clone(), st["disruptionsAllowed"].clone()), (json!(1), json!(1)));
+        set_spec(&sh, json!({"selector": sel}));
+        let st = published(&sh);
+        assert_eq!((st["expectedPods"].clone(), st["desiredHealthy"].clone()), (json!(0), json!(0)));
+        assert_eq!(st["disruptionsAllowed"], 0);
+        set_spec(&sh, json!({"maxUnavailable": "50.5%", "selector": sel}));
+        let st = published(&sh);
+        assert_eq!(st["disruptionsAllowed"], 0);
+        assert_eq!(st["conditions"][0]["reason"], "SyncFailed");
+        assert_eq!(evict(&sh, &eviction(None)).map_err(|r| ApiError::from(r).code()), Err(429));
+    }
+
+    /// Disagreement (c): an integer minAvailable expects every matching
+    /// pod, terminating ones too (upstream `getExpectedPodCount`), none of
+    /// which is healthy.
+    #[test]
+    fn an_integer_min_available_expects_terminating_pods_too() {
+        let sh = cluster();
+        {
+            let mut s = sh.store.lock();
+            let pod = json!({"metadata": {"name": "web-2", "namespace": "default", "uid": "u2", "labels": {"app": "web"},
+                                          "deletionTimestamp": "2025-01-01T00:00:00Z", "finalizers": ["f"]},
+                             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+            s.commit(Kind::Pod, "default/web-2", pod, false);
+        }
+        let st = published(&sh);
+        assert_eq!((st["expectedPods"].clone(), st["currentHealthy"].clone()), (json!(2), json!(1)));
+        // Disagreement (d): evicting the terminating pod does not ask its
+        // budget (upstream `canIgnorePDB`), though the budget has no room.
+        let going = EvictionRequest { name: "web-2", ..eviction(None) };
+        assert_eq!(evict(&sh, &going), Ok(()));
+    }
+
+    /// A Pending pod is evicted without asking its budget (upstream
+    /// `canIgnorePDB`), though the budget has no room.
+    #[test]
+    fn a_pending_pod_goes_whatever_its_budget_says() {
+        let sh = cluster();
+        {
+            let mut s = sh.store.lock();
+            let Some(p) = s.get(Kind::Pod, "default/web-1") else { panic!("no pod") };
+            let mut v = p.value();
+            v["status"]["phase"] = json!("Pending");
+            s.commit(Kind::Pod, "default/web-1", v, false);
+        }
+        assert_eq!(evict(&sh, &eviction(None)), Ok(()));
     }
 }

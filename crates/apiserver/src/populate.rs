@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use nodewarden_model::{Span, Timestamp};
-use nodewarden_sim::faults::{Fault, FaultPlan};
 use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
 use nodewarden_sim::{AdmissionDefaults, Builtin, Cluster, EventAction, KubeletTiming, Kubelets, Scenario};
+use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
 
 use crate::cluster::ServedCluster;
@@ -56,7 +56,7 @@ pub fn create_namespace(s: &mut Inner, time: &TimeBase, name: &str) {
 /// has any, created now. One of the same name is replaced in place (a new
 /// uid), as the simulator replaces it: not deleted, so no controller
 /// recreates it.
-pub fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_sim::cluster::SimPod, now: Timestamp) {
+pub fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_sim::SimPod, now: Timestamp) {
     let mut snap = p.snapshot();
     snap.scheduling = p.scheduling.clone();
     let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
@@ -176,7 +176,7 @@ fn simulated(
                 // builds: full nodes, budgets, the addons on the first node,
                 // with what the scheduler reads.
                 cluster = cluster.with_scheduling(true, true);
-                nodewarden_sim::addons::build(spec, timing, &mut cluster, &mut kubelets)
+                nodewarden_sim::served::build_addons(spec, timing, &mut cluster, &mut kubelets)
             } else {
                 fleet::build(spec, timing, &mut cluster, &mut kubelets)
             };

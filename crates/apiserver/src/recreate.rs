@@ -8,9 +8,12 @@
 //! lifecycle controller evicted comes back unscheduled and the scheduler,
 //! and then the rescheduler, have something to do.
 //!
-//! The replacement is the old pod's spec under the name `<name>-r<N>` (the
-//! first N free, counted from the original name, as the simulator names
-//! it), with a new uid, created now, unbound and Pending. DaemonSet pods
+//! Which pods come back, under what name and how ready is decided by the
+//! simulated cluster's rules ([`nodewarden_sim::rules::recreate`]); this
+//! module reads the JSON for them and stores the replacement: the old pod's
+//! spec under the name `<name>-r<N>` (the first N free, counted from the
+//! original name, with no upper bound), with a new uid, created now,
+//! unbound and Pending. DaemonSet pods
 //! (their controller makes one per node) and mirror pods are not
 //! replaced, nor are bare pods. It follows the store's changes from the
 //! resourceVersion it last saw, so a dropped or lagging subscription
@@ -24,7 +27,7 @@ use std::sync::Arc;
 
 use nodewarden_model::Timestamp;
 use nodewarden_model::scheduling::MIRROR_POD_ANNOTATION;
-use nodewarden_sim::cluster::replacement_base;
+use nodewarden_sim::rules::recreate::{is_replaced, replacement_name, replacement_ready};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 use tracing::{debug, warn};
@@ -43,20 +46,21 @@ pub struct Recreator {
     replaced: HashSet<String>,
 }
 
-/// True when the pod's controller would make a replacement: it has a
-/// controller owner that is not a DaemonSet, and it is not a mirror pod.
+/// True when the pod's controller would make a replacement
+/// ([`is_replaced`]), read from its controller owner reference and its
+/// mirror annotation.
 pub fn replaced_by_owner(pod: &Value) -> bool {
     let mirror = pod
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
         .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION));
-    let owner = pod
+    let owner_kind = pod
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .and_then(|refs| refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true)));
-    !mirror
-        && owner
-            .is_some_and(|o| o.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty() && k != "DaemonSet"))
+        .and_then(|refs| refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true)))
+        .and_then(|o| o.get("kind").and_then(Value::as_str))
+        .filter(|k| !k.is_empty());
+    is_replaced(owner_kind == Some("DaemonSet"), mirror, owner_kind)
 }
 
 /// The pod `old` (deleted, or terminating) as its controller recreates it:
@@ -78,16 +82,15 @@ pub fn replacement(old: &Value, name: &str, uid: &str, created: &str) -> Value {
     let mut status = Map::new();
     status.insert("phase".into(), json!("Pending"));
     status.insert("qosClass".into(), qos);
-    // Not ready until started, as replay's replacements are: a pod that
-    // had a Ready condition comes back with Ready=False.
+    // Not ready until started ([`replacement_ready`]).
     let had_ready = old
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| cs.iter().any(|c| c.get("type").and_then(Value::as_str) == Some("Ready")));
-    if had_ready {
+    if let Some(ready) = replacement_ready(had_ready) {
         status.insert(
             "conditions".into(),
-            json!([{"type": "Ready", "status": "False", "lastProbeTime": null, "lastTransitionTime": created}]),
+            json!([{"type": "Ready", "status": ready.as_str(), "lastProbeTime": null, "lastTransitionTime": created}]),
         );
     }
     v["status"] = Value::Object(status);
@@ -167,16 +170,10 @@ impl Recreator {
     }
 }
 
-/// Creates the replacement of the pod at `key`; false when none could be
-/// named.
+/// Creates the replacement of the pod at `key` ([`replacement_name`]);
+/// false when its namespace is going.
 fn recreate(s: &mut Inner, sh: &ServedCluster, key: &str, old: &Value, now: Timestamp) -> bool {
-    let base = replacement_base(key);
-    let Some(new_key) =
-        (1u64..10_000).map(|n| format!("{base}-r{n}")).find(|k| k != key && s.get(Kind::Pod, k).is_none())
-    else {
-        warn!(pod = key, "pod replacements: no free name for a replacement");
-        return false;
-    };
+    let new_key = replacement_name(key, |k| s.get(Kind::Pod, k).is_some());
     let (ns, name) = new_key.split_once('/').unwrap_or(("default", new_key.as_str()));
     let namespace_going = s
         .get(Kind::Namespace, ns)

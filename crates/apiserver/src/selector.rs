@@ -35,9 +35,35 @@ impl LabelSelector {
         })
     }
 
+    /// A selector that selects nothing: `labels.Nothing()`, what a
+    /// policy/v1 budget without a selector selects.
+    pub fn nothing() -> LabelSelector {
+        // No label has a value among none.
+        LabelSelector(vec![LabelReq::In(String::new(), Vec::new())])
+    }
+
     /// True when it selects everything.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// An object's `metav1.LabelSelector`, as `nodewarden_objects` reads one
+/// (matchLabels and the four label operators), as requirements on labels.
+impl From<&nodewarden_model::LabelSelector> for LabelSelector {
+    fn from(s: &nodewarden_model::LabelSelector) -> LabelSelector {
+        use nodewarden_model::scheduling::SelectorOperator as Op;
+        let labels = s.match_labels.iter().map(|(k, v)| LabelReq::In(k.clone(), vec![v.clone()]));
+        let expressions = s.match_expressions.iter().map(|r| match r.operator {
+            Op::In => LabelReq::In(r.key.clone(), r.values.clone()),
+            Op::NotIn => LabelReq::NotIn(r.key.clone(), r.values.clone()),
+            Op::Exists => LabelReq::Exists(r.key.clone()),
+            Op::DoesNotExist => LabelReq::DoesNotExist(r.key.clone()),
+            // A label selector read by `nodewarden_objects` never holds
+            // Gt or Lt (node affinity's only); were it to, it selects nothing.
+            Op::Gt | Op::Lt => LabelReq::In(String::new(), Vec::new()),
+        });
+        LabelSelector(labels.chain(expressions).collect())
     }
 }
 

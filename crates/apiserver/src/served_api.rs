@@ -22,7 +22,7 @@
 //! (uid, budgets through the eviction), and faults refuse it as they would
 //! refuse that client.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, MutexGuard};
 
 use nodewarden_controller::{Applied, ClusterApi};
@@ -31,6 +31,8 @@ use nodewarden_engine::{
 };
 use nodewarden_model::{ControllerConfig, DeletionMode, Timestamp};
 use nodewarden_objects::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
+use nodewarden_sim::rules::node as node_rules;
+use nodewarden_sim::rules::pod::POD_DISRUPTION_TARGET;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -305,11 +307,14 @@ fn failed(id: nodewarden_engine::ActionId, why: String, current: Option<Observat
     Applied { observations, outcome: Some(WriteOutcome::Failed(why)), violation: None }
 }
 
-fn set_condition(list: &mut Vec<Value>, cond: Value) {
-    match list.iter_mut().find(|c| c["type"] == cond["type"]) {
-        Some(c) => *c = cond,
-        None => list.push(cond),
-    }
+/// Conditions are one per `type` (their patch merge key).
+fn same_type(a: &Value, b: &Value) -> bool {
+    a["type"] == b["type"]
+}
+
+/// Taints are one per key and effect (upstream `Taint.MatchTaint`).
+fn same_taint(a: &Value, b: &Value) -> bool {
+    a["key"] == b["key"] && a["effect"] == b["effect"]
 }
 
 impl ClusterApi for ServedApi<'_> {
@@ -388,25 +393,29 @@ fn edit(kind: &ActionKind, v: &mut Value, time: &TimeBase, now: Timestamp, pod_n
     match kind {
         ActionKind::UpdateNodeConditions { conditions, .. } => {
             let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-            for c in conditions {
-                set_condition(&mut list, convert::condition_json(c, time));
-            }
+            let updates: Vec<Value> = conditions.iter().map(|c| convert::condition_json(c, time)).collect();
+            node_rules::merge_by(&mut list, &updates, same_type);
             v["status"]["conditions"] = Value::Array(list);
         }
         ActionKind::PatchNodeTaints { add, remove, .. } => {
             let mut taints: Vec<Value> =
                 v.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
-            let same = |t: &Value, key: &str, effect: &str| t["key"] == key && t["effect"] == effect;
-            taints.retain(|t| !remove.iter().any(|r| same(t, &r.key, r.effect.as_str())));
-            for a in add {
-                taints.retain(|t| !same(t, &a.key, a.effect.as_str()));
-                taints.push(convert::taint_json(a, time));
-            }
+            let add: Vec<Value> = add.iter().map(|t| convert::taint_json(t, time)).collect();
+            let remove: Vec<Value> = remove.iter().map(|t| convert::taint_json(t, time)).collect();
+            node_rules::patch_by(&mut taints, &add, &remove, same_taint);
             v["spec"]["taints"] = Value::Array(taints);
         }
         ActionKind::PatchNodeLabels { labels, .. } => {
-            for (k, val) in labels {
-                v["metadata"]["labels"][k] = json!(val);
+            let mut stored: BTreeMap<String, String> = v
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| m.iter().map(|(k, x)| (k.clone(), x.as_str().unwrap_or_default().to_string())).collect())
+                .unwrap_or_default();
+            node_rules::merge_labels(&mut stored, labels);
+            // Only the labels the patch names are written: any other stays
+            // as stored, malformed or not.
+            for k in labels.keys() {
+                v["metadata"]["labels"][k] = json!(stored[k]);
             }
         }
         ActionKind::MarkPodNotReady { .. } => {
@@ -424,10 +433,8 @@ fn edit(kind: &ActionKind, v: &mut Value, time: &TimeBase, now: Timestamp, pod_n
         }
         ActionKind::AddPodDisruptionTarget { .. } => {
             let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-            set_condition(
-                &mut list,
-                json!({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager", "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": time.time(now)}),
-            );
+            let target = json!({"type": POD_DISRUPTION_TARGET, "status": "True", "reason": "DeletionByTaintManager", "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": time.time(now)});
+            node_rules::merge_by(&mut list, &[target], same_type);
             v["status"]["conditions"] = Value::Array(list);
         }
         ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. } | ActionKind::RecordEvent(_) => {}

@@ -30,10 +30,11 @@ use nodewarden_model::keys::{TAINT_NOT_READY, TAINT_UNREACHABLE};
 use nodewarden_model::scheduling::is_critical_addon;
 use nodewarden_model::{Span, Timestamp, Toleration, TolerationOperator};
 
-use crate::cluster::{Cluster, replacement_base};
+use crate::cluster::Cluster;
 use crate::fleet::{self, FleetSpec, Layout};
 use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::rng::Rng;
+use crate::rules::recreate::replacement_base;
 use crate::scenario::{
     AllocatableSpec, BudgetSpec, CpuQuantity, IntOrPercent, MemoryQuantity, PodSchedulingSpec, PodSpec, RequestsSpec,
 };

@@ -39,7 +39,7 @@ pub enum Builtin {
     /// some under budgets, some with long grace periods, some bare) loses
     /// the node that runs its DNS and metrics addons at 1m; their
     /// replacements fit nowhere until the rescheduler (turned on by this
-    /// scenario) makes room. See [`crate::addons`].
+    /// scenario) makes room. See `addons.rs`.
     CriticalAddon,
 }
 

@@ -175,7 +175,7 @@ const TOUCH_GROUP: usize = 32;
 /// Every running simulated kubelet, by node name.
 ///
 /// Due times are kept in a timing wheel of 100 ms buckets
-/// ([`crate::due`]), so finding what is due costs what is due, not the
+/// (`due.rs`), so finding what is due costs what is due, not the
 /// number of kubelets: a 100k-node simulation renews about 10,000 Leases
 /// per simulated second.
 #[derive(Clone, Debug, Default)]

@@ -10,7 +10,7 @@
 //!
 //! [`Simulation`] is the live counterpart behind `nodewarden sim` and
 //! `cargo xtask load`: a generated fleet ([`fleet`]) or a scenario file's
-//! cluster, kubelets heartbeating with jitter, a fault plan ([`faults`],
+//! cluster, kubelets heartbeating with jitter, a fault plan ([`FaultPlan`],
 //! [`builtin`]), the engine stepped on its 100 ms grid through the same
 //! [`Controller`](nodewarden_controller::Controller) loop and safety
 //! interlock, and the figures rendered by [`report`].
@@ -19,33 +19,39 @@
 //! [`Observation`](nodewarden_engine::Observation)s and applies
 //! [`Action`](nodewarden_engine::Action)s as an API server would.
 
-pub mod addons;
-pub mod admission;
+// Public modules: each is a surface of its own that other crates name by
+// path. Everything else is private behind the re-exports below, so an item
+// no crate uses warns as dead.
 pub mod builtin;
 pub mod cluster;
-mod due;
-pub mod error;
-pub mod expect;
-pub mod faults;
 pub mod fleet;
-pub mod kubelet;
-pub mod output;
-pub mod prepared;
 pub mod report;
-pub mod rng;
 pub mod rules;
-pub mod runner;
 pub mod scenario;
 pub mod scheduler;
-pub mod simulation;
-pub mod statistics;
-pub mod validate;
 pub mod wire;
+
+mod addons;
+mod admission;
+mod due;
+mod error;
+mod expect;
+mod faults;
+mod kubelet;
+mod output;
+mod prepared;
+mod rng;
+mod runner;
+mod simulation;
+mod statistics;
+mod validate;
 
 pub use admission::AdmissionDefaults;
 pub use builtin::{Builtin, UnknownScenario};
 pub use cluster::{Applied, Cluster, RecordedEvent, SimPod};
 pub use error::{Location, ScenarioError};
+pub use expect::{Observed, evaluate};
+pub use faults::{Fault, FaultPlan};
 pub use kubelet::{KubeletApi, KubeletTiming, Kubelets, NodeHandle};
 pub use output::{ActionRecord, ExpectRecord, Record, Summary, ViolationRecord, ZoneRecord};
 pub use prepared::{PodChange, PodChangeKind, Prepared};
@@ -54,3 +60,12 @@ pub use scenario::{EventAction, EventEntry, Expectation, NodeSpec, PodSpec, Scen
 pub use simulation::{Outcome, SimError, SimOptions, Simulation, Source};
 pub use validate::{load_scenario, parse_scenario, validate};
 pub use wire::{ApiLatency, SpanRange, Wire};
+
+/// What a second back end needs beyond the facade: the served cluster
+/// (`nodewarden-apiserver`) builds a scenario's addons and plays a scenario
+/// event through the simulated cluster's own code, so both back ends
+/// start from the same objects and apply an event alike.
+pub mod served {
+    pub use crate::addons::build as build_addons;
+    pub use crate::faults::apply_event;
+}

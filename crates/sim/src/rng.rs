@@ -44,7 +44,8 @@ impl Rng {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
-    /// True with probability `p`.
+    /// True with probability `p` (the tests' random walks).
+    #[cfg(test)]
     pub fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
     }

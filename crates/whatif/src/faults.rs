@@ -5,9 +5,8 @@
 use std::collections::BTreeSet;
 
 use nodewarden_model::{Span, Timestamp, ZoneKey};
-use nodewarden_sim::faults::{Fault, FaultPlan};
 use nodewarden_sim::report::human_span;
-use nodewarden_sim::scenario::EventEntry;
+use nodewarden_sim::{EventEntry, Fault, FaultPlan};
 
 use crate::snapshot::{Snapshot, SnapshotError};
 

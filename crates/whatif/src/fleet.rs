@@ -21,9 +21,7 @@
 
 use nodewarden_engine::NodeSnapshot;
 use nodewarden_model::{ConditionStatus, ConditionType, Span, Timestamp};
-use nodewarden_sim::admission::AdmissionDefaults;
-use nodewarden_sim::kubelet::{KubeletTiming, Kubelets};
-use nodewarden_sim::scenario::PodSpec;
+use nodewarden_sim::{AdmissionDefaults, KubeletTiming, Kubelets, PodSpec};
 use nodewarden_sim::{Cluster, Prepared};
 
 use crate::faults::Faults;

@@ -45,7 +45,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
 
 use nodewarden_model::{Timestamp, ZoneKey};
-use nodewarden_sim::faults::FaultPlan;
+use nodewarden_sim::FaultPlan;
 use nodewarden_sim::report::{human, human_span};
 use nodewarden_sim::{PodChange, PodChangeKind};
 use serde_json::{Value, json};

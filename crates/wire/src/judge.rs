@@ -1,7 +1,7 @@
 //! Judging a scenario file's expectations from what the served cluster
 //! held (its journal, [`nodewarden_apiserver::journal`]) and what the
 //! controller's `/metrics` said (zone states and rates), with replay's own
-//! checks ([`nodewarden_sim::expect`]).
+//! checks ([`nodewarden_sim::evaluate`]).
 //!
 //! The served cluster's state is exact and piecewise constant: it changes
 //! only at journal lines. An expectation holds when it is found true at
@@ -17,8 +17,7 @@ use std::path::Path;
 use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
 use nodewarden_model::{ConditionStatus, PodScheduling, Span, Timestamp, ZoneKey, ZoneState};
 use nodewarden_objects::{Detail, Reader, TimeBase};
-use nodewarden_sim::expect::{Observed, evaluate};
-use nodewarden_sim::{ExpectRecord, Scenario, SimPod};
+use nodewarden_sim::{ExpectRecord, Observed, Scenario, SimPod, evaluate};
 use serde_json::Value;
 
 use crate::WireError;

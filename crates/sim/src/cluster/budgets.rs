@@ -65,6 +65,8 @@ impl Cluster {
     /// ([`rules::budget::eviction_verdict`]), given the budgets of its
     /// namespace whose selector picks it.
     pub(super) fn eviction_verdict(&self, pod: &SimPod) -> Result<(), &'static str> {
+        // The disruption it takes needs no record: the status is recomputed
+        // from the pods, where the evicted one no longer counts.
         let labels = pod.scheduling.as_ref().map_or(&EMPTY_LABELS, |s| &s.labels);
         let ns = pod.key.split_once('/').map_or("", |(ns, _)| ns);
         let covering: Vec<BudgetStatus> = self
@@ -74,7 +76,7 @@ impl Cluster {
             .filter(|b| b.spec.selector.matches(labels))
             .map(|b| self.budget_status(&b.spec))
             .collect();
-        rules::budget::eviction_verdict(pod_health(pod), &covering)
+        rules::budget::eviction_verdict(pod_health(pod), &covering).map(|_| ())
     }
 
     /// Re-computes every budget's `disruptionsAllowed` when pods changed;
@@ -99,9 +101,10 @@ impl Cluster {
     }
 }
 
-/// What the budget rules read of a stored pod.
+/// What the budget rules read of a stored pod: an unbound pod is Pending,
+/// a bound one running (the simulated kubelets start a pod when bound).
 fn pod_health(p: &SimPod) -> PodHealth {
-    PodHealth { terminating: p.terminating, bound: p.node.is_some(), ready: p.ready() }
+    PodHealth { terminating: p.terminating, running: p.node.is_some(), ready: p.ready() }
 }
 
 #[cfg(test)]

@@ -45,12 +45,10 @@ pub use nodes::node_from_spec;
 use objects::budget_snapshot;
 pub use objects::{RecordedEvent, SimBudget, SimPod};
 
-// The rules' names under the paths they had when they lived here (other
-// crates use them).
-pub use crate::rules::budget::{BUDGET_REFUSAL, BudgetStatus, SEVERAL_BUDGETS};
+// The two pod constants the reference model reads under the path they had
+// when the rules lived here; every other rule is named from `rules`.
 pub(crate) use crate::rules::node::is_controller_noexecute;
-pub use crate::rules::pod::{POD_DISRUPTION_TARGET, POD_READY, POD_REASON_NODE_LOST, POD_SCHEDULED};
-pub use crate::rules::recreate::replacement_base;
+pub use crate::rules::pod::{POD_DISRUPTION_TARGET, POD_REASON_NODE_LOST};
 
 /// The simulated cluster.
 #[derive(Clone, Debug, Default)]
@@ -60,7 +58,7 @@ pub struct Cluster {
     ever_nodes: BTreeSet<String>,
     /// What the kubelets and the timeline read and write at every renewal,
     /// one row per name that ever had a node or a Lease (rows are never
-    /// removed): a kubelet keeps its node's row ([`NodeHandle`](crate::kubelet::NodeHandle)), so a
+    /// removed): a kubelet keeps its node's row ([`NodeHandle`](crate::NodeHandle)), so a
     /// renewal is no search by name. [`Cluster::state`] sorts the Leases.
     rows: Vec<NodeRow>,
     /// Each name's row.

@@ -72,10 +72,17 @@ pub fn post_condition(
 /// its type whole, a new type is appended, and conditions it did not send
 /// stay. `status.conditions` merges by `type` (its patch merge key).
 pub fn merge_conditions(conditions: &mut Vec<NodeCondition>, updates: &[NodeCondition]) {
-    for c in updates {
-        match conditions.iter_mut().find(|x| x.kind == c.kind) {
-            Some(x) => *x = c.clone(),
-            None => conditions.push(c.clone()),
+    merge_by(conditions, updates, |a, b| a.kind == b.kind);
+}
+
+/// A merge by identity, whatever holds the items (typed values here, JSON
+/// objects in the served cluster): each update replaces the item `same`
+/// as it in place, or is appended; items no update names stay.
+pub fn merge_by<T: Clone>(items: &mut Vec<T>, updates: &[T], same: impl Fn(&T, &T) -> bool) {
+    for u in updates {
+        match items.iter_mut().find(|x| same(x, u)) {
+            Some(x) => *x = u.clone(),
+            None => items.push(u.clone()),
         }
     }
 }
@@ -86,13 +93,14 @@ pub fn merge_conditions(conditions: &mut Vec<NodeCondition>, updates: &[NodeCond
 /// the taint it matches or is appended. Taints match by key and effect
 /// (upstream `Taint.MatchTaint`), so a swap of value or time is one write.
 pub fn patch_taints(taints: &mut Vec<Taint>, add: &[Taint], remove: &[Taint]) {
-    taints.retain(|t| !remove.iter().any(|r| r.same_as(t)));
-    for a in add {
-        match taints.iter_mut().find(|t| t.same_as(a)) {
-            Some(t) => *t = a.clone(),
-            None => taints.push(a.clone()),
-        }
-    }
+    patch_by(taints, add, remove, Taint::same_as);
+}
+
+/// [`patch_taints`] whatever holds the taints: every item `same` as one in
+/// `remove` goes, then [`merge_by`] with `add`.
+pub fn patch_by<T: Clone>(items: &mut Vec<T>, add: &[T], remove: &[T], same: impl Fn(&T, &T) -> bool) {
+    items.retain(|t| !remove.iter().any(|r| same(r, t)));
+    merge_by(items, add, same);
 }
 
 /// The controller's label patch (upstream `reconcileNodeLabels` through
@@ -158,5 +166,16 @@ mod tests {
         merge_labels(&mut labels, &BTreeMap::from([("l".to_string(), "w".to_string())]));
         edit_labels(&mut labels, &BTreeMap::from([("k".to_string(), None), ("m".to_string(), Some("x".to_string()))]));
         assert_eq!(labels.keys().collect::<Vec<_>>(), ["l", "m"]);
+    }
+
+    /// The served cluster had moved a replaced taint to the end of the
+    /// list; upstream's `AddOrUpdateTaint` replaces it where it stands, as
+    /// [`patch_by`] does for both back ends.
+    #[test]
+    fn a_replaced_item_keeps_its_place() {
+        let same = |a: &(&str, u32), b: &(&str, u32)| a.0 == b.0;
+        let mut items = vec![("a", 1), ("b", 1), ("c", 1)];
+        patch_by(&mut items, &[("b", 2), ("d", 1)], &[("c", 0)], same);
+        assert_eq!(items, [("a", 1), ("b", 2), ("d", 1)]);
     }
 }

@@ -26,7 +26,10 @@ pub fn replacement_base(key: &str) -> &str {
 }
 
 /// The replacement's key: `<base>-r<N>` for the first N from 1 whose key
-/// is not `key` itself and not `taken` (a pod of that key exists).
+/// is not `key` itself and not `taken` (a pod of that key exists). There
+/// is no upper bound: a workload controller always names a replacement
+/// (upstream's generated names never run out), and only finitely many
+/// names can be taken.
 pub fn replacement_name(key: &str, taken: impl Fn(&str) -> bool) -> String {
     let base = replacement_base(key);
     (1u64..).map(|n| format!("{base}-r{n}")).find(|k| !taken(k) && k != key).unwrap_or_else(|| format!("{base}-r"))
@@ -60,5 +63,15 @@ mod tests {
         assert_eq!(replacement_name("ns/web-r1", |k| k == "ns/web-r2"), "ns/web-r3");
         assert_eq!(replacement_ready(true), Some(ConditionStatus::False));
         assert_eq!(replacement_ready(false), None);
+    }
+
+    /// Disagreement (e): the served cluster gave up after `-r9999` (and
+    /// recreated nothing), the simulated one searched on; a workload
+    /// controller always makes its replacement, so the search has no bound.
+    #[test]
+    fn the_name_search_has_no_upper_bound() {
+        let taken =
+            |k: &str| k.strip_prefix("ns/web-r").and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n < 10_000);
+        assert_eq!(replacement_name("ns/web-r3", taken), "ns/web-r10000");
     }
 }

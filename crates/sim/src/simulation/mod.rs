@@ -53,7 +53,7 @@ use crate::fleet::FleetSpec;
 use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::scenario::Scenario;
 use crate::statistics::Statistics;
-pub use crate::statistics::{Latencies, Outcome, Progress, SlowPass, TickCosts, ZoneSample, ZoneTally};
+pub use crate::statistics::{Outcome, Progress, SlowPass};
 use crate::wire::{ApiLatency, Wire, Wired};
 
 /// The engine's tainting grid: steps land on it.

@@ -4,6 +4,7 @@
 use nodewarden_engine::ZoneState;
 
 use super::*;
+use crate::statistics::ZoneTally;
 
 #[test]
 fn ceil_step_rounds_up_to_the_grid() {
