@@ -503,7 +503,8 @@ fn the_helm_chart_values_change_what_they_say_and_bad_values_are_refused() {
 fn exported_metrics() -> BTreeSet<String> {
     let files = [
         "crates/engine/src/metric_names.rs",
-        "crates/kube/src/writer.rs",
+        "crates/kube/src/writer/mod.rs",
+        "crates/kube/src/writer/requests.rs",
         "crates/kube/src/watch.rs",
         "crates/kube/src/leader.rs",
         "crates/kube/src/engine_thread.rs",

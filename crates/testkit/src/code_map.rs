@@ -1,7 +1,7 @@
 //! The check that `docs/architecture.md` maps every source file.
 //!
 //! A file is mapped when the document names it: by its path from the
-//! repository root anywhere (`crates/kube/src/typed.rs`), or in backticks
+//! repository root anywhere (`crates/kube/src/watch.rs`), or in backticks
 //! inside the section about its crate (a heading naming `` `crates/kube` ``
 //! or `` `xtask` ``, up to the next heading of the same or a higher level)
 //! by its path from the crate's `src/` or its file name (`cluster/apply.rs`
