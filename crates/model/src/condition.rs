@@ -144,6 +144,22 @@ impl NodeCondition {
             last_transition: transition,
         }
     }
+
+    /// The four conditions a healthy kubelet posts (Ready, and no memory,
+    /// disk or PID pressure, with the kubelet's reasons), reported at
+    /// `heartbeat` and unchanged since `transition`: every simulated fleet
+    /// starts its nodes this way.
+    pub fn healthy_kubelet(heartbeat: Timestamp, transition: Timestamp) -> Vec<NodeCondition> {
+        [
+            (ConditionType::Ready, ConditionStatus::True, "KubeletReady"),
+            (ConditionType::MemoryPressure, ConditionStatus::False, "KubeletHasSufficientMemory"),
+            (ConditionType::DiskPressure, ConditionStatus::False, "KubeletHasNoDiskPressure"),
+            (ConditionType::PidPressure, ConditionStatus::False, "KubeletHasSufficientPID"),
+        ]
+        .into_iter()
+        .map(|(kind, status, reason)| NodeCondition::posted(kind, status, reason, heartbeat, transition))
+        .collect()
+    }
 }
 
 /// Reason set on conditions the kubelet stopped updating.

@@ -149,16 +149,7 @@ mod tests {
     #[test]
     fn budgets_refuse_then_allow_and_count_down() {
         let mut cluster = Cluster::new(AdmissionDefaults::default());
-        let obs = cluster.add_pod(&PodSpec {
-            name: "kube-system/p0".into(),
-            node: Some("n".into()),
-            daemonset: false,
-            ready: Some(true),
-            terminating: false,
-            tolerations: vec![],
-            refuse_deletions: 0,
-            scheduling: Default::default(),
-        });
+        let obs = cluster.add_pod(&PodSpec::bound("kube-system/p0", "n"));
         let mut side = SchedSide::default();
         side.pods.insert("kube-system/p0".into(), PodScheduling::default());
         let Observation::PodUpserted(PodSnapshot { scheduling, .. }) = side.decorate(obs[0].clone()) else {

@@ -149,16 +149,7 @@ fn requests(cpu_millis: u64, memory_mib: u64) -> RequestsSpec {
 }
 
 fn pod(name: String, node: &str, scheduling: PodSchedulingSpec, daemonset: bool) -> PodSpec {
-    PodSpec {
-        name,
-        node: Some(node.to_string()),
-        daemonset,
-        ready: Some(true),
-        terminating: false,
-        tolerations: vec![],
-        refuse_deletions: 0,
-        scheduling: Box::new(scheduling),
-    }
+    PodSpec { daemonset, scheduling: Box::new(scheduling), ..PodSpec::bound(&name, node) }
 }
 
 /// What happened to one critical addon (its replacements included).

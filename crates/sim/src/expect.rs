@@ -343,16 +343,7 @@ mod tests {
                 Timestamp::EPOCH,
             );
         }
-        c.add_pod(&PodSpec {
-            name: "default/p".into(),
-            node: Some("a".into()),
-            daemonset: false,
-            ready: Some(true),
-            terminating: false,
-            tolerations: vec![],
-            refuse_deletions: 0,
-            scheduling: Default::default(),
-        });
+        c.add_pod(&PodSpec::bound("default/p", "a"));
         let taint = |node: &str, id: u64| Action {
             id: ActionId(id),
             kind: ActionKind::PatchNodeTaints {

@@ -28,9 +28,7 @@ use nodewarden_model::keys::{
     LABEL_ARCH, LABEL_BETA_ARCH, LABEL_BETA_OS, LABEL_OS, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE, TAINT_NOT_READY,
     TAINT_UNREACHABLE,
 };
-use nodewarden_model::{
-    ConditionStatus, ConditionType, NodeCondition, Span, TaintEffect, Timestamp, Toleration, TolerationOperator,
-};
+use nodewarden_model::{NodeCondition, Span, Timestamp, Toleration, TolerationOperator};
 
 use crate::cluster::Cluster;
 use crate::kubelet::{KubeletTiming, Kubelets};
@@ -83,13 +81,7 @@ pub fn zone_name(i: usize) -> String {
 }
 
 fn toleration(key: &str, seconds: Option<i64>) -> Toleration {
-    Toleration {
-        key: key.to_string(),
-        operator: TolerationOperator::Exists,
-        value: String::new(),
-        effect: Some(TaintEffect::NoExecute),
-        seconds,
-    }
+    Toleration::no_execute(key, seconds)
 }
 
 /// DaemonSet pods per node: two, one when a node has fewer than five pods,
@@ -227,22 +219,7 @@ pub fn build(spec: &FleetSpec, timing: &KubeletTiming, cluster: &mut Cluster, ku
         let next_update = start + fraction(&mut phases, timing.update_every);
         let next_report = start + fraction(&mut phases, timing.report_every);
         let heartbeat = next_report - timing.report_every;
-        let conditions = [
-            (ConditionType::Ready, ConditionStatus::True, "KubeletReady"),
-            (ConditionType::MemoryPressure, ConditionStatus::False, "KubeletHasSufficientMemory"),
-            (ConditionType::DiskPressure, ConditionStatus::False, "KubeletHasNoDiskPressure"),
-            (ConditionType::PidPressure, ConditionStatus::False, "KubeletHasSufficientPID"),
-        ]
-        .into_iter()
-        .map(|(kind, status, reason)| NodeCondition {
-            kind,
-            status,
-            reason: reason.to_string(),
-            message: String::new(),
-            last_heartbeat: heartbeat,
-            last_transition: created,
-        })
-        .collect();
+        let conditions = NodeCondition::healthy_kubelet(heartbeat, created);
         let labels = [
             (LABEL_TOPOLOGY_REGION, "region-1"),
             (LABEL_TOPOLOGY_ZONE, layout.zones[z].as_str()),

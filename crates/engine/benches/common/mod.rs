@@ -7,10 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
-use nodewarden_model::{
-    ConditionStatus, ConditionType, ControllerConfig, NodeCondition, Span, TaintEffect, Timestamp, Toleration,
-    TolerationOperator, keys,
-};
+use nodewarden_model::{ControllerConfig, NodeCondition, Span, Timestamp, Toleration, keys};
 
 pub const PERIOD: Span = Span::from_secs(5);
 
@@ -27,22 +24,7 @@ pub fn node(i: usize, zones: usize, nodes: usize, heartbeat: Timestamp) -> NodeS
         labels.insert(k.to_string(), v.to_string());
     }
     let created = Timestamp::EPOCH - Span::from_secs(3600);
-    let conditions = [
-        (ConditionType::Ready, ConditionStatus::True, "KubeletReady"),
-        (ConditionType::MemoryPressure, ConditionStatus::False, "KubeletHasSufficientMemory"),
-        (ConditionType::DiskPressure, ConditionStatus::False, "KubeletHasNoDiskPressure"),
-        (ConditionType::PidPressure, ConditionStatus::False, "KubeletHasSufficientPID"),
-    ]
-    .into_iter()
-    .map(|(kind, status, reason)| NodeCondition {
-        kind,
-        status,
-        reason: reason.into(),
-        message: String::new(),
-        last_heartbeat: heartbeat,
-        last_transition: created,
-    })
-    .collect();
+    let conditions = NodeCondition::healthy_kubelet(heartbeat, created);
     NodeSnapshot {
         version: 0,
         allocatable: None,
@@ -60,13 +42,7 @@ pub fn name(i: usize) -> String {
 }
 
 pub fn toleration(key: &str, seconds: Option<i64>) -> Toleration {
-    Toleration {
-        key: key.to_string(),
-        operator: TolerationOperator::Exists,
-        value: String::new(),
-        effect: Some(TaintEffect::NoExecute),
-        seconds,
-    }
+    Toleration::no_execute(key, seconds)
 }
 
 /// A cluster's worth of observations: nodes, Leases, and `pods_per_node`

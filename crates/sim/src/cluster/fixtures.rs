@@ -41,16 +41,7 @@ pub(crate) fn node_spec(name: &str) -> NodeSpec {
 }
 
 pub(crate) fn pod_spec(name: &str, node: &str) -> PodSpec {
-    PodSpec {
-        name: name.into(),
-        node: Some(node.into()),
-        daemonset: false,
-        ready: Some(true),
-        terminating: false,
-        tolerations: vec![],
-        refuse_deletions: 0,
-        scheduling: Default::default(),
-    }
+    PodSpec::bound(name, node)
 }
 
 pub(crate) fn cluster() -> Cluster {

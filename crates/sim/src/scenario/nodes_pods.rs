@@ -89,6 +89,24 @@ pub struct PodSpec {
     pub scheduling: Box<PodSchedulingSpec>,
 }
 
+impl PodSpec {
+    /// A Ready pod `name` (`namespace/name`) bound to `node`, tolerating
+    /// nothing, as a file writes it with only those two fields: what most
+    /// tests start from.
+    pub fn bound(name: &str, node: &str) -> PodSpec {
+        PodSpec {
+            name: name.into(),
+            node: Some(node.into()),
+            daemonset: false,
+            ready: Some(true),
+            terminating: false,
+            tolerations: vec![],
+            refuse_deletions: 0,
+            scheduling: Default::default(),
+        }
+    }
+}
+
 /// The fields of a pod the scheduler and the rescheduler read, as the
 /// file spells them (flat in the pod's mapping). All optional; a pod that
 /// gives none is what the contract describes.
