@@ -35,9 +35,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-pub mod observe;
-pub mod replica;
-pub mod world;
+mod observe;
+mod replica;
+mod world;
 
 /// One kind of trouble.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

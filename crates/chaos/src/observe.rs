@@ -26,8 +26,6 @@ use crate::{Scale, Trial, Verdict};
 pub struct Deletion {
     /// `namespace/name`.
     pub pod: String,
-    /// Its node.
-    pub node: String,
     /// When the store deleted it.
     pub at: Instant,
     /// Its node carried a NoExecute taint then.
@@ -176,7 +174,6 @@ fn record(h: &mut History, nodes: &mut Nodes, lost: &BTreeSet<String>, c: &Chang
     let since = nodes.get(&node).copied().flatten();
     h.deletions.push(Deletion {
         pod: c.obj.key.clone(),
-        node,
         at: now,
         node_tainted: since.is_some(),
         tainted_since: since,

@@ -14,10 +14,10 @@
 //! The `engine_steps` fuzz target and this crate's property tests both run
 //! [`driver::Harness`]. See `docs/fuzzing.md`.
 
-pub mod compare;
+mod compare;
 pub mod driver;
 pub mod model;
-pub mod sched;
+mod sched;
 pub mod tolerations;
 
 pub use driver::{Checks, Failure, Harness, Plan, Setup, Stats, Step};

@@ -18,9 +18,9 @@
 //! sees `rate` times longer; the rate is chosen so that those stay within
 //! the latency the tolerance allows ([`tolerance`]).
 
-pub mod flags;
-pub mod judge;
-pub mod play;
+mod flags;
+mod judge;
+mod play;
 pub mod process;
 
 use std::path::{Path, PathBuf};
