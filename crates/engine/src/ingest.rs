@@ -118,6 +118,15 @@ pub(crate) fn is_stale(version: u64, held: u64) -> bool {
     version != 0 && held != 0 && version <= held
 }
 
+/// What ingest derives from a node snapshot before storing it, for the
+/// refresh of a known node and the spawn of a new one alike.
+struct NodeDerived {
+    in_zone: InZone,
+    excluded: bool,
+    ready: ReadyView,
+    observed: ObservedNode,
+}
+
 fn upsert_node(world: &mut World, mut snap: NodeSnapshot) {
     let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
     let held = match existing {
@@ -131,133 +140,152 @@ fn upsert_node(world: &mut World, mut snap: NodeSnapshot) {
         metrics::counter!(metric_names::STALE_OBSERVATIONS_TOTAL, "kind" => "node").increment(1);
         return;
     }
-    let in_zone = zone_of_labels(world, &snap.labels);
-    let excluded = snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION);
-    let ready = ReadyView::of(&snap.conditions);
-    let observed = ObservedNode { version: snap.version, noexecute: noexecute(&snap.taints).cloned().collect() };
+    let derived = NodeDerived {
+        in_zone: zone_of_labels(world, &snap.labels),
+        excluded: snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION),
+        ready: ReadyView::of(&snap.conditions),
+        observed: ObservedNode { version: snap.version, noexecute: noexecute(&snap.taints).cloned().collect() },
+    };
     // From here on `snap.taints` is node lifecycle's view: what was
     // observed, with our own patches still on their way applied.
     world.resource::<Outbox>().with_taints_in_flight(&snap.name, &mut snap.taints);
     let entity = match existing {
         Some(e) => {
-            let old_share = share(world, e);
-            let mut node = world.entity_mut(e);
-            let old_zone = node.get::<InZone>().map(|z| z.zone);
-            // The taint manager looks again when the observed NoExecute
-            // taints change, or node lifecycle's own view of them does (a
-            // refused removal of ours, undone by the object's state).
-            let (observed_changed, cleared) = match node.get::<ObservedNode>() {
-                Some(o) => {
-                    (o.noexecute != observed.noexecute, !o.noexecute.is_empty() && observed.noexecute.is_empty())
-                }
-                None => (true, false),
-            };
-            let taints_changed = observed_changed
-                || node.get::<NodeTaints>().is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
-            if let Some(mut v) = node.get_mut::<ReadyView>()
-                && *v != ready
-            {
-                *v = ready;
-            }
-            if let Some(mut f) = node.get_mut::<NodeFlags>() {
-                f.refresh_taints(&snap.taints);
-            }
-            node.insert((
-                NodeMeta {
-                    created: snap.created,
-                    labels: ReconciledLabels::of(&snap.labels),
-                    unschedulable: snap.unschedulable,
-                },
-                NodeConditions(snap.conditions),
-                NodeTaints(snap.taints),
-                observed,
-                in_zone,
-            ));
-            if excluded {
-                node.insert(ExcludedFromDisruption);
-            } else {
-                node.remove::<ExcludedFromDisruption>();
-            }
-            let new_share = share(world, e);
-            if let Some(old) = old_zone
-                && old != in_zone.zone
-            {
-                move_out_of_zone(world, e, old);
-            }
-            if old_share != new_share {
-                let mut counts = world.resource_mut::<ZoneCounts>();
-                if let Some((slot, excluded, status)) = old_share {
-                    counts.count(slot, excluded, status, false);
-                }
-                if let Some((slot, excluded, status)) = new_share {
-                    counts.count(slot, excluded, status, true);
-                }
-            }
-            views_ingested(world, e);
-            if taints_changed {
-                let mut inbox = world.resource_mut::<TaintManagerInbox>();
-                inbox.nodes.push(e);
-                if cleared {
-                    // Observed without NoExecute taints: pending deletions
-                    // are called off (I4), whatever taints come back
-                    // before the taint manager next runs.
-                    inbox.cleared.push(e);
-                }
-            }
+            refresh_node(world, e, snap, derived);
             e
         }
-        None => {
-            let untainted = observed.noexecute.is_empty();
-            let mut flags = NodeFlags::default();
-            flags.refresh_taints(&snap.taints);
-            let lease = world
-                .resource_mut::<OrphanLeases>()
-                .0
-                .remove(&snap.name)
-                .map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
-            // Spawned with every component at once (a spawn and an insert
-            // would move it between archetypes); its timer slot is the one
-            // `NodeTimers::add` gives it right after.
-            let slot = world.resource::<NodeTimers>().next_slot();
-            world.resource_mut::<ZoneCounts>().count(in_zone.slot, excluded, ready.status, true);
-            let compact = CompactName::from(snap.name.as_str());
-            let mut node = world.spawn((
-                NodeName(snap.name),
-                NodeMeta {
-                    created: snap.created,
-                    labels: ReconciledLabels::of(&snap.labels),
-                    unschedulable: snap.unschedulable,
-                },
-                ready,
-                NodeConditions(snap.conditions),
-                lease,
-                Health::new(slot),
-                NodeTaints(snap.taints),
-                flags,
-                in_zone,
-                SeenNoExecute::default(),
-                observed,
-                TaintRecord::default(),
-            ));
-            if excluded {
-                node.insert(ExcludedFromDisruption);
-            }
-            let e = node.id();
-            let added = world.resource_mut::<NodeTimers>().add(e);
-            debug_assert_eq!(added, slot);
-            world.resource_mut::<NodeIndex>().0.insert(compact, e);
-            let mut inbox = world.resource_mut::<TaintManagerInbox>();
-            inbox.nodes.push(e);
-            if untainted {
-                // A node added without NoExecute taints cancels the pending
-                // deletions of pods bound to its name (upstream handles the
-                // add as a node update with no taints).
-                inbox.cleared.push(e);
-            }
-            e
-        }
+        None => spawn_node(world, snap, derived),
     };
     world.resource_mut::<ChangedNodes>().0.push(entity);
+}
+
+/// Takes a newer snapshot of a known node in: its components, its zone
+/// and zone counts, and a word to the taint manager when its NoExecute
+/// taints changed.
+fn refresh_node(world: &mut World, e: Entity, snap: NodeSnapshot, derived: NodeDerived) {
+    let NodeDerived { in_zone, excluded, ready, observed } = derived;
+    let old_share = share(world, e);
+    let mut node = world.entity_mut(e);
+    let old_zone = node.get::<InZone>().map(|z| z.zone);
+    // The taint manager looks again when the observed NoExecute
+    // taints change, or node lifecycle's own view of them does (a
+    // refused removal of ours, undone by the object's state).
+    let (observed_changed, cleared) = match node.get::<ObservedNode>() {
+        Some(o) => (o.noexecute != observed.noexecute, !o.noexecute.is_empty() && observed.noexecute.is_empty()),
+        None => (true, false),
+    };
+    let taints_changed =
+        observed_changed || node.get::<NodeTaints>().is_none_or(|t| !noexecute(&t.0).eq(noexecute(&snap.taints)));
+    if let Some(mut v) = node.get_mut::<ReadyView>()
+        && *v != ready
+    {
+        *v = ready;
+    }
+    if let Some(mut f) = node.get_mut::<NodeFlags>() {
+        f.refresh_taints(&snap.taints);
+    }
+    node.insert((
+        NodeMeta {
+            created: snap.created,
+            labels: ReconciledLabels::of(&snap.labels),
+            unschedulable: snap.unschedulable,
+        },
+        NodeConditions(snap.conditions),
+        NodeTaints(snap.taints),
+        observed,
+        in_zone,
+    ));
+    if excluded {
+        node.insert(ExcludedFromDisruption);
+    } else {
+        node.remove::<ExcludedFromDisruption>();
+    }
+    let new_share = share(world, e);
+    if let Some(old) = old_zone
+        && old != in_zone.zone
+    {
+        move_out_of_zone(world, e, old);
+    }
+    if old_share != new_share {
+        recount(world, old_share, new_share);
+    }
+    views_ingested(world, e);
+    if taints_changed {
+        let mut inbox = world.resource_mut::<TaintManagerInbox>();
+        inbox.nodes.push(e);
+        if cleared {
+            // Observed without NoExecute taints: pending deletions
+            // are called off (I4), whatever taints come back
+            // before the taint manager next runs.
+            inbox.cleared.push(e);
+        }
+    }
+}
+
+/// Moves a node's place in the zone counts from what it was counted as
+/// before a refresh to what it counts as now.
+fn recount(world: &mut World, old_share: Option<NodeShare>, new_share: Option<NodeShare>) {
+    let mut counts = world.resource_mut::<ZoneCounts>();
+    if let Some((slot, excluded, status)) = old_share {
+        counts.count(slot, excluded, status, false);
+    }
+    if let Some((slot, excluded, status)) = new_share {
+        counts.count(slot, excluded, status, true);
+    }
+}
+
+/// Spawns a node seen for the first time, with its timer slot, zone count,
+/// index entry and a word to the taint manager.
+fn spawn_node(world: &mut World, snap: NodeSnapshot, derived: NodeDerived) -> Entity {
+    let NodeDerived { in_zone, excluded, ready, observed } = derived;
+    let untainted = observed.noexecute.is_empty();
+    let mut flags = NodeFlags::default();
+    flags.refresh_taints(&snap.taints);
+    let lease = world
+        .resource_mut::<OrphanLeases>()
+        .0
+        .remove(&snap.name)
+        .map_or(LeaseView::default(), |renew| LeaseView { present: true, renew });
+    // Spawned with every component at once (a spawn and an insert
+    // would move it between archetypes); its timer slot is the one
+    // `NodeTimers::add` gives it right after.
+    let slot = world.resource::<NodeTimers>().next_slot();
+    world.resource_mut::<ZoneCounts>().count(in_zone.slot, excluded, ready.status, true);
+    let compact = CompactName::from(snap.name.as_str());
+    let mut node = world.spawn((
+        NodeName(snap.name),
+        NodeMeta {
+            created: snap.created,
+            labels: ReconciledLabels::of(&snap.labels),
+            unschedulable: snap.unschedulable,
+        },
+        ready,
+        NodeConditions(snap.conditions),
+        lease,
+        Health::new(slot),
+        NodeTaints(snap.taints),
+        flags,
+        in_zone,
+        SeenNoExecute::default(),
+        observed,
+        TaintRecord::default(),
+    ));
+    if excluded {
+        node.insert(ExcludedFromDisruption);
+    }
+    let e = node.id();
+    let added = world.resource_mut::<NodeTimers>().add(e);
+    debug_assert_eq!(added, slot);
+    world.resource_mut::<NodeIndex>().0.insert(compact, e);
+    let mut inbox = world.resource_mut::<TaintManagerInbox>();
+    inbox.nodes.push(e);
+    if untainted {
+        // A node added without NoExecute taints cancels the pending
+        // deletions of pods bound to its name (upstream handles the
+        // add as a node update with no taints).
+        inbox.cleared.push(e);
+    }
+    e
 }
 
 /// A node changed zone: it leaves the old zone's queue, as upstream would
@@ -413,9 +441,13 @@ impl LeaseIngest {
     }
 }
 
+/// Where a node is counted: its zone slot, whether it is excluded from
+/// disruption, and its Ready status.
+type NodeShare = (u32, bool, Option<nodewarden_model::ConditionStatus>);
+
 /// What a node contributes to its zone's counts ([`ZoneCounts`]): its zone
 /// slot, whether it is excluded, its Ready status.
-fn share(world: &World, e: Entity) -> Option<(u32, bool, Option<nodewarden_model::ConditionStatus>)> {
+fn share(world: &World, e: Entity) -> Option<NodeShare> {
     let node = world.entity(e);
     let in_zone = node.get::<InZone>()?;
     let ready = node.get::<ReadyView>()?;

@@ -183,9 +183,6 @@ impl EngineThread {
     /// `Controller::step` through `api`, both at the wake's time
     /// ([`step_time`]: the due instant on a slightly late wake, else now).
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
-        let mut waiting: BTreeSet<Watched> = self.watches.iter().copied().collect();
-        let mut down: BTreeSet<Watched> = BTreeSet::new();
-        let mut quiet = Quiet::default();
         // After the API server answers again, one grace period without a
         // decision: every node has that long to be heard from again, as at
         // a controller's start (a heartbeat stalled in a frozen server is
@@ -193,119 +190,27 @@ impl EngineThread {
         let settle = Duration::from_nanos(
             u64::try_from(self.controller.config().node_monitor_grace_period.as_nanos()).unwrap_or(0),
         );
-        for w in &waiting {
-            metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);
-        }
-        let started = Instant::now();
-        let mut held: Vec<Input> = Vec::new();
-        // The latest time the controller was given (a step's, an
-        // observation's, a verdict's): time never goes back for it.
-        let mut fed = Timestamp::MIN;
-        // Since when the channel has held more than one wake takes in, and
-        // whether that was logged.
-        let mut behind_since: Option<(Instant, bool)> = None;
+        let mut state = LoopState::new(&self.watches, settle);
         loop {
             self.health.beat();
             if let Some(at) = self.start_at
                 && self.clock.now() >= at
             {
-                self.start_held(at, std::mem::take(&mut held));
-                fed = at;
+                self.start_held(at, std::mem::take(&mut state.held));
+                state.fed = at;
             }
-            let deadline = if let Some(at) = self.start_at {
-                self.clock.instant_of(at).min(Instant::now() + MAX_SLEEP)
-            } else if waiting.is_empty() && !down.iter().any(|w| w.blinds()) && !quiet.blinds() {
-                self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
-            } else {
-                Instant::now() + MAX_SLEEP
-            };
-            let first = match rx.recv_deadline(deadline) {
+            let first = match rx.recv_deadline(self.wake_deadline(&state)) {
                 Ok(i) => Some(i),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
             // One time for everything this wake takes in and decides.
-            let at = step_time(self.clock.now(), self.controller.next_due(), fed);
-            fed = at;
-            let mut taken = 0;
-            let mut next = first;
-            while let Some(input) = next {
-                if self.start_at.is_some() && matches!(input, Input::Observe(_) | Input::Relisted(..)) {
-                    held.push(input);
-                    taken += 1;
-                    next = if taken < BATCH { rx.try_recv().ok() } else { None };
-                    continue;
-                }
-                match input {
-                    Input::Observe(o) => self.controller.observe(at, o),
-                    Input::Synced(w) => {
-                        waiting.remove(&w);
-                        metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(1.0);
-                        tracing::info!(watch = w.as_str(), "cache synced");
-                        if waiting.is_empty() {
-                            self.health.synced.store(true, Ordering::Relaxed);
-                            tracing::info!(
-                                after_ms = started.elapsed().as_millis() as u64,
-                                "every cache synced; deciding from now on"
-                            );
-                        }
-                    }
-                    Input::Relisted(w, present) => self.relisted_at(at, w, &present),
-                    Input::WatchDown(w) => {
-                        if down.insert(w) && w.blinds() {
-                            tracing::warn!(watch = w.as_str(), "watch down: no decisions until it has caught up");
-                        }
-                    }
-                    Input::WatchUp(w) => {
-                        if down.remove(&w) && w.blinds() {
-                            tracing::info!(watch = w.as_str(), "watch caught up: deciding again");
-                        }
-                    }
-                    Input::Judge { action, reply } => {
-                        let blind_by = down.iter().find(|w| w.blinds()).or(waiting.first()).map(|w| w.as_str());
-                        let blind_by = blind_by.or(quiet.blinds().then_some("API server"));
-                        let verdict = match blind_by {
-                            Some(w) => self.controller.withdraw_unjudged(
-                                &action,
-                                format!("the {w} view is not current: nothing decided before goes out"),
-                            ),
-                            None => self.controller.still_true(at, &action),
-                        };
-                        let _ = reply.send(verdict);
-                    }
-                    Input::ApiUnanswered => {
-                        if !quiet.unanswered {
-                            tracing::warn!(
-                                "the API server does not answer: no decisions until it does and the watches have caught up"
-                            );
-                        }
-                        quiet.unanswered = true;
-                    }
-                    Input::ApiAnswered => {
-                        if quiet.unanswered {
-                            tracing::info!(
-                                settle_ms = settle.as_millis() as u64,
-                                "the API server answers again: deciding once the watches have caught up"
-                            );
-                            quiet.settled_at = Some(Instant::now() + wall::real(settle));
-                        }
-                        quiet.unanswered = false;
-                    }
-                    Input::TakeOver => {
-                        self.controller.take_over(at);
-                        tracing::info!(
-                            synced = waiting.is_empty(),
-                            "leading: deciding from what this standby observed (probe times kept)"
-                        );
-                    }
-                    Input::Stop => return,
-                }
-                taken += 1;
-                next = if taken < BATCH { rx.try_recv().ok() } else { None };
-            }
+            let at = step_time(self.clock.now(), self.controller.next_due(), state.fed);
+            state.fed = at;
+            let Some(taken) = self.take_in(rx, first, at, &mut state) else { return };
             // Pods and budgets carry no heartbeat: their watch being down
             // delays nothing (see `Watched::blinds`).
-            let blind = down.iter().any(|w| w.blinds()) || quiet.blinds();
+            let blind = state.blind();
             // This wake stopped at its cap with more waiting: what is
             // still queued may hold the very heartbeats that show a node
             // alive, so deciding now would judge nodes by an old view (a
@@ -315,29 +220,10 @@ impl EngineThread {
             let backlog = rx.len();
             metrics::gauge!(BACKLOG_METRIC).set(backlog as f64);
             let behind = taken >= BATCH && backlog > 0;
-            behind_since = match (behind, behind_since) {
-                (false, Some((since, true))) => {
-                    tracing::info!(
-                        behind_ms = since.elapsed().as_millis() as u64,
-                        "the engine has caught up with its watches: deciding again"
-                    );
-                    None
-                }
-                (false, _) => None,
-                (true, None) => Some((Instant::now(), false)),
-                (true, Some((since, false))) if since.elapsed() >= BEHIND_WARN => {
-                    tracing::warn!(
-                        waiting = backlog,
-                        behind_ms = since.elapsed().as_millis() as u64,
-                        "the engine is behind its watches: no decisions until it has taken in what they delivered"
-                    );
-                    Some((since, true))
-                }
-                (true, kept) => kept,
-            };
+            state.behind_since = behind_spell(behind, state.behind_since, backlog);
             if self.start_at.is_some() {
                 // Not started: nothing is decided, nothing taken in.
-            } else if waiting.is_empty() && !blind && !behind {
+            } else if state.waiting.is_empty() && !blind && !behind {
                 self.controller.step(at, api, events);
             } else if taken > 0 {
                 // No decision yet, but what arrived is taken in now, in the
@@ -348,6 +234,192 @@ impl EngineThread {
                 self.controller.absorb(at);
             }
         }
+    }
+
+    /// When the loop wakes at the latest: the held start, or the engine's
+    /// next due time once it may decide, and never later than
+    /// [`MAX_SLEEP`] from now.
+    fn wake_deadline(&self, state: &LoopState) -> Instant {
+        if let Some(at) = self.start_at {
+            self.clock.instant_of(at).min(Instant::now() + MAX_SLEEP)
+        } else if state.waiting.is_empty() && !state.down.iter().any(|w| w.blinds()) && !state.quiet.blinds() {
+            self.clock.instant_of(self.controller.next_due()).min(Instant::now() + MAX_SLEEP)
+        } else {
+            Instant::now() + MAX_SLEEP
+        }
+    }
+
+    /// Takes in what one wake brings: `first`, then what is queued, at most
+    /// [`BATCH`] in all, held instead while the start waits. Returns how
+    /// many were taken, or `None` when told to stop.
+    fn take_in(
+        &mut self,
+        rx: &Receiver<Input>,
+        first: Option<Input>,
+        at: Timestamp,
+        state: &mut LoopState,
+    ) -> Option<usize> {
+        let mut taken = 0;
+        let mut next = first;
+        while let Some(input) = next {
+            if self.start_at.is_some() && matches!(input, Input::Observe(_) | Input::Relisted(..)) {
+                state.held.push(input);
+            } else if !self.handle(input, at, state) {
+                return None;
+            }
+            taken += 1;
+            next = if taken < BATCH { rx.try_recv().ok() } else { None };
+        }
+        Some(taken)
+    }
+
+    /// One input at the wake's time `at`; false for [`Input::Stop`]. One
+    /// `match` over every kind of input, so a new kind cannot go unhandled.
+    fn handle(&mut self, input: Input, at: Timestamp, state: &mut LoopState) -> bool {
+        match input {
+            Input::Observe(o) => self.controller.observe(at, o),
+            Input::Synced(w) => {
+                state.waiting.remove(&w);
+                metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(1.0);
+                tracing::info!(watch = w.as_str(), "cache synced");
+                if state.waiting.is_empty() {
+                    self.health.synced.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        after_ms = state.started.elapsed().as_millis() as u64,
+                        "every cache synced; deciding from now on"
+                    );
+                }
+            }
+            Input::Relisted(w, present) => self.relisted_at(at, w, &present),
+            Input::WatchDown(w) => {
+                if state.down.insert(w) && w.blinds() {
+                    tracing::warn!(watch = w.as_str(), "watch down: no decisions until it has caught up");
+                }
+            }
+            Input::WatchUp(w) => {
+                if state.down.remove(&w) && w.blinds() {
+                    tracing::info!(watch = w.as_str(), "watch caught up: deciding again");
+                }
+            }
+            Input::Judge { action, reply } => {
+                let verdict = match state.blind_by() {
+                    Some(w) => self.controller.withdraw_unjudged(
+                        &action,
+                        format!("the {w} view is not current: nothing decided before goes out"),
+                    ),
+                    None => self.controller.still_true(at, &action),
+                };
+                let _ = reply.send(verdict);
+            }
+            Input::ApiUnanswered => {
+                if !state.quiet.unanswered {
+                    tracing::warn!(
+                        "the API server does not answer: no decisions until it does and the watches have caught up"
+                    );
+                }
+                state.quiet.unanswered = true;
+            }
+            Input::ApiAnswered => {
+                if state.quiet.unanswered {
+                    tracing::info!(
+                        settle_ms = state.settle.as_millis() as u64,
+                        "the API server answers again: deciding once the watches have caught up"
+                    );
+                    state.quiet.settled_at = Some(Instant::now() + wall::real(state.settle));
+                }
+                state.quiet.unanswered = false;
+            }
+            Input::TakeOver => {
+                self.controller.take_over(at);
+                tracing::info!(
+                    synced = state.waiting.is_empty(),
+                    "leading: deciding from what this standby observed (probe times kept)"
+                );
+            }
+            Input::Stop => return false,
+        }
+        true
+    }
+}
+
+/// What [`EngineThread::run`] carries from one wake to the next, so its
+/// steps can share it.
+struct LoopState {
+    /// Watches that have not listed once yet.
+    waiting: BTreeSet<Watched>,
+    /// Watches that are down.
+    down: BTreeSet<Watched>,
+    /// Whether the API server answers.
+    quiet: Quiet,
+    /// How long the engine stays blind after the API server answers again.
+    settle: Duration,
+    /// When the loop started (for the log line on sync).
+    started: Instant,
+    /// What arrived before the held start (`start_at`).
+    held: Vec<Input>,
+    /// The latest time the controller was given (a step's, an
+    /// observation's, a verdict's): time never goes back for it.
+    fed: Timestamp,
+    /// Since when the channel has held more than one wake takes in, and
+    /// whether that was logged.
+    behind_since: Option<(Instant, bool)>,
+}
+
+impl LoopState {
+    /// Before the first wake: every watch awaited (its gauge set to 0).
+    fn new(watches: &[Watched], settle: Duration) -> LoopState {
+        let waiting: BTreeSet<Watched> = watches.iter().copied().collect();
+        for w in &waiting {
+            metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(0.0);
+        }
+        LoopState {
+            waiting,
+            down: BTreeSet::new(),
+            quiet: Quiet::default(),
+            settle,
+            started: Instant::now(),
+            held: Vec::new(),
+            fed: Timestamp::MIN,
+            behind_since: None,
+        }
+    }
+
+    /// A heartbeat watch is down, or the API server is quiet.
+    fn blind(&self) -> bool {
+        self.down.iter().any(|w| w.blinds()) || self.quiet.blinds()
+    }
+
+    /// What keeps the engine from judging an action now, named for the
+    /// withdrawal's message: a heartbeat watch down, a watch not yet
+    /// listed, or the API server.
+    fn blind_by(&self) -> Option<&'static str> {
+        let blind_by = self.down.iter().find(|w| w.blinds()).or(self.waiting.first()).map(|w| w.as_str());
+        blind_by.or(self.quiet.blinds().then_some("API server"))
+    }
+}
+
+/// The next state of a spell of being behind the watches, logging when one
+/// has lasted [`BEHIND_WARN`] and when a logged one ends.
+fn behind_spell(behind: bool, since: Option<(Instant, bool)>, backlog: usize) -> Option<(Instant, bool)> {
+    match (behind, since) {
+        (false, Some((since, true))) => {
+            tracing::info!(
+                behind_ms = since.elapsed().as_millis() as u64,
+                "the engine has caught up with its watches: deciding again"
+            );
+            None
+        }
+        (false, _) => None,
+        (true, None) => Some((Instant::now(), false)),
+        (true, Some((since, false))) if since.elapsed() >= BEHIND_WARN => {
+            tracing::warn!(
+                waiting = backlog,
+                behind_ms = since.elapsed().as_millis() as u64,
+                "the engine is behind its watches: no decisions until it has taken in what they delivered"
+            );
+            Some((since, true))
+        }
+        (true, kept) => kept,
     }
 }
 

@@ -271,25 +271,73 @@ fn spans_below(
 /// Builds the report from the snapshot, the fault plan that was played,
 /// the controller's pod writes and the run's end.
 pub fn build(snap: &Snapshot, plan: &FaultPlan, changes: &[PodChange], end: Timestamp) -> Report {
-    // Node ups after a failure, and the nodes that failed at all.
-    let mut failed: BTreeSet<&str> = BTreeSet::new();
-    let mut ups: HashMap<&str, Vec<Timestamp>> = HashMap::new();
-    for f in plan.faults().iter().filter(|f| f.at <= end) {
-        failed.extend(f.fault.nodes_down().iter().map(String::as_str));
-        for n in f.fault.nodes_up() {
-            ups.entry(n.as_str()).or_default().push(f.at);
-        }
+    let timeline = Timeline::of(plan, changes, end);
+    let PodPass { workloads, mut critical, ds_failed, ds_evicted, pod_lines } = pod_pass(snap, &timeline);
+    let mut pdbs = pdb_reports(snap, &pod_lines, &timeline.deleted);
+    pdbs.sort_by(|a, b| a.name.cmp(&b.name));
+    critical.sort_by(|a: &CriticalPod, b| a.pod.cmp(&b.pod));
+    Report {
+        failed_nodes: timeline.failed.len(),
+        workloads,
+        pdbs,
+        critical,
+        daemonset_pods_on_failed: ds_failed,
+        daemonset_pods_evicted: ds_evicted,
+        end,
     }
-    let mut not_ready: HashMap<&str, Vec<Timestamp>> = HashMap::new();
-    let mut deleted: HashMap<&str, Timestamp> = HashMap::new();
-    for c in changes {
-        match c.kind {
-            PodChangeKind::NotReady => not_ready.entry(c.pod.as_str()).or_default().push(c.at),
-            PodChangeKind::Deleted => {
-                deleted.entry(c.pod.as_str()).or_insert(c.at);
+}
+
+/// What happened during the run, by name: the nodes that failed and when
+/// each came back up (from the plan), and when each pod was marked
+/// NotReady or deleted (from the controller's writes).
+struct Timeline<'a> {
+    failed: BTreeSet<&'a str>,
+    ups: HashMap<&'a str, Vec<Timestamp>>,
+    not_ready: HashMap<&'a str, Vec<Timestamp>>,
+    deleted: HashMap<&'a str, Timestamp>,
+}
+
+impl<'a> Timeline<'a> {
+    /// The faults played up to `end` and the pod writes, by name.
+    fn of(plan: &'a FaultPlan, changes: &'a [PodChange], end: Timestamp) -> Timeline<'a> {
+        // Node ups after a failure, and the nodes that failed at all.
+        let mut failed: BTreeSet<&str> = BTreeSet::new();
+        let mut ups: HashMap<&str, Vec<Timestamp>> = HashMap::new();
+        for f in plan.faults().iter().filter(|f| f.at <= end) {
+            failed.extend(f.fault.nodes_down().iter().map(String::as_str));
+            for n in f.fault.nodes_up() {
+                ups.entry(n.as_str()).or_default().push(f.at);
             }
         }
+        let mut not_ready: HashMap<&str, Vec<Timestamp>> = HashMap::new();
+        let mut deleted: HashMap<&str, Timestamp> = HashMap::new();
+        for c in changes {
+            match c.kind {
+                PodChangeKind::NotReady => not_ready.entry(c.pod.as_str()).or_default().push(c.at),
+                PodChangeKind::Deleted => {
+                    deleted.entry(c.pod.as_str()).or_insert(c.at);
+                }
+            }
+        }
+        Timeline { failed, ups, not_ready, deleted }
     }
+}
+
+/// What one pass over the snapshot's pods gives: the workloads' reports,
+/// the critical pods on failed nodes, the DaemonSet pods' counts, and each
+/// pod's readiness line for the budgets.
+struct PodPass<'a> {
+    workloads: Vec<WorkloadReport>,
+    critical: Vec<CriticalPod>,
+    ds_failed: usize,
+    ds_evicted: usize,
+    pod_lines: HashMap<&'a str, PodLine>,
+}
+
+/// Goes through the snapshot's live pods once (a pod listed twice counts
+/// once), adding each to its workload's report.
+fn pod_pass<'a>(snap: &'a Snapshot, timeline: &Timeline<'_>) -> PodPass<'a> {
+    let Timeline { failed, ups, not_ready, deleted } = timeline;
     let zone_of: HashMap<&str, String> =
         snap.nodes.iter().map(|n| (n.name.as_str(), ZoneKey::from_labels(&n.labels).to_string())).collect();
 
@@ -365,7 +413,15 @@ pub fn build(snap: &Snapshot, plan: &FaultPlan, changes: &[PodChange], end: Time
             report
         })
         .collect();
+    PodPass { workloads, critical, ds_failed, ds_evicted, pod_lines }
+}
 
+/// Each budget's report, from the readiness lines of the pods it selects.
+fn pdb_reports(
+    snap: &Snapshot,
+    pod_lines: &HashMap<&str, PodLine>,
+    deleted: &HashMap<&str, Timestamp>,
+) -> Vec<PdbReport> {
     // Pods by namespace, and by namespace and label, so a budget looks
     // only at the pods that can match it (thousands of budgets over
     // hundreds of thousands of pods would otherwise be their product).
@@ -382,8 +438,7 @@ pub fn build(snap: &Snapshot, plan: &FaultPlan, changes: &[PodChange], end: Time
             by_label.entry((ns, k.as_str(), v.as_str())).or_default().push(p);
         }
     }
-    let mut pdbs: Vec<PdbReport> = snap
-        .pdbs
+    snap.pdbs
         .iter()
         .map(|b| {
             let mut selected = 0;
@@ -423,18 +478,7 @@ pub fn build(snap: &Snapshot, plan: &FaultPlan, changes: &[PodChange], end: Time
                 below_budget,
             }
         })
-        .collect();
-    pdbs.sort_by(|a, b| a.name.cmp(&b.name));
-    critical.sort_by(|a: &CriticalPod, b| a.pod.cmp(&b.pod));
-    Report {
-        failed_nodes: failed.len(),
-        workloads,
-        pdbs,
-        critical,
-        daemonset_pods_on_failed: ds_failed,
-        daemonset_pods_evicted: ds_evicted,
-        end,
-    }
+        .collect()
 }
 
 fn secs(t: Timestamp) -> f64 {
@@ -501,8 +545,19 @@ impl Report {
     /// The report for people; at most `limit` workloads per list.
     pub fn render_text(&self, limit: usize) -> String {
         let mut s = String::new();
-        let end = self.end;
         let _ = writeln!(s, "What it does to your workloads ({} node(s) failed)", self.failed_nodes);
+        self.write_lost_all(&mut s, limit);
+        self.write_partial(&mut s, limit);
+        self.write_budgets(&mut s);
+        self.write_critical_and_daemonsets(&mut s);
+        let untouched = self.workloads.iter().filter(|w| !w.affected()).count();
+        let _ = writeln!(s, "  Unaffected: {untouched} workload(s).");
+        s
+    }
+
+    /// The workloads that lose every ready replica, with when (the report's first and gravest list).
+    fn write_lost_all(&self, s: &mut String, limit: usize) {
+        let end = self.end;
         let lost = self.lost_all();
         if lost.is_empty() {
             let _ = writeln!(s, "  No workload loses all its ready replicas.");
@@ -532,6 +587,10 @@ impl Report {
                 let _ = writeln!(s, "    ... and {} more (--json lists them all)", lost.len() - limit);
             }
         }
+    }
+
+    /// The workloads that lose some replicas but keep one ready, most evicted first.
+    fn write_partial(&self, s: &mut String, limit: usize) {
         let mut partial: Vec<&WorkloadReport> =
             self.workloads.iter().filter(|w| w.affected() && !w.lost_all() && w.id.kind != "DaemonSet").collect();
         partial.sort_by(|a, b| b.evicted.len().cmp(&a.evicted.len()).then(a.id.cmp(&b.id)));
@@ -557,6 +616,11 @@ impl Report {
                 let _ = writeln!(s, "    ... and {} more", partial.len() - limit);
             }
         }
+    }
+
+    /// The budgets breached or run below what they require, or a line that all held.
+    fn write_budgets(&self, s: &mut String) {
+        let end = self.end;
         let breached: Vec<&PdbReport> =
             self.pdbs.iter().filter(|b| b.breached_at.is_some() || !b.below_budget.is_empty()).collect();
         if self.pdbs.is_empty() {
@@ -584,6 +648,10 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// The critical pods and DaemonSet pods on the failed nodes.
+    fn write_critical_and_daemonsets(&self, s: &mut String) {
         if self.critical.is_empty() {
             let _ = writeln!(s, "  Critical pods: none on the failed nodes.");
         } else {
@@ -607,9 +675,6 @@ impl Report {
                 ""
             }
         );
-        let untouched = self.workloads.iter().filter(|w| !w.affected()).count();
-        let _ = writeln!(s, "  Unaffected: {untouched} workload(s).");
-        s
     }
 }
 

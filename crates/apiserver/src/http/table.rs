@@ -28,9 +28,9 @@ fn col(name: &str, ty: &str, priority: i32, description: &str) -> Value {
 }
 
 /// The column definitions of a kind.
+// Long on purpose: one arm a kind, each upstream's printer's column
+// list in its order, so the table reads against upstream's source.
 pub fn columns(kind: Kind) -> Vec<Value> {
-    // Long on purpose: one arm a kind, each upstream's printer's column
-    // list in its order, so the table reads against upstream's source.
     let name = col("Name", "string", 0, "Name must be unique within a namespace.");
     let age = col(
         "Age",
@@ -300,10 +300,10 @@ pub struct PodSummary {
 /// `Terminating`, or `Unknown` when the node lifecycle controller gave it
 /// the `NodeLost` reason. RESTARTS counts the init containers' restarts
 /// while they run, then the containers' and sidecars'.
+// Long on purpose: it follows upstream's `printPod` step by step (init
+// containers, containers, sidecars, deletion), whose order decides
+// the STATUS shown.
 pub fn pod_summary(v: &Value, time: &TimeBase) -> PodSummary {
-    // Long on purpose: it follows upstream's `printPod` step by step (init
-    // containers, containers, sidecars, deletion), whose order decides
-    // the STATUS shown.
     let phase = st(v, "/status/phase");
     let mut status = match st(v, "/status/reason") {
         "" => phase.to_string(),
@@ -424,9 +424,9 @@ fn readiness_gates(v: &Value) -> String {
 }
 
 /// The cells of one object's row.
+// Long on purpose: one arm a kind, each matching its arm in
+// `columns`, so a row's cells and the header stay side by side.
 pub fn cells(kind: Kind, v: &Value, time: &TimeBase, now: Timestamp) -> Vec<Value> {
-    // Long on purpose: one arm a kind, each matching its arm in
-    // `columns`, so a row's cells and the header stay side by side.
     let name = json!(st(v, "/metadata/name"));
     let created = age(v, "/metadata/creationTimestamp", time, now);
     match kind {

@@ -19,7 +19,7 @@ use nodewarden_model::{
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
-use crate::monitor::{Health, take_in};
+use crate::monitor::{Health, NodeTimers, take_in};
 use crate::resources::*;
 
 use super::params::{Emit, MonitorPass, NodePods, Tick};
@@ -79,10 +79,7 @@ pub fn update_node_health(
     let cfg = &settings.0;
     let scratch = &mut *scratch;
     let taint_mode = cfg.enable_taint_manager;
-    scratch.work.clear();
-    scratch.tally.clear();
-    scratch.tally.extend_from_slice(&counts.0);
-    scratch.tally.resize(zones.by_slot.len(), ZoneTally::default());
+    begin_tally(scratch, &counts.0, zones.by_slot.len());
 
     timers.begin_pass(now);
     timers.activate_overdue(now, cfg.node_monitor_grace_period);
@@ -90,23 +87,8 @@ pub fn update_node_health(
     for &slot in &active {
         let Some(entity) = timers.active_entity(slot) else { continue };
         let Ok((ready, lease, mut health, flags, in_zone, excluded)) = nodes.get_mut(entity) else { continue };
-        let first_sight = !health.seen();
-        let before = health.settle(&timers);
-        let base = before.unwrap_or_else(|| {
-            // First sight: a node with a Ready condition gets a full grace
-            // period from now (B2); one without counts from its creation (B5).
-            let start = if ready.status.is_some() { now } else { created.get(entity).map_or(now, |m| m.created) };
-            HealthRecord {
-                probe: start,
-                ready_transition: start,
-                saved_ready: ready.status.map(|_| (ready.heartbeat, ready.transition)),
-                saved_lease: None,
-            }
-        });
-        let rec = take_in(base, ready, lease).at(now);
-        if first_sight || Some(rec) != before {
-            health.set(rec);
-        }
+        let (first_sight, rec) =
+            refresh_record(&mut health, &timers, ready, lease, now, || created.get(entity).map_or(now, |m| m.created));
 
         let grace = if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period };
         // Strictly after (B6).
@@ -127,26 +109,9 @@ pub fn update_node_health(
         let observed = ready.status.unwrap_or(ConditionStatus::Unknown);
         let needs_work = first_sight
             || go_unknown
-            || match current {
-                None => false,
-                Some(ConditionStatus::True) => !flags.is_clean(),
-                // Legacy decisions depend on time (J2): every pass.
-                Some(_) if !taint_mode => true,
-                // Taint mode: a node that carries its taint, or waits in its
-                // zone's queue for it, has nothing to decide; only a swap, a
-                // node not queued yet, or one whose taint went missing after
-                // it was processed (E3) has.
-                Some(status) => {
-                    let (has_wanted, has_opposite) = if status == ConditionStatus::False {
-                        (flags.not_ready_taint, flags.unreachable_taint)
-                    } else {
-                        (flags.unreachable_taint, flags.not_ready_taint)
-                    };
-                    has_opposite
-                        || !flags.queued
-                        || (!has_wanted && zone_queues.get(in_zone.zone).is_ok_and(|z| !z.queue.is_queued(&entity)))
-                }
-            };
+            || has_decision(current, flags, taint_mode, || {
+                zone_queues.get(in_zone.zone).is_ok_and(|z| !z.queue.is_queued(&entity))
+            });
         if needs_work {
             scratch.work.push(NodeWork {
                 node: entity,
@@ -170,6 +135,76 @@ pub fn update_node_health(
         }
     }
     timers.recycle_active(active);
+}
+
+/// Starts the pass's scratch: no work yet, and each zone's tally from the
+/// counts kept as nodes change (a zone new since has an empty one).
+fn begin_tally(scratch: &mut PassScratch, counts: &[ZoneTally], zones: usize) {
+    scratch.work.clear();
+    scratch.tally.clear();
+    scratch.tally.extend_from_slice(counts);
+    scratch.tally.resize(zones, ZoneTally::default());
+}
+
+/// Takes a visited node's newly observed heartbeats into its health record
+/// and keeps the result; returns whether this is the node's first sight
+/// and the record it now holds. `created` (the creation time) is asked only
+/// for a node without a record yet and without a Ready condition.
+fn refresh_record(
+    health: &mut Health,
+    timers: &NodeTimers,
+    ready: &ReadyView,
+    lease: &LeaseView,
+    now: Timestamp,
+    created: impl FnOnce() -> Timestamp,
+) -> (bool, HealthRecord) {
+    let first_sight = !health.seen();
+    let before = health.settle(timers);
+    let base = before.unwrap_or_else(|| {
+        // First sight: a node with a Ready condition gets a full grace
+        // period from now (B2); one without counts from its creation (B5).
+        let start = if ready.status.is_some() { now } else { created() };
+        HealthRecord {
+            probe: start,
+            ready_transition: start,
+            saved_ready: ready.status.map(|_| (ready.heartbeat, ready.transition)),
+            saved_lease: None,
+        }
+    });
+    let rec = take_in(base, ready, lease).at(now);
+    if first_sight || Some(rec) != before {
+        health.set(rec);
+    }
+    (first_sight, rec)
+}
+
+/// Whether the node's `current` Ready status leaves its eviction mode
+/// something to decide this pass. `missing_from_queue` (asked only when it
+/// matters) says whether the node is absent from its zone's queue.
+fn has_decision(
+    current: Option<ConditionStatus>,
+    flags: &NodeFlags,
+    taint_mode: bool,
+    missing_from_queue: impl FnOnce() -> bool,
+) -> bool {
+    match current {
+        None => false,
+        Some(ConditionStatus::True) => !flags.is_clean(),
+        // Legacy decisions depend on time (J2): every pass.
+        Some(_) if !taint_mode => true,
+        // Taint mode: a node that carries its taint, or waits in its
+        // zone's queue for it, has nothing to decide; only a swap, a
+        // node not queued yet, or one whose taint went missing after
+        // it was processed (E3) has.
+        Some(status) => {
+            let (has_wanted, has_opposite) = if status == ConditionStatus::False {
+                (flags.not_ready_taint, flags.unreachable_taint)
+            } else {
+                (flags.unreachable_taint, flags.not_ready_taint)
+            };
+            has_opposite || !flags.queued || (!has_wanted && missing_from_queue())
+        }
+    }
 }
 
 /// A warm standby's pass ends after pass 1: the health records are kept,
@@ -276,52 +311,84 @@ pub fn decide(
         }
 
         if w.go_unknown {
-            let updated = unknown_conditions(&conditions.0, meta.created, now);
-            let was = ready.status;
-            *ready = ReadyView::of(&updated);
-            counts.count(in_zone.slot, excluded, was, false);
+            let write = write_unknown(&mut conditions, &mut ready, &mut health, &timers, meta.created, now);
+            counts.count(in_zone.slot, excluded, write.was, false);
             counts.count(in_zone.slot, excluded, ready.status, true);
-            conditions.0 = updated.clone();
-            let rec = health.settle(&timers).map(|rec| HealthRecord {
-                ready_transition: now,
-                saved_ready: Some((ready.heartbeat, ready.transition)),
-                ..rec
-            });
-            if let Some(rec) = rec {
-                health.set(rec);
-            }
             outbox.write(ActionKind::UpdateNodeConditions {
                 node: name.to_string(),
-                conditions: updated,
+                conditions: write.conditions,
                 version: observed.map_or(0, |o| o.version),
             });
             changed.0.push(w.node);
-            tracing::info!(node = name, probe = %rec.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
+            tracing::info!(node = name, probe = %write.record.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
         }
 
         let Some(current) = ready.status else { continue };
-
-        // MarkPodsNotReady: on the controller's own True -> not-True write
-        // (H2), and, beyond upstream, on first sight of a node that is
-        // already Unknown (a restart must not lose this step).
-        let own_transition = w.observed == ConditionStatus::True && current != ConditionStatus::True;
-        let unknown_at_first_sight = w.first_sight && w.had_ready && w.observed == ConditionStatus::Unknown;
-        if own_transition {
-            outbox.event(
-                ObjectRef::Node(name.to_string()),
-                EventType::Normal,
-                "NodeNotReady",
-                format!("Node {name} status is now: NodeNotReady"),
-            );
-        }
-        if own_transition || unknown_at_first_sight {
-            super::pods::mark_pods_not_ready(name, pod_index.on_node(name), &mut pods, &mut outbox);
-        }
+        mark_pods_if_not_ready(w, current, name, &pod_index, &mut pods, &mut outbox);
 
         scratch.verdicts.push(NodeVerdict { node: w.node, order, current, observed: w.observed });
     }
     work.clear();
     scratch.work = work;
+}
+
+/// What [`write_unknown`] changed: the Ready status before, the conditions
+/// written, and the health record kept (none before one was set).
+struct UnknownWrite {
+    was: Option<ConditionStatus>,
+    conditions: Vec<NodeCondition>,
+    record: Option<HealthRecord>,
+}
+
+/// The Unknown write on the node's own view (B7): its conditions, its Ready
+/// view, and its health record, whose Ready transition is now.
+fn write_unknown(
+    conditions: &mut NodeConditions,
+    ready: &mut ReadyView,
+    health: &mut Health,
+    timers: &NodeTimers,
+    created: Timestamp,
+    now: Timestamp,
+) -> UnknownWrite {
+    let updated = unknown_conditions(&conditions.0, created, now);
+    let was = ready.status;
+    *ready = ReadyView::of(&updated);
+    conditions.0 = updated.clone();
+    let rec = health.settle(timers).map(|rec| HealthRecord {
+        ready_transition: now,
+        saved_ready: Some((ready.heartbeat, ready.transition)),
+        ..rec
+    });
+    if let Some(rec) = rec {
+        health.set(rec);
+    }
+    UnknownWrite { was, conditions: updated, record: rec }
+}
+
+/// MarkPodsNotReady: on the controller's own True -> not-True write (H2),
+/// and, beyond upstream, on first sight of a node that is already Unknown
+/// (a restart must not lose this step).
+fn mark_pods_if_not_ready(
+    w: &NodeWork,
+    current: ConditionStatus,
+    name: &str,
+    pod_index: &PodIndex,
+    pods: &mut Query<&mut Pod>,
+    outbox: &mut Outbox,
+) {
+    let own_transition = w.observed == ConditionStatus::True && current != ConditionStatus::True;
+    let unknown_at_first_sight = w.first_sight && w.had_ready && w.observed == ConditionStatus::Unknown;
+    if own_transition {
+        outbox.event(
+            ObjectRef::Node(name.to_string()),
+            EventType::Normal,
+            "NodeNotReady",
+            format!("Node {name} status is now: NodeNotReady"),
+        );
+    }
+    if own_transition || unknown_at_first_sight {
+        super::pods::mark_pods_not_ready(name, pod_index.on_node(name), pods, outbox);
+    }
 }
 
 /// Closes the node-ordered section [`decide`] opened, once the eviction

@@ -8,12 +8,12 @@
 //! ([`retry_refused_deletions`]) and is retried with backoff.
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, taint::Decision};
+use nodewarden_model::{ControllerConfig, Span, Taint, TaintEffect, Timestamp, taint::Decision};
 
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, Verdict};
-use crate::monitor::Health;
+use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
 use super::params::{Deletions, Emit, Lookups, Tick};
@@ -161,6 +161,23 @@ fn process_pod(
     }
 }
 
+/// What every pod decision of one run needs: the instant, the pods with
+/// their pending deletions, the deadline heap, and where actions go.
+/// Grouped so the run's steps take it as one.
+struct PodWork<'a, 'w, 's> {
+    now: Timestamp,
+    pods: &'a mut PodQuery<'w, 's>,
+    timers: &'a mut DeletionTimers,
+    outbox: &'a mut Outbox,
+}
+
+impl PodWork<'_, '_, '_> {
+    /// [`process_pod`] with this run's state.
+    fn process(&mut self, pod: Entity, taints: &[Taint]) {
+        process_pod(pod, taints, self.now, self.pods, self.timers, self.outbox);
+    }
+}
+
 /// Processes node and pod changes, then fires due deletions.
 pub fn taint_manager(
     tick: Tick,
@@ -184,36 +201,56 @@ pub fn taint_manager(
         inbox.cleared.clear();
         return;
     }
+    let mut work = PodWork { now, pods: &mut pods, timers: &mut timers, outbox: &mut outbox };
 
-    // Nodes without NoExecute taints at some moment since the last run (a
-    // write of ours removed the last one, or the node was just added
-    // without any): their pending deletions were cancelled then (I4, I6),
-    // whatever taints came back since. Found by the fuzzer: a restart's
-    // registration removes a taint that the same pass adds back, and a
-    // node re-created healthy under the name of a deleted tainted one.
     let mut cleared = std::mem::take(&mut inbox.cleared);
     cleared.sort_unstable();
     cleared.dedup();
-    for &node in &cleared {
-        let Ok((name, _, _, mut seen)) = nodes.get_mut(node) else { continue };
-        seen.0.clear();
-        for &pod in pod_index.on_node(&name.0) {
-            // Without taints the plan is to call off a pending deletion:
-            // nothing to do for a pod that has none (most, and all of a new
-            // node's), found without touching it mutably.
-            if pods.get(pod).is_ok_and(|(_, pending)| pending.is_empty()) {
-                continue;
-            }
-            process_pod(pod, &[], now, &mut pods, &mut timers, &mut outbox);
-        }
-    }
+    cancel_on_cleared_nodes(&cleared, &mut nodes, &pod_index, &mut work);
     inbox.cleared = recycle(cleared);
 
     // Node updates go before pod updates, as upstream orders them.
     let mut node_list = std::mem::take(&mut inbox.nodes);
     node_list.sort_unstable();
     node_list.dedup();
-    for &node in &node_list {
+    process_node_updates(&node_list, &mut nodes, &pod_index, &mut work);
+    inbox.nodes = recycle(node_list);
+
+    let mut pod_list = std::mem::take(&mut inbox.pods);
+    pod_list.sort_unstable();
+    pod_list.dedup();
+    process_pod_updates(&pod_list, &nodes, &node_index, &mut work);
+    inbox.pods = recycle(pod_list);
+
+    fire_due_deletions(&mut work, &settings.0, &node_index, &facts, &health_timers);
+}
+
+/// Nodes without NoExecute taints at some moment since the last run (a
+/// write of ours removed the last one, or the node was just added
+/// without any): their pending deletions were cancelled then (I4, I6),
+/// whatever taints came back since. Found by the fuzzer: a restart's
+/// registration removes a taint that the same pass adds back, and a
+/// node re-created healthy under the name of a deleted tainted one.
+fn cancel_on_cleared_nodes(cleared: &[Entity], nodes: &mut TaintedNodes, pod_index: &PodIndex, work: &mut PodWork) {
+    for &node in cleared {
+        let Ok((name, _, _, mut seen)) = nodes.get_mut(node) else { continue };
+        seen.0.clear();
+        for &pod in pod_index.on_node(&name.0) {
+            // Without taints the plan is to call off a pending deletion:
+            // nothing to do for a pod that has none (most, and all of a new
+            // node's), found without touching it mutably.
+            if work.pods.get(pod).is_ok_and(|(_, pending)| pending.is_empty()) {
+                continue;
+            }
+            work.process(pod, &[]);
+        }
+    }
+}
+
+/// A node whose NoExecute taints the taint manager acts on changed: every
+/// pod on it is decided again against the new taints.
+fn process_node_updates(node_list: &[Entity], nodes: &mut TaintedNodes, pod_index: &PodIndex, work: &mut PodWork) {
+    for &node in node_list {
         let Ok((name, observed, bookkeeping, mut seen)) = nodes.get_mut(node) else { continue };
         let Some(effective) = acted_on(&observed.noexecute, &bookkeeping.0) else { continue };
         if effective == seen.0 {
@@ -221,18 +258,17 @@ pub fn taint_manager(
         }
         seen.0 = effective;
         for &pod in pod_index.on_node(&name.0) {
-            process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
+            work.process(pod, &seen.0);
         }
     }
-    inbox.nodes = recycle(node_list);
+}
 
-    let mut pod_list = std::mem::take(&mut inbox.pods);
-    pod_list.sort_unstable();
-    pod_list.dedup();
+/// A changed pod is decided against the taints last acted on for its node.
+fn process_pod_updates(pod_list: &[Entity], nodes: &TaintedNodes, node_index: &NodeIndex, work: &mut PodWork) {
     // The node of the last pod, as in `pod_assignment`.
     let mut last: Option<(std::sync::Arc<str>, Option<Entity>)> = None;
-    for &pod in &pod_list {
-        let Ok((p, ..)) = pods.get(pod) else { continue };
+    for &pod in pod_list {
+        let Ok((p, ..)) = work.pods.get(pod) else { continue };
         let Some(name) = &p.node else { continue };
         let node = match &last {
             Some((last_name, node)) if std::sync::Arc::ptr_eq(last_name, name) => *node,
@@ -247,18 +283,27 @@ pub fn taint_manager(
         // A node without NoExecute taints: nothing to do (I4 cancelled
         // everything when they went).
         if !seen.0.is_empty() {
-            process_pod(pod, &seen.0, now, &mut pods, &mut timers, &mut outbox);
+            work.process(pod, &seen.0);
         }
     }
-    inbox.pods = recycle(pod_list);
+}
 
-    // Fire what is due.
-    while let Some(&std::cmp::Reverse((at, seq, pod))) = timers.heap.peek() {
+/// Fires what is due: each deletion whose deadline has come, still
+/// current, is requested with the explanation of why.
+fn fire_due_deletions(
+    work: &mut PodWork,
+    cfg: &ControllerConfig,
+    node_index: &NodeIndex,
+    facts: &NodeFactsQuery,
+    health_timers: &NodeTimers,
+) {
+    let now = work.now;
+    while let Some(&std::cmp::Reverse((at, seq, pod))) = work.timers.heap.peek() {
         if at > now {
             break;
         }
-        timers.heap.pop();
-        let Ok((mut p, mut pending)) = pods.get_mut(pod) else { continue };
+        work.timers.heap.pop();
+        let Ok((mut p, mut pending)) = work.pods.get_mut(pod) else { continue };
         let Some(deadline) = pending.get().filter(|d| d.seq == seq) else { continue };
         pending.set(None);
         if p.terminating || p.progress.deletion_requested {
@@ -273,7 +318,7 @@ pub fn taint_manager(
         let why = Explanation {
             pod: p.key.to_string(),
             node: node_name,
-            node_facts: known.map(|(h, r, l, _)| node_facts(h.record(&health_timers), r, l, &settings.0)),
+            node_facts: known.map(|(h, r, l, _)| node_facts(h.record(health_timers), r, l, cfg)),
             taints: basis.taints,
             tainting,
             verdict: basis.verdict,
@@ -284,7 +329,7 @@ pub fn taint_manager(
         p.progress.deletion_requested = true;
         let line = why.one_line();
         tracing::info!(pod = %p.key, why = %line, "deleting pod: NoExecute taint no longer tolerated");
-        outbox.event(
+        work.outbox.event(
             ObjectRef::Pod(p.key.to_string()),
             EventType::Normal,
             "TaintManagerEviction",
@@ -292,12 +337,12 @@ pub fn taint_manager(
         );
         if !p.progress.disruption_target {
             p.progress.disruption_target = true;
-            outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.to_string(), uid: p.uid.to_string() });
+            work.outbox.write(ActionKind::AddPodDisruptionTarget { pod: p.key.to_string(), uid: p.uid.to_string() });
         }
-        outbox.write(ActionKind::DeletePod {
+        work.outbox.write(ActionKind::DeletePod {
             pod: p.key.to_string(),
             uid: p.uid.to_string(),
-            mode: settings.0.pod_deletion_mode,
+            mode: cfg.pod_deletion_mode,
             why: Box::new(why),
         });
     }

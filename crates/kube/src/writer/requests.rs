@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use nodewarden_engine::{ActionKind, EventType, ObjectRef, Observation};
-use nodewarden_model::{DeletionMode, Taint, Timestamp};
+use nodewarden_model::{DeletionMode, NodeCondition, Taint, Timestamp};
 use serde_json::{Value, json};
 
 use crate::trimmed::{Readable, Trimmed};
@@ -106,115 +106,16 @@ static POST: PostParams = PostParams { dry_run: false, field_manager: None };
 const CONFLICT_ATTEMPTS: usize = 5;
 
 impl Writer {
+    /// One action as its API requests: one `match` over every action kind, so
+    /// the compiler checks each has its requests; the longer ones are steps
+    /// of their own below.
     pub(super) async fn write(&self, since: Instant, kind: &ActionKind) -> ApiResult<Attempt> {
         match kind {
             ActionKind::UpdateNodeConditions { node, conditions, version } => {
-                // One request, as upstream's UpdateStatus from its cache: a
-                // strategic merge patch of the conditions (merged by type),
-                // guarded by the resourceVersion the decision was made on.
-                // Decided on an older node (a kubelet's post came since),
-                // it is refused with 409 and the engine decides again from
-                // the node as it is, as upstream's conflict makes it
-                // recompute.
-                let api = Api::<Node>::all(self.client.clone());
-                let list: Vec<KNodeCondition> = conditions
-                    .iter()
-                    .map(|c| KNodeCondition {
-                        type_: c.kind.as_str().to_string(),
-                        status: c.status.as_str().to_string(),
-                        reason: Some(c.reason.clone()),
-                        message: Some(c.message.clone()),
-                        last_heartbeat_time: time(c.last_heartbeat),
-                        last_transition_time: time(c.last_transition),
-                    })
-                    .collect();
-                let mut body = json!({"status": {"conditions": list}});
-                if *version != 0 {
-                    body["metadata"] = json!({"resourceVersion": version.to_string()});
-                }
-                let pp = PatchParams::default();
-                let patch = Patch::Strategic(&body);
-                match self.send(since, || api.patch_status(node, &pp, &patch)).await {
-                    Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
-                    Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
-                        let fresh = self.call(since, || api.get_opt(node)).await;
-                        Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
-                    }
-                    Err(e) => Err(e),
-                }
+                self.update_node_conditions(since, node, conditions, *version).await
             }
             ActionKind::PatchNodeTaints { node, add, remove, .. } => {
-                let api = Api::<Node>::all(self.client.clone());
-                let mut last = String::new();
-                // Guarded by the taints it read, not by the whole node's
-                // resourceVersion: a kubelet's status post between the read
-                // and the patch changes the node, not its taints, and need
-                // not cost a conflict and a second patch (under load, with
-                // every recovering kubelet posting, most taint patches
-                // conflicted once). Falls back to the resourceVersion when
-                // the test cannot be written (no taints yet) or failed for
-                // a reason other than the taints (a 422 the JSON reading
-                // of the taints cannot explain).
-                let mut guard_on_taints = true;
-                for _ in 0..CONFLICT_ATTEMPTS {
-                    let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
-                        return Ok(Attempt::Refused(
-                            format!("nodes {node:?} not found"),
-                            node_state(node, None, self.opts.detail),
-                        ));
-                    };
-                    let old = cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-                    let mut taints = old.clone();
-                    taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
-                    for t in add {
-                        taints.retain(|k| !same_taint(k, t));
-                        taints.push(k8s_openapi::api::core::v1::Taint {
-                            key: t.key.clone(),
-                            value: (!t.value.is_empty()).then(|| t.value.clone()),
-                            effect: t.effect.as_str().to_string(),
-                            time_added: t.time_added.and_then(time),
-                        });
-                    }
-                    if taints == old {
-                        return Ok(Attempt::Done(node_state(node, Some(&cur), self.opts.detail)));
-                    }
-                    let read =
-                        cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok());
-                    let guarded = guard_on_taints.then_some(read).flatten().and_then(|old| {
-                        serde_json::from_value::<json_patch::Patch>(json!([
-                            {"op": "test", "path": "/spec/taints", "value": old},
-                            {"op": "replace", "path": "/spec/taints", "value": taints},
-                        ]))
-                        .ok()
-                    });
-                    let merge = json!({
-                        "metadata": {"resourceVersion": cur.metadata.resource_version},
-                        "spec": {"taints": taints},
-                    });
-                    let patch = match guarded {
-                        Some(ops) => Patch::Json::<Value>(ops),
-                        None => Patch::Merge(merge),
-                    };
-                    let pp = PatchParams::default();
-                    match self.send(since, || api.patch(node, &pp, &patch)).await {
-                        Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
-                        Err(e) if code(&e) == Some(409) => last = e.to_string(),
-                        // The taints changed since the read (the test
-                        // failed), or the test itself could not be met:
-                        // read again; the next attempt is guarded by the
-                        // resourceVersion, which cannot be misread.
-                        Err(e) if code(&e) == Some(422) && matches!(patch, Patch::Json(_)) => {
-                            last = e.to_string();
-                            guard_on_taints = false;
-                        }
-                        Err(e) if code(&e) == Some(404) => {
-                            return Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)));
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                let fresh = self.call(since, || api.get_opt(node)).await;
-                Ok(Attempt::Refused(last, node_read(node, fresh, self.opts.detail)))
+                self.patch_node_taints(since, node, add, remove).await
             }
             ActionKind::PatchNodeLabels { node, labels } => {
                 let api = Api::<Node>::all(self.client.clone());
@@ -238,6 +139,131 @@ impl Writer {
             }
             ActionKind::RecordEvent(_) => Ok(Attempt::Done(Vec::new())),
         }
+    }
+
+    /// The Ready and pressure conditions' write: its own step because it is
+    /// one guarded request with its own answer to a conflict.
+    async fn update_node_conditions(
+        &self,
+        since: Instant,
+        node: &str,
+        conditions: &[NodeCondition],
+        version: u64,
+    ) -> ApiResult<Attempt> {
+        // One request, as upstream's UpdateStatus from its cache: a
+        // strategic merge patch of the conditions (merged by type),
+        // guarded by the resourceVersion the decision was made on.
+        // Decided on an older node (a kubelet's post came since),
+        // it is refused with 409 and the engine decides again from
+        // the node as it is, as upstream's conflict makes it
+        // recompute.
+        let api = Api::<Node>::all(self.client.clone());
+        let list: Vec<KNodeCondition> = conditions
+            .iter()
+            .map(|c| KNodeCondition {
+                type_: c.kind.as_str().to_string(),
+                status: c.status.as_str().to_string(),
+                reason: Some(c.reason.clone()),
+                message: Some(c.message.clone()),
+                last_heartbeat_time: time(c.last_heartbeat),
+                last_transition_time: time(c.last_transition),
+            })
+            .collect();
+        let mut body = json!({"status": {"conditions": list}});
+        if version != 0 {
+            body["metadata"] = json!({"resourceVersion": version.to_string()});
+        }
+        let pp = PatchParams::default();
+        let patch = Patch::Strategic(&body);
+        match self.send(since, || api.patch_status(node, &pp, &patch)).await {
+            Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+            Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
+                let fresh = self.call(since, || api.get_opt(node)).await;
+                Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A taint patch: read, recompute and patch again on a conflict, at
+    /// most [`CONFLICT_ATTEMPTS`] times; its own step for that loop.
+    async fn patch_node_taints(
+        &self,
+        since: Instant,
+        node: &str,
+        add: &[Taint],
+        remove: &[Taint],
+    ) -> ApiResult<Attempt> {
+        let api = Api::<Node>::all(self.client.clone());
+        let mut last = String::new();
+        // Guarded by the taints it read, not by the whole node's
+        // resourceVersion: a kubelet's status post between the read
+        // and the patch changes the node, not its taints, and need
+        // not cost a conflict and a second patch (under load, with
+        // every recovering kubelet posting, most taint patches
+        // conflicted once). Falls back to the resourceVersion when
+        // the test cannot be written (no taints yet) or failed for
+        // a reason other than the taints (a 422 the JSON reading
+        // of the taints cannot explain).
+        let mut guard_on_taints = true;
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
+                return Ok(Attempt::Refused(
+                    format!("nodes {node:?} not found"),
+                    node_state(node, None, self.opts.detail),
+                ));
+            };
+            let old = cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            let mut taints = old.clone();
+            taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
+            for t in add {
+                taints.retain(|k| !same_taint(k, t));
+                taints.push(k8s_openapi::api::core::v1::Taint {
+                    key: t.key.clone(),
+                    value: (!t.value.is_empty()).then(|| t.value.clone()),
+                    effect: t.effect.as_str().to_string(),
+                    time_added: t.time_added.and_then(time),
+                });
+            }
+            if taints == old {
+                return Ok(Attempt::Done(node_state(node, Some(&cur), self.opts.detail)));
+            }
+            let read = cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok());
+            let guarded = guard_on_taints.then_some(read).flatten().and_then(|old| {
+                serde_json::from_value::<json_patch::Patch>(json!([
+                    {"op": "test", "path": "/spec/taints", "value": old},
+                    {"op": "replace", "path": "/spec/taints", "value": taints},
+                ]))
+                .ok()
+            });
+            let merge = json!({
+                "metadata": {"resourceVersion": cur.metadata.resource_version},
+                "spec": {"taints": taints},
+            });
+            let patch = match guarded {
+                Some(ops) => Patch::Json::<Value>(ops),
+                None => Patch::Merge(merge),
+            };
+            let pp = PatchParams::default();
+            match self.send(since, || api.patch(node, &pp, &patch)).await {
+                Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                // The taints changed since the read (the test
+                // failed), or the test itself could not be met:
+                // read again; the next attempt is guarded by the
+                // resourceVersion, which cannot be misread.
+                Err(e) if code(&e) == Some(422) && matches!(patch, Patch::Json(_)) => {
+                    last = e.to_string();
+                    guard_on_taints = false;
+                }
+                Err(e) if code(&e) == Some(404) => {
+                    return Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let fresh = self.call(since, || api.get_opt(node)).await;
+        Ok(Attempt::Refused(last, node_read(node, fresh, self.opts.detail)))
     }
 
     /// A pod deletion (plain, or through the Eviction API), preconditioned
