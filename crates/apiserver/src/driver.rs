@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nodewarden_controller::Controller;
+use nodewarden_engine::Observation;
 use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp, wall};
+use nodewarden_sim::rules::node as node_rules;
 use nodewarden_sim::{Cluster, EventAction, Kubelets};
 use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
@@ -447,30 +449,33 @@ impl Driver {
         Some(false)
     }
 
-    /// An event the simulator applies, on a scratch cluster holding the
-    /// node it is about; what it observes is written back to the store.
+    /// The other events. One on a node's own fields is applied to the
+    /// stored node by the rule the simulated cluster applies too
+    /// (`rules::node::apply_node_event`); a Lease renewal is written as the
+    /// kubelet writes it; the rest (added nodes, kubelets stopped) go
+    /// through a scratch copy of the simulator's cluster, and what it
+    /// observes is written back to the store.
     fn simulate_event(&mut self, sh: &ServedCluster, s: &mut Inner, now: Timestamp, action: &EventAction) {
         let time = sh.time;
-        let mut scratch = self.scratch(sh);
-        let node_name = match action {
-            EventAction::SetReady(a) => Some(a.node.clone()),
-            EventAction::SetCondition(a) => Some(a.node.clone()),
-            EventAction::RemoveCondition(a) => Some(a.node.clone()),
-            EventAction::SetTaints(a) => Some(a.node.clone()),
-            EventAction::SetUnschedulable(a) => Some(a.node.clone()),
-            EventAction::SetLabels(a) => Some(a.node.clone()),
-            EventAction::SetLease(a) => Some(a.node.clone()),
-            _ => None,
-        };
-        if let Some(n) = &node_name
-            && let Some(obj) = s.get(Kind::Node, n)
-        {
+        let obs = if let Some(name) = node_rules::event_node(action) {
             let reader = nodewarden_objects::Reader::new(nodewarden_objects::Detail::Lifecycle).on(time);
-            if let Some(n) = reader.node(&obj.value(), time.now()) {
-                scratch.put_node(n);
+            match s.get(Kind::Node, name).and_then(|o| reader.node(&o.value(), now)) {
+                Some(mut node) => {
+                    let before = node.clone();
+                    node_rules::apply_node_event(&mut node, action, now);
+                    if node == before { Vec::new() } else { vec![Observation::NodeUpserted(node)] }
+                }
+                None => {
+                    warn!(node = name, "{}: no such node now; ignored", action.name());
+                    Vec::new()
+                }
             }
-        }
-        let obs = nodewarden_sim::served::apply_event(&mut scratch, &mut self.kubelets, now, action);
+        } else if let EventAction::SetLease(a) = action {
+            vec![Observation::LeaseUpserted { node: a.node.clone(), renew: Some(a.renew.resolve(now)) }]
+        } else {
+            let mut scratch = self.scratch(sh);
+            nodewarden_sim::served::apply_event(&mut scratch, &mut self.kubelets, now, action)
+        };
         for o in obs {
             served_api::write_observation(s, &time, self.lease_duration, o);
         }

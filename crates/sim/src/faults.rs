@@ -176,4 +176,51 @@ mod tests {
         assert_eq!(Fault::Crash(vec!["n".into()]).nodes_down(), ["n".to_string()]);
         assert!(Fault::Crash(vec!["n".into()]).nodes_up().is_empty());
     }
+
+    /// The simulated cluster's events on a node's own fields change it as
+    /// the shared rule does (`rules::node::apply_node_event`), which the
+    /// served cluster applies to its stored node: one meaning for both.
+    #[test]
+    fn node_events_change_a_node_as_the_shared_rule_does() {
+        use std::collections::BTreeMap;
+
+        use nodewarden_model::{ConditionStatus, ConditionType, Taint, TaintEffect};
+
+        use crate::cluster::fixtures::{cluster, t};
+        use crate::rules::node::{apply_node_event, event_node};
+        use crate::scenario::{RemoveCondition, SetCondition, SetLabels, SetReady, SetTaints, SetUnschedulable};
+
+        let node = || "a".to_string();
+        let events = [
+            EventAction::SetReady(SetReady { node: node(), status: ConditionStatus::False }),
+            EventAction::SetReady(SetReady { node: node(), status: ConditionStatus::True }),
+            EventAction::SetCondition(SetCondition {
+                node: node(),
+                kind: ConditionType::DiskPressure,
+                status: ConditionStatus::True,
+            }),
+            EventAction::SetCondition(SetCondition {
+                node: node(),
+                kind: ConditionType::parse("Custom"),
+                status: ConditionStatus::Unknown,
+            }),
+            EventAction::RemoveCondition(RemoveCondition { node: node(), kind: ConditionType::Ready }),
+            EventAction::SetTaints(SetTaints { node: node(), taints: vec![Taint::new("k", TaintEffect::NoExecute)] }),
+            EventAction::SetUnschedulable(SetUnschedulable { node: node(), value: true }),
+            EventAction::SetLabels(SetLabels {
+                node: node(),
+                labels: BTreeMap::from([("x".to_string(), Some("1".to_string())), ("zone".to_string(), None)]),
+            }),
+        ];
+        let mut kubelets = Kubelets::new(crate::KubeletTiming::default());
+        for (i, e) in events.iter().enumerate() {
+            let mut c = cluster();
+            let now = t(10 + i as i64);
+            let mut expected = c.node("a").cloned().expect("the fixture's node");
+            assert_eq!(event_node(e), Some("a"));
+            apply_node_event(&mut expected, e, now);
+            apply_event(&mut c, &mut kubelets, now, e);
+            assert_eq!(c.node("a"), Some(&expected), "event {i}");
+        }
+    }
 }

@@ -33,7 +33,7 @@ use crate::scenario::Scenario;
 mod apply;
 mod budgets;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod nodes;
 mod objects;
 mod pods;

@@ -8,7 +8,10 @@
 
 use std::collections::BTreeMap;
 
+use nodewarden_engine::NodeSnapshot;
 use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition, Taint, TaintEffect, Timestamp, keys};
+
+use crate::scenario::EventAction;
 
 /// The reason the kubelet gives each Ready status (upstream kubelet's
 /// `nodestatus.ReadyCondition`: `KubeletReady` / `KubeletNotReady`; the node
@@ -124,6 +127,41 @@ pub fn edit_labels(labels: &mut BTreeMap<String, String>, edits: &BTreeMap<Strin
                 labels.remove(k);
             }
         }
+    }
+}
+
+/// The node a scenario event about one node's own fields names
+/// (`set-ready`, `set-condition`, `remove-condition`, `set-taints`,
+/// `set-unschedulable`, `set-labels`); `None` for any other event.
+pub fn event_node(action: &EventAction) -> Option<&str> {
+    match action {
+        EventAction::SetReady(a) => Some(&a.node),
+        EventAction::SetCondition(a) => Some(&a.node),
+        EventAction::RemoveCondition(a) => Some(&a.node),
+        EventAction::SetTaints(a) => Some(&a.node),
+        EventAction::SetUnschedulable(a) => Some(&a.node),
+        EventAction::SetLabels(a) => Some(&a.node),
+        _ => None,
+    }
+}
+
+/// What such an event does to the node ([`event_node`] names it): the
+/// kubelet's status post for `set-ready` and `set-condition`, a removal,
+/// a replacement of the taints or of `spec.unschedulable`, a label edit.
+/// The simulated cluster applies the same changes to its typed node; the
+/// served cluster applies this to the node as it reads it from its store.
+/// Does nothing to another event.
+pub fn apply_node_event(node: &mut NodeSnapshot, action: &EventAction, now: Timestamp) {
+    match action {
+        EventAction::SetReady(a) => {
+            post_condition(&mut node.conditions, ConditionType::Ready, a.status, ready_reason(a.status), now)
+        }
+        EventAction::SetCondition(a) => post_condition(&mut node.conditions, a.kind.clone(), a.status, "", now),
+        EventAction::RemoveCondition(a) => node.conditions.retain(|c| c.kind != a.kind),
+        EventAction::SetTaints(a) => node.taints = a.taints.clone(),
+        EventAction::SetUnschedulable(a) => node.unschedulable = a.value,
+        EventAction::SetLabels(a) => edit_labels(&mut node.labels, &a.labels),
+        _ => {}
     }
 }
 
