@@ -298,12 +298,11 @@ impl Driver {
         }
     }
 
-    /// A scenario file's event, applied through a scratch copy of the
-    /// simulator's cluster holding the objects it touches, so the event
-    /// means here exactly what it means in replay. What the simulator keeps
-    /// apart from its objects (budgets, allocatable, the scheduler's
-    /// verdicts and binds) is written to the stored objects directly, as
-    /// the API would hold it.
+    /// A scenario file's event, so that it means here exactly what it
+    /// means in replay: written to the stored objects directly, with the
+    /// simulator's rules where it has them (pods, budgets, allocatable,
+    /// the scheduler's verdicts and binds, a node's own fields), and
+    /// through a scratch copy of the simulator's cluster for the rest.
     fn apply_event(&mut self, now: Timestamp, action: &EventAction) {
         let sh = self.cluster.clone();
         let mut s = sh.store.lock();
