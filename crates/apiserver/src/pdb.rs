@@ -53,19 +53,22 @@ fn int_or_percent(v: &Value) -> Result<IntOrPercent, String> {
     }
 }
 
-/// What the budget rules read of a stored pod: `running` unless its phase
-/// is one upstream's Eviction API lets go without asking budgets.
+/// What the budget rules read of a stored pod, read once as every reader
+/// in nodewarden reads it (`nodewarden_objects`): `running` unless its
+/// phase is one upstream's Eviction API lets go without asking budgets.
+/// A pod that reading ignores (no name, namespace or uid) is not ready and
+/// terminating only by its own deletionTimestamp.
 fn pod_health(pod: &Value) -> PodHealth {
     let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let read =
+        nodewarden_objects::pod_reading(pod, nodewarden_model::Timestamp::EPOCH, nodewarden_objects::Detail::Lifecycle);
     PodHealth {
-        terminating: pod.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()),
+        terminating: read.as_ref().map_or_else(
+            || pod.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()),
+            |p| p.terminating,
+        ),
         running: !matches!(phase, Some("Pending" | "Succeeded" | "Failed")),
-        ready: nodewarden_objects::pod_reading(
-            pod,
-            nodewarden_model::Timestamp::EPOCH,
-            nodewarden_objects::Detail::Lifecycle,
-        )
-        .and_then(|p| p.ready),
+        ready: read.and_then(|p| p.ready),
     }
 }
 
