@@ -16,7 +16,9 @@ use nodewarden_controller::Controller;
 use nodewarden_engine::Observation;
 use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp, wall};
 use nodewarden_sim::rules::node as node_rules;
-use nodewarden_sim::{Cluster, EventAction, Kubelets};
+use nodewarden_sim::scenario::DEFAULT_ALLOCATABLE;
+use nodewarden_sim::served::{node_from_spec, pod_from_spec};
+use nodewarden_sim::{EventAction, Kubelets};
 use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -301,8 +303,8 @@ impl Driver {
     /// A scenario file's event, so that it means here exactly what it
     /// means in replay: written to the stored objects directly, with the
     /// simulator's rules where it has them (pods, budgets, allocatable,
-    /// the scheduler's verdicts and binds, a node's own fields), and
-    /// through a scratch copy of the simulator's cluster for the rest.
+    /// the scheduler's verdicts and binds, a node's own fields, added
+    /// nodes and pods, kubelets).
     fn apply_event(&mut self, now: Timestamp, action: &EventAction) {
         let sh = self.cluster.clone();
         let mut s = sh.store.lock();
@@ -322,13 +324,6 @@ impl Driver {
             // at once, as the simulator's does.
             crate::pdb::refresh(&sh);
         }
-    }
-
-    /// A scratch copy of the simulator's cluster that keeps scheduling
-    /// facts exactly when the served one does, so an added node or pod is
-    /// served as a node or pod of the file's is.
-    fn scratch(&self, sh: &ServedCluster) -> Cluster {
-        Cluster::new(sh.admission).with_scheduling(false, self.tracks_scheduling)
     }
 
     /// The events on a pod that are written to the stored pod directly;
@@ -368,15 +363,13 @@ impl Driver {
             },
             EventAction::AddPod(spec) => {
                 // At the event's time (`unschedulable-since: now`), and with
-                // what the file says of its scheduling.
-                let mut scratch = self.scratch(sh);
-                scratch.add_pod_at(spec, now);
+                // what the file says of its scheduling, as the simulated
+                // cluster creates it (the store gives it its own uid).
+                let pod = pod_from_spec(spec, now, &sh.admission, self.tracks_scheduling, false, String::new());
                 if spec.refuse_deletions > 0 {
                     sh.refuse_deletions([(spec.name.clone(), spec.refuse_deletions)]);
                 }
-                if let Some(p) = scratch.pod(&spec.name) {
-                    store_added_pod(s, &time, p, now);
-                }
+                store_added_pod(s, &time, &pod, now);
             }
             // The scheduler's verdict, as the served scheduler writes it.
             EventAction::MarkUnschedulable(a) => match s.get(Kind::Pod, &a.pod) {
@@ -450,33 +443,69 @@ impl Driver {
 
     /// The other events. One on a node's own fields is applied to the
     /// stored node by the rule the simulated cluster applies too
-    /// (`rules::node::apply_node_event`); a Lease renewal is written as the
-    /// kubelet writes it; the rest (added nodes, kubelets stopped) go
-    /// through a scratch copy of the simulator's cluster, and what it
-    /// observes is written back to the store.
+    /// (`rules::node::apply_node_event`); an added node is built as the
+    /// simulated cluster builds it (`node_from_spec`); Lease renewals are
+    /// written as the kubelet writes them; kubelets start and stop as in
+    /// replay, writing to the store.
     fn simulate_event(&mut self, sh: &ServedCluster, s: &mut Inner, now: Timestamp, action: &EventAction) {
         let time = sh.time;
-        let obs = if let Some(name) = node_rules::event_node(action) {
-            let reader = nodewarden_objects::Reader::new(nodewarden_objects::Detail::Lifecycle).on(time);
-            match s.get(Kind::Node, name).and_then(|o| reader.node(&o.value(), now)) {
-                Some(mut node) => {
-                    let before = node.clone();
-                    node_rules::apply_node_event(&mut node, action, now);
-                    if node == before { Vec::new() } else { vec![Observation::NodeUpserted(node)] }
-                }
-                None => {
-                    warn!(node = name, "{}: no such node now; ignored", action.name());
-                    Vec::new()
-                }
+        let obs = match action {
+            _ if node_rules::event_node(action).is_some() => self.node_event(sh, s, now, action),
+            EventAction::SetLease(a) => {
+                vec![Observation::LeaseUpserted { node: a.node.clone(), renew: Some(a.renew.resolve(now)) }]
             }
-        } else if let EventAction::SetLease(a) = action {
-            vec![Observation::LeaseUpserted { node: a.node.clone(), renew: Some(a.renew.resolve(now)) }]
-        } else {
-            let mut scratch = self.scratch(sh);
-            nodewarden_sim::served::apply_event(&mut scratch, &mut self.kubelets, now, action)
+            EventAction::RenewLease(nodes) => {
+                nodes.iter().map(|n| Observation::LeaseUpserted { node: n.clone(), renew: Some(now) }).collect()
+            }
+            EventAction::AddNode(spec) => {
+                let (mut node, lease) = node_from_spec(spec, now);
+                if self.tracks_scheduling {
+                    node.allocatable = Some(spec.allocatable.as_ref().map_or(DEFAULT_ALLOCATABLE, |a| a.resources()));
+                }
+                served_api::write_observation(s, &time, self.lease_duration, Observation::NodeUpserted(node));
+                if let Some(renew) = lease {
+                    let renewal = Observation::LeaseUpserted { node: spec.name.clone(), renew: Some(renew) };
+                    served_api::write_observation(s, &time, self.lease_duration, renewal);
+                }
+                if spec.kubelet {
+                    let mut api = StoreKubelets { s, time, lease_duration: self.lease_duration };
+                    self.kubelets.start(&spec.name, now, &mut api);
+                }
+                Vec::new()
+            }
+            EventAction::KubeletStop(nodes) => {
+                for n in nodes {
+                    self.kubelets.stop(n);
+                }
+                Vec::new()
+            }
+            // The driver restarts its controller itself (`Fault::RestartController`).
+            EventAction::RestartController => Vec::new(),
+            other => {
+                warn!(event = other.name(), "the served cluster does not apply this event; ignored");
+                Vec::new()
+            }
         };
         for o in obs {
             served_api::write_observation(s, &time, self.lease_duration, o);
+        }
+    }
+
+    /// An event on a node's own fields, applied to the stored node by the
+    /// simulated cluster's rule; the node as it is then, if it changed.
+    fn node_event(&self, sh: &ServedCluster, s: &Inner, now: Timestamp, action: &EventAction) -> Vec<Observation> {
+        let Some(name) = node_rules::event_node(action) else { return Vec::new() };
+        let reader = nodewarden_objects::Reader::new(nodewarden_objects::Detail::Lifecycle).on(sh.time);
+        match s.get(Kind::Node, name).and_then(|o| reader.node(&o.value(), now)) {
+            Some(mut node) => {
+                let before = node.clone();
+                node_rules::apply_node_event(&mut node, action, now);
+                if node == before { Vec::new() } else { vec![Observation::NodeUpserted(node)] }
+            }
+            None => {
+                warn!(node = name, "{}: no such node now; ignored", action.name());
+                Vec::new()
+            }
         }
     }
 

@@ -20,7 +20,6 @@ use crate::resource::Kind;
 use crate::selector::LabelSelector;
 use crate::store::{Inner, Obj, key_of};
 use nodewarden_sim::rules::budget::{self, BudgetStatus, Disruption, PodHealth};
-use nodewarden_sim::scenario::IntOrPercent;
 
 /// A PDB's `spec.selector` as every reader in nodewarden reads a label
 /// selector (`nodewarden_objects`); `None` when malformed (the budget's
@@ -31,25 +30,6 @@ pub fn selector(pdb: &Value) -> Option<LabelSelector> {
     match pdb.pointer("/spec/selector") {
         None | Some(Value::Null) => Some(LabelSelector::nothing()),
         Some(sel) => nodewarden_objects::label_selector_reading(sel).ok().map(|s| LabelSelector::from(&s)),
-    }
-}
-
-/// A budget's `minAvailable` or `maxUnavailable` as upstream's
-/// `intstr.GetScaledValueFromIntOrPercent` reads it: a whole number, or a
-/// string of digits ending in `%`; anything else is an error, which fails
-/// the budget's sync.
-fn int_or_percent(v: &Value) -> Result<IntOrPercent, String> {
-    let bad = || format!("invalid value for IntOrString: {v}");
-    match v {
-        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()).map(IntOrPercent::Int).ok_or_else(bad),
-        Value::String(s) => {
-            let digits = s.strip_suffix('%').ok_or_else(bad)?;
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad());
-            }
-            digits.parse().map(IntOrPercent::Percent).map_err(|_| bad())
-        }
-        _ => Err(bad()),
     }
 }
 
@@ -78,16 +58,14 @@ fn pod_health(pod: &Value) -> PodHealth {
 fn status(s: &Inner, pdb: &Obj) -> Result<BudgetStatus, String> {
     let v = pdb.value();
     let sel = selector(&v).ok_or_else(|| "invalid selector".to_string())?;
-    let field = |name: &str| v.pointer(name).filter(|x| !x.is_null()).map(int_or_percent).transpose();
-    let min_available = field("/spec/minAvailable")?;
-    let max_unavailable = field("/spec/maxUnavailable")?;
+    let amounts = nodewarden_objects::budget_amounts(&v)?;
     let prefix = format!("{}/", pdb.namespace());
     let snapshot = s.snapshot(Kind::Pod);
     let pods = snapshot
         .iter_from("", Some(&prefix))
         .filter(|p| sel.matches_with(|k| p.labels.get(k)))
         .map(|p| pod_health(&p.value()));
-    Ok(budget::budget_status(pods, min_available, max_unavailable))
+    Ok(budget::budget_status(pods, amounts.min_available, amounts.max_unavailable))
 }
 
 /// The `DisruptionAllowed` condition for `allowed` (upstream

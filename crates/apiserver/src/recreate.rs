@@ -54,12 +54,10 @@ pub fn replaced_by_owner(pod: &Value) -> bool {
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
         .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION));
-    let owner_kind = pod
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .and_then(|refs| refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true)))
-        .and_then(|o| o.get("kind").and_then(Value::as_str))
-        .filter(|k| !k.is_empty());
+    // Owner references that cannot be read name no controller: nothing
+    // recreates such a pod.
+    let owner = nodewarden_objects::controller_owner(pod).ok().flatten();
+    let owner_kind = owner.as_ref().map(|o| o.kind.as_str()).filter(|k| !k.is_empty());
     is_replaced(owner_kind == Some("DaemonSet"), mirror, owner_kind)
 }
 

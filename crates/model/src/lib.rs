@@ -6,6 +6,7 @@
 //! engine, the simulator, the adapter and the tests all agree on one
 //! definition of each.
 
+pub mod budget;
 pub mod condition;
 pub mod config;
 pub mod keys;
@@ -18,6 +19,7 @@ pub mod time;
 pub mod wall;
 pub mod zone;
 
+pub use budget::{BudgetAmounts, IntOrPercent};
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};
 pub use config::{ConfigError, ConfigParseError, ControllerConfig, DeletionMode};
 pub use name::CompactName;

@@ -29,7 +29,7 @@ pub use read::keep;
 pub use read::prune::{Keep, Pruned, from_str as pruned_from_str};
 pub use read::typed;
 pub use read::{
-    Detail, MANY_TAINTS, NODE_LEASE_NAMESPACE, Reader, budget_reading, label_selector_reading, lease_reading,
-    node_reading, pod_reading, pod_tolerations,
+    ControllerOwner, Detail, MANY_TAINTS, NODE_LEASE_NAMESPACE, Reader, budget_amounts, budget_reading,
+    controller_owner, label_selector_reading, lease_reading, node_reading, pod_priority, pod_reading, pod_tolerations,
 };
 pub use time::{TimeBase, format_rfc3339, parse_rfc3339, wall_clock_now};

@@ -67,5 +67,5 @@ pub use wire::{ApiLatency, SpanRange, Wire};
 /// start from the same objects and apply an event alike.
 pub mod served {
     pub use crate::addons::build as build_addons;
-    pub use crate::faults::apply_event;
+    pub use crate::cluster::{node_from_spec, pod_from_spec};
 }

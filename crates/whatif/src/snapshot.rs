@@ -26,9 +26,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
-use nodewarden_model::{LabelSelector, Timestamp};
+use nodewarden_model::{BudgetAmounts, LabelSelector, Timestamp};
+pub use nodewarden_objects::ControllerOwner;
 use nodewarden_objects::{
-    Detail, NODE_LEASE_NAMESPACE, label_selector_reading, lease_reading, node_reading, pod_reading,
+    Detail, NODE_LEASE_NAMESPACE, budget_amounts, controller_owner, label_selector_reading, lease_reading,
+    node_reading, pod_priority, pod_reading,
 };
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -89,15 +91,6 @@ pub enum SnapshotError {
     NoNodes(String),
 }
 
-/// A pod's controlling owner, as its `ownerReferences` say.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OwnerRef {
-    /// `ReplicaSet`, `StatefulSet`, `Job`, `DaemonSet`, ...
-    pub kind: String,
-    /// The owner's name (same namespace as the pod).
-    pub name: String,
-}
-
 /// What the what-if keeps of a pod: the engine's reading, and what the
 /// per-workload report needs.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,7 +98,7 @@ pub struct SnapPod {
     /// The engine's reading (times in Unix nanoseconds, as the adapter's).
     pub pod: PodSnapshot,
     /// The owner reference marked `controller: true`, if any.
-    pub owner: Option<OwnerRef>,
+    pub owner: Option<ControllerOwner>,
     /// `metadata.labels` (for PodDisruptionBudget selectors and the
     /// Deployment rule).
     pub labels: BTreeMap<String, String>,
@@ -119,66 +112,6 @@ pub struct SnapPod {
     pub finished: bool,
 }
 
-/// An integer or a percentage (`minAvailable`, `maxUnavailable`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IntOrPercent {
-    /// A count of pods.
-    Int(i64),
-    /// A percentage of the expected pods, rounded up (as the disruption
-    /// controller rounds).
-    Percent(i64),
-}
-
-impl IntOrPercent {
-    fn read(v: &Value) -> Option<IntOrPercent> {
-        match v {
-            Value::Number(n) => n.as_i64().map(IntOrPercent::Int),
-            Value::String(s) => match s.strip_suffix('%') {
-                Some(p) => p.trim().parse().ok().map(IntOrPercent::Percent),
-                None => s.trim().parse().ok().map(IntOrPercent::Int),
-            },
-            _ => None,
-        }
-    }
-
-    /// The count this stands for among `of` pods.
-    pub fn resolve(self, of: usize) -> usize {
-        let of = i64::try_from(of).unwrap_or(i64::MAX);
-        let n = match self {
-            IntOrPercent::Int(n) => n,
-            IntOrPercent::Percent(p) => (p.saturating_mul(of) + 99).div_euclid(100),
-        };
-        usize::try_from(n.max(0)).unwrap_or(usize::MAX)
-    }
-}
-
-impl fmt::Display for IntOrPercent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IntOrPercent::Int(n) => write!(f, "{n}"),
-            IntOrPercent::Percent(p) => write!(f, "{p}%"),
-        }
-    }
-}
-
-/// What a PodDisruptionBudget requires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Budget {
-    /// `spec.minAvailable`.
-    MinAvailable(IntOrPercent),
-    /// `spec.maxUnavailable`.
-    MaxUnavailable(IntOrPercent),
-}
-
-impl fmt::Display for Budget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Budget::MinAvailable(v) => write!(f, "minAvailable {v}"),
-            Budget::MaxUnavailable(v) => write!(f, "maxUnavailable {v}"),
-        }
-    }
-}
-
 /// A PodDisruptionBudget.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pdb {
@@ -188,8 +121,8 @@ pub struct Pdb {
     pub name: String,
     /// Which pods of the namespace it covers.
     pub selector: LabelSelector,
-    /// What it requires.
-    pub budget: Budget,
+    /// What it requires, as the disruption controller reads its spec.
+    pub budget: BudgetAmounts,
 }
 
 /// Everything read from a snapshot.
@@ -207,7 +140,7 @@ pub struct Snapshot {
     pub daemonsets: Vec<String>,
     /// ReplicaSets' own controlling owners, by `namespace/name` (when the
     /// snapshot has ReplicaSets; see [`crate::workloads`]).
-    pub replicasets: HashMap<String, Option<OwnerRef>>,
+    pub replicasets: HashMap<String, Option<ControllerOwner>>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<Pdb>,
     /// Objects skipped because the what-if does not use their kind, by kind.
@@ -288,6 +221,8 @@ impl Snapshot {
             },
             "ReplicaSet" => match (text(v, &["metadata", "namespace"]), text(v, &["metadata", "name"])) {
                 (Some(ns), Some(n)) => {
+                    // An unreadable controller leaves the ReplicaSet's pods
+                    // grouped under the ReplicaSet itself.
                     let owner = controller_owner(v).ok().flatten();
                     self.replicasets.insert(format!("{ns}/{n}"), owner);
                 }
@@ -307,33 +242,30 @@ impl Snapshot {
         if text(v, &["metadata", "uid"]).is_none_or(str::is_empty) {
             return self.problem("Pod", v, "no metadata.uid");
         }
-        let Some(pod) = pod_reading(v, SEEN_AT, Detail::Lifecycle) else {
+        // Read as the rescheduler reads a pod, for its labels, priority
+        // class and annotation; the simulation itself keeps only what node
+        // lifecycle reads.
+        let Some(mut pod) = pod_reading(v, SEEN_AT, Detail::Scheduling) else {
             return self.problem("Pod", v, "unreadable");
         };
+        let scheduling = pod.scheduling.take().map(|s| *s).unwrap_or_default();
         let owner = match controller_owner(v) {
             Ok(o) => o,
-            Err(()) => {
+            Err(what) => {
                 self.problems.push(format!(
-                    "Pod {}: unreadable ownerReferences; counted as a bare pod (and, as nodewarden run reads it, \
-                     as a DaemonSet's)",
+                    "Pod {}: unreadable ownerReferences ({what}); counted as a bare pod (and, as nodewarden run \
+                     reads it, as a DaemonSet's)",
                     pod.key
                 ));
                 None
             }
         };
-        let labels = v
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-            .unwrap_or_default();
-        let annotations = v.pointer("/metadata/annotations").and_then(Value::as_object);
         self.pods.push(SnapPod {
             owner,
-            labels,
-            priority: v.pointer("/spec/priority").and_then(Value::as_i64),
-            priority_class: text(v, &["spec", "priorityClassName"]).filter(|s| !s.is_empty()).map(str::to_string),
-            critical_annotation: annotations
-                .is_some_and(|a| a.contains_key(nodewarden_model::scheduling::CRITICAL_POD_ANNOTATION)),
+            labels: scheduling.labels,
+            priority: pod_priority(v),
+            priority_class: scheduling.priority_class,
+            critical_annotation: scheduling.critical_annotation,
             finished: matches!(text(v, &["status", "phase"]), Some("Succeeded" | "Failed")),
             pod,
         });
@@ -353,17 +285,15 @@ impl Snapshot {
                 Err(e) => return self.problem("PodDisruptionBudget", v, &format!("unreadable spec.selector: {e}")),
             },
         };
-        let read = |field: &str| v.pointer(&format!("/spec/{field}")).filter(|x| !x.is_null());
-        let budget = match (read("minAvailable"), read("maxUnavailable")) {
-            (Some(m), None) => IntOrPercent::read(m).map(Budget::MinAvailable),
-            (None, Some(m)) => IntOrPercent::read(m).map(Budget::MaxUnavailable),
-            (None, None) => Some(Budget::MinAvailable(IntOrPercent::Int(1))),
-            (Some(_), Some(_)) => {
-                return self.problem("PodDisruptionBudget", v, "both minAvailable and maxUnavailable");
+        let budget = match budget_amounts(v) {
+            Ok(b) => b,
+            Err(e) => {
+                return self.problem(
+                    "PodDisruptionBudget",
+                    v,
+                    &format!("unreadable minAvailable or maxUnavailable: {e}"),
+                );
             }
-        };
-        let Some(budget) = budget else {
-            return self.problem("PodDisruptionBudget", v, "unreadable minAvailable or maxUnavailable");
         };
         self.pdbs.push(Pdb { namespace: ns.to_string(), name: name.to_string(), selector, budget });
     }
@@ -390,21 +320,6 @@ impl Snapshot {
             s.push_str(&format!("; {} object(s) left out or read leniently (listed below)", self.problems.len()));
         }
         s
-    }
-}
-
-/// The owner reference with `controller: true`; `Err` when the list is
-/// unreadable.
-fn controller_owner(v: &Value) -> Result<Option<OwnerRef>, ()> {
-    match v.pointer("/metadata/ownerReferences") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(refs)) => Ok(refs.iter().find_map(|r| {
-            (r.get("controller").and_then(Value::as_bool) == Some(true)).then(|| OwnerRef {
-                kind: text(r, &["kind"]).unwrap_or_default().to_string(),
-                name: text(r, &["name"]).unwrap_or_default().to_string(),
-            })
-        })),
-        Some(_) => Err(()),
     }
 }
 

@@ -29,11 +29,12 @@
 //! **PodDisruptionBudgets.** The controller deletes pods (it does not use
 //! the Eviction API unless `pod-deletion-mode: evict`), so budgets do not
 //! stop it. A budget is *breached* when the controller deletes more of its
-//! pods than it allowed at the snapshot: allowed = ready pods it selects -
-//! the pods it requires (`minAvailable`, or selected pods -
-//! `maxUnavailable`; percentages of the selected pods, rounded up, as the
-//! disruption controller counts expected pods for a bare selector). The
-//! breach time is the deletion that went one over. Separately, the time
+//! pods than it allowed at the snapshot, the `disruptionsAllowed` the
+//! disruption controller would publish over the pods it selects
+//! (`nodewarden_sim::rules::budget`, the served cluster's rule):
+//! `maxUnavailable` first, else `minAvailable`, percentages of the
+//! selected pods rounded up, and a budget with neither allows nothing.
+//! The breach time is the deletion that went one over. Separately, the time
 //! its ready pods were below what it requires (the outage itself, before
 //! any deletion) is reported.
 //!
@@ -44,13 +45,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
 
-use nodewarden_model::{Timestamp, ZoneKey};
+use nodewarden_model::{BudgetAmounts, Timestamp, ZoneKey};
 use nodewarden_sim::FaultPlan;
 use nodewarden_sim::report::{human, human_span};
+use nodewarden_sim::rules::budget::{PodHealth, budget_status};
 use nodewarden_sim::{PodChange, PodChangeKind};
 use serde_json::{Value, json};
 
-use crate::snapshot::{Budget, SnapPod, Snapshot};
+use crate::snapshot::{SnapPod, Snapshot};
 
 /// The label the Deployment controller puts on a ReplicaSet's pods.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
@@ -156,8 +158,8 @@ impl WorkloadReport {
 pub struct PdbReport {
     /// `namespace/name`.
     pub name: String,
-    /// What it requires.
-    pub budget: Budget,
+    /// What it requires, as the disruption controller reads its spec.
+    pub budget: BudgetAmounts,
     /// Pods it selects at the snapshot.
     pub selected: usize,
     /// Of those, ready.
@@ -459,11 +461,13 @@ fn pdb_reports(
                 evictions.extend(deleted.get(p.pod.key.as_str()));
                 changes.extend(lines.iter().map(|(t, up)| (*t, if *up { 1 } else { -1 })));
             }
-            let required = match b.budget {
-                Budget::MinAvailable(m) => m.resolve(selected),
-                Budget::MaxUnavailable(m) => selected.saturating_sub(m.resolve(selected)),
-            };
-            let allowed = ready0.saturating_sub(required);
+            // The status the disruption controller publishes at the
+            // snapshot: the selected pods are running and not terminating,
+            // `ready0` of them Ready.
+            let at_start =
+                (0..selected).map(|i| PodHealth { terminating: false, running: true, ready: Some(i < ready0) });
+            let status = budget_status(at_start, b.budget.min_available, b.budget.max_unavailable);
+            let (required, allowed) = (status.desired as usize, status.allowed as usize);
             evictions.sort();
             let (below_budget, _) = spans_below(ready0, changes, required);
             PdbReport {
@@ -681,7 +685,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::OwnerRef;
+    use crate::snapshot::ControllerOwner;
     use nodewarden_engine::PodSnapshot;
 
     fn pod(key: &str, owner: Option<(&str, &str)>, hash: Option<&str>) -> SnapPod {
@@ -698,7 +702,7 @@ mod tests {
                 terminating: false,
                 tolerations: Vec::new(),
             },
-            owner: owner.map(|(k, n)| OwnerRef { kind: k.into(), name: n.into() }),
+            owner: owner.map(|(k, n)| ControllerOwner { kind: k.into(), name: n.into() }),
             labels: hash.map(|h| (POD_TEMPLATE_HASH.to_string(), h.to_string())).into_iter().collect(),
             priority: None,
             priority_class: None,
@@ -718,7 +722,8 @@ mod tests {
         assert_eq!(w(&pod("a/j-1", Some(("Job", "j")), None), &snap), "Job a/j");
         assert_eq!(w(&pod("a/lonely", None, None), &snap), "Pod a/lonely");
         // With the ReplicaSet in the snapshot, its own owner decides.
-        snap.replicasets.insert("a/odd".into(), Some(OwnerRef { kind: "Deployment".into(), name: "api".into() }));
+        snap.replicasets
+            .insert("a/odd".into(), Some(ControllerOwner { kind: "Deployment".into(), name: "api".into() }));
         assert_eq!(w(&pod("a/odd-x", Some(("ReplicaSet", "odd")), None), &snap), "Deployment a/api");
     }
 

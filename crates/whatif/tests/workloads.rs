@@ -289,3 +289,34 @@ fn a_control_plane_outage_evicts_nothing_and_scenario_events_hit_real_nodes() {
     let bad = nodewarden_whatif::scenario_events("events:\n- {at: 1m, kubelet-stop: [zz]}\n").expect("parses");
     assert!(nodewarden_whatif::check_events(&bad, &snap).is_err());
 }
+
+/// Budgets are read as the disruption controller reads them (the rule the
+/// served cluster uses too): with both amounts, `maxUnavailable` counts;
+/// with neither, the budget allows nothing, so db's first deletion
+/// already breaches it. (what-if used to read neither as `minAvailable: 1`
+/// and leave a budget with both out.)
+#[test]
+fn budgets_are_read_as_the_disruption_controller_reads_them() {
+    let mut v = snapshot_json();
+    let items = v["items"].as_array_mut().expect("items");
+    for item in items.iter_mut().filter(|i| i["kind"] == "PodDisruptionBudget") {
+        match item["metadata"]["name"].as_str() {
+            Some("db") => item["spec"] = json!({"selector": {"matchLabels": {"app": "db"}}}),
+            _ => item["spec"]["minAvailable"] = json!(3),
+        }
+    }
+    let mut snap = Snapshot::new("test");
+    read_bytes(&serde_json::to_vec(&v).expect("json"), "test", &mut snap).expect("reads");
+    assert!(snap.problems.is_empty(), "{:?}", snap.problems);
+    let instant = Some(nodewarden_sim::ApiLatency::NONE);
+    let p =
+        nodewarden_whatif::play_with(&snap, &zone_a_fails(), ControllerConfig::default(), 1, instant).expect("plays");
+    let db = p.report.pdbs.iter().find(|b| b.name == "shop/db").expect("db budget");
+    assert_eq!((db.required, db.allowed, db.evicted), (0, 0, 2));
+    let db_pods = workload(&p, "StatefulSet shop/db");
+    assert_eq!(db.breached_at, Some(db_pods.evicted[0].0), "the first deletion goes over");
+    assert!(db.budget.to_string().contains("allows nothing"), "{}", db.budget);
+    let api = p.report.pdbs.iter().find(|b| b.name == "shop/api").expect("api budget");
+    assert_eq!(api.budget.to_string(), "maxUnavailable 34%");
+    assert_eq!((api.required, api.allowed), (1, 2));
+}

@@ -2,7 +2,7 @@
 //! and how many disruptions it allows now.
 
 use nodewarden_engine::{BudgetSnapshot, Observation};
-use nodewarden_model::{LabelSelector, Timestamp};
+use nodewarden_model::{BudgetAmounts, IntOrPercent, LabelSelector, Timestamp};
 use serde_json::Value;
 
 use super::{Reading, at, label_selector, name_of};
@@ -62,4 +62,33 @@ pub(super) fn read(v: &Value, seen_at: Timestamp, clock: TimeBase) -> Option<Obs
     };
     let disruptions_allowed = if readable && current { allowed } else { 0 };
     Some(Observation::BudgetUpserted(BudgetSnapshot { key, selector, disruptions_allowed }))
+}
+
+/// A budget's `spec.minAvailable` and `spec.maxUnavailable` as the
+/// disruption controller reads them (upstream
+/// `intstr.GetScaledValueFromIntOrPercent`): each a whole number, or a
+/// string of digits ending in `%`; anything else is an error worded as
+/// upstream's (the served cluster puts it in the budget's condition),
+/// which fails the budget's sync (it then allows nothing).
+pub fn budget_amounts(v: &Value) -> Result<BudgetAmounts, String> {
+    let field = |name: &str| match at(v, &["spec", name]) {
+        None => Ok(None),
+        Some(x) => int_or_percent(x).map(Some),
+    };
+    Ok(BudgetAmounts { min_available: field("minAvailable")?, max_unavailable: field("maxUnavailable")? })
+}
+
+fn int_or_percent(v: &Value) -> Result<IntOrPercent, String> {
+    let bad = || format!("invalid value for IntOrString: {v}");
+    match v {
+        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()).map(IntOrPercent::Int).ok_or_else(bad),
+        Value::String(s) => {
+            let digits = s.strip_suffix('%').ok_or_else(bad)?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            digits.parse().map(IntOrPercent::Percent).map_err(|_| bad())
+        }
+        _ => Err(bad()),
+    }
 }

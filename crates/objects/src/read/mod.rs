@@ -36,8 +36,10 @@
 //!   version defines is read as upstream reads it: it tolerates no taint
 //!   (`Toleration.ToleratesTaint`; the API server refuses such a pod, so
 //!   only a pod stored around validation carries one);
-//! - owner references that cannot be read mark the pod as a DaemonSet's
-//!   (legacy eviction spares those); any deletionTimestamp marks it
+//! - owner references that cannot be read (two entries marked controller
+//!   included) mark the pod as a DaemonSet's (legacy eviction spares
+//!   those) and leave it uncontrolled for the rescheduler (which drains
+//!   only pods something recreates); any deletionTimestamp marks it
 //!   terminating (the controller leaves those alone);
 //! - a label of the wrong type is skipped (a node without a zone label is
 //!   in the engine's unlabelled zone).
@@ -95,6 +97,7 @@ mod checked;
 pub mod keep;
 mod lease;
 mod node;
+mod owner;
 mod pod;
 pub(crate) mod prune;
 mod scheduling;
@@ -105,10 +108,12 @@ mod selector;
 mod tests;
 pub mod typed;
 
-pub use budget::budget_reading;
+pub use budget::{budget_amounts, budget_reading};
 pub use lease::lease_reading;
 pub use node::node_reading;
+pub use owner::{ControllerOwner, controller_owner};
 pub use pod::{pod_reading, pod_tolerations};
+pub use scheduling::pod_priority;
 pub use selector::label_selector as label_selector_reading;
 use selector::label_selector;
 

@@ -111,22 +111,12 @@ pub(super) fn read(v: &Value, seen_at: Timestamp, how: &Reader) -> Option<PodSna
         r.odd("metadata.uid", "no readable uid; the pod is ignored (it could not be written safely)");
         return None;
     };
-    let daemonset = match r.list(v, &["metadata", "ownerReferences"], "metadata.ownerReferences") {
-        Err(()) => true,
-        Ok(refs) => refs.iter().any(|o| {
-            let kind = o.get("kind").and_then(Value::as_str);
-            let controller = match o.get("controller") {
-                None | Some(Value::Null) => Some(false),
-                Some(c) => c.as_bool(),
-            };
-            match (kind, controller) {
-                (Some(k), Some(c)) => k == "DaemonSet" && c,
-                _ => {
-                    r.odd("metadata.ownerReferences", "an unreadable owner reference; read as a DaemonSet's pod");
-                    true
-                }
-            }
-        }),
+    let daemonset = match super::owner::controller_owner(v) {
+        Ok(owner) => owner.is_some_and(|o| o.kind == "DaemonSet"),
+        Err(what) => {
+            r.odd("metadata.ownerReferences", &format!("{what}; read as a DaemonSet's pod"));
+            true
+        }
     };
     let ready = match r.list(v, &["status", "conditions"], "status.conditions") {
         Err(()) => None,

@@ -219,13 +219,9 @@ impl Reading<'_> {
             );
         }
         // Unreadable owner references were logged by the lifecycle reading
-        // (which spares the pod as a DaemonSet's).
-        let controller_kind = at(v, &["metadata", "ownerReferences"]).and_then(Value::as_array).and_then(|refs| {
-            refs.iter()
-                .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
-                .and_then(|o| o.get("kind").and_then(Value::as_str))
-                .map(str::to_string)
-        });
+        // (which spares the pod as a DaemonSet's); here they leave the pod
+        // uncontrolled, which the rescheduler never drains.
+        let controller_kind = super::owner::controller_owner(v).ok().flatten().map(|o| o.kind);
         let termination_grace = match at(v, &["spec", "terminationGracePeriodSeconds"]) {
             None => PodScheduling::DEFAULT_TERMINATION_GRACE,
             Some(x) => match x.as_i64() {
@@ -289,4 +285,13 @@ impl Reading<'_> {
         }
         Some(out)
     }
+}
+
+/// `spec.priority` as priority admission resolved it from the pod's class;
+/// `None` when absent or not an integer. The rescheduler's idea of a
+/// critical addon does not use it (upstream's rescheduler asks the class
+/// and the annotation); what-if counts pods in the system range as
+/// critical too.
+pub fn pod_priority(v: &Value) -> Option<i64> {
+    at(v, &["spec", "priority"]).and_then(Value::as_i64)
 }

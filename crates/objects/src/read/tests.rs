@@ -215,6 +215,10 @@ fn unreadable_owner_references_spare_the_pod_as_a_daemonsets() {
     assert!(!with(json!([{"kind": "DaemonSet", "name": "d"}])).daemonset);
     assert!(with(json!([{"kind": "DaemonSet", "controller": "true"}])).daemonset);
     assert!(with(json!({"kind": "DaemonSet"})).daemonset);
+    // Two controllers (the API server refuses that): unreadable, spared.
+    let two = json!([{"kind": "ReplicaSet", "name": "a", "controller": true},
+                     {"kind": "ReplicaSet", "name": "b", "controller": true}]);
+    assert!(with(two).daemonset);
     let p = pod(json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u", "deletionTimestamp": "soon"}}));
     assert!(p.terminating, "any deletionTimestamp means terminating");
 }

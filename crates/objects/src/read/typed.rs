@@ -13,7 +13,7 @@
 //! types accept only the shapes whose lenient reading is plain (a field of
 //! the wrong JSON type fails the decode), and every case in which the
 //! lenient reading would log or choose conservatively (an empty name, an
-//! unreadable owner reference, a Ready status other than True or False, a
+//! unreadable owner reference or two marked controller, a Ready status other than True or False, a
 //! toleration it could not read as written, an unparsable timestamp)
 //! returns `None` here, so that the caller reads the object again
 //! leniently and the log line names the object as it always did.
@@ -153,10 +153,15 @@ pub fn pod(json: &str) -> Option<(ObjectMeta, PodSnapshot)> {
     let doc: PodDoc<'_> = serde_json::from_str(json).ok()?;
     let meta = doc.metadata?;
     let (name, ns, uid) = (filled(&meta.name)?, filled(&meta.namespace)?, filled(&meta.uid)?);
-    let mut daemonset = false;
+    let (mut daemonset, mut controllers) = (false, 0);
     for owner in meta.owner_references.iter().flatten() {
         let kind = owner.kind.as_deref()?;
-        daemonset |= kind == "DaemonSet" && owner.controller == Some(true);
+        let controller = owner.controller == Some(true);
+        controllers += usize::from(controller);
+        daemonset |= kind == "DaemonSet" && controller;
+    }
+    if controllers > 1 {
+        return None;
     }
     let (conditions, reason) = match &doc.status {
         Some(s) => (s.conditions.as_deref().unwrap_or_default(), s.reason.as_deref()),
@@ -273,12 +278,16 @@ mod tests {
     /// tests show a watch's decode then gives the lenient reading).
     #[test]
     fn an_odd_pod_is_left_to_the_lenient_reading() {
-        let odd: [fn(&mut Value); 12] = [
+        let odd: [fn(&mut Value); 13] = [
             |v| v["metadata"]["name"] = json!(""),
             |v| v["metadata"]["uid"] = json!(7),
             |v| v["metadata"]["ownerReferences"] = json!([{"name": "no kind"}]),
             |v| v["metadata"]["ownerReferences"] = json!([{"kind": "DaemonSet", "controller": "yes"}]),
             |v| v["metadata"]["ownerReferences"] = json!({"kind": "DaemonSet"}),
+            |v| {
+                v["metadata"]["ownerReferences"] =
+                    json!([{"kind": "Job", "controller": true}, {"kind": "Job", "controller": true}])
+            },
             |v| v["status"]["conditions"][2]["status"] = json!("Maybe"),
             |v| v["spec"]["tolerations"][0]["operator"] = json!("Lt"),
             |v| v["spec"]["tolerations"][0]["effect"] = json!("NoEvict"),

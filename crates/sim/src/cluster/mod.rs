@@ -44,6 +44,7 @@ use nodes::NodeRow;
 pub use nodes::node_from_spec;
 use objects::budget_snapshot;
 pub use objects::{RecordedEvent, SimBudget, SimPod};
+pub use pods::pod_from_spec;
 
 // The two pod constants the reference model reads under the path they had
 // when the rules lived here; every other rule is named from `rules`.

@@ -14,6 +14,7 @@ use tracing::warn;
 
 use super::Cluster;
 use super::objects::SimPod;
+use crate::admission::AdmissionDefaults;
 use crate::rules::pod::{POD_READY, POD_SCHEDULED};
 use crate::scenario::{PodSchedulingSpec, PodSpec};
 
@@ -65,44 +66,8 @@ impl Cluster {
             warn!(pod = %spec.name, "add-pod: the pod exists; replacing it");
         }
         self.next_uid += 1;
-        let mut tolerations = spec.tolerations.clone();
-        self.admission.admit(&mut tolerations);
-        let mut conditions = BTreeMap::new();
-        if let Some(ready) = spec.ready {
-            let status = if ready { ConditionStatus::True } else { ConditionStatus::False };
-            conditions.insert(POD_READY.to_string(), status);
-        }
-        let sched = &spec.scheduling;
-        let scheduling = (self.tracks_scheduling() || **sched != PodSchedulingSpec::default()).then(|| {
-            Box::new(PodScheduling {
-                requests: sched.requests.resources(),
-                priority_class: sched.priority_class.clone(),
-                critical_annotation: sched.critical,
-                mirror: sched.mirror,
-                controller_kind: if spec.daemonset { Some("DaemonSet".to_string()) } else { sched.owner.clone() },
-                termination_grace: sched.grace_period.unwrap_or(PodScheduling::DEFAULT_TERMINATION_GRACE),
-                labels: sched.labels.clone(),
-                placement: Placement { node_selector: sched.node_selector.clone(), affinity: sched.affinity.clone() },
-                unschedulable_since: sched.unschedulable_since.map(|t| t.resolve(now)),
-            })
-        });
-        if scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some()) {
-            conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
-        }
-        SimPod {
-            key: spec.name.clone(),
-            uid: format!("uid-{}", self.next_uid),
-            node: spec.node.clone(),
-            daemonset: spec.daemonset,
-            terminating: spec.terminating,
-            tolerations,
-            conditions,
-            reason: None,
-            deleted: false,
-            refuse_deletions: spec.refuse_deletions,
-            scheduling,
-            report_scheduling: self.report,
-        }
+        let uid = format!("uid-{}", self.next_uid);
+        pod_from_spec(spec, now, &self.admission, self.tracks_scheduling(), self.report, uid)
     }
 
     pub(super) fn insert_pod(&mut self, pod: SimPod) -> Vec<Observation> {
@@ -193,5 +158,59 @@ impl Cluster {
         let obs = Observation::PodUpserted(pod.snapshot());
         self.epoch += 1;
         vec![obs]
+    }
+}
+
+/// The pod a [`PodSpec`] describes as of `now` (what `unschedulable-since:
+/// now` stands for), admitted (admission adds its default tolerations) and
+/// named `uid`. Its scheduling facts are kept when `scheduling` (the
+/// cluster tracks them) or when the spec sets any, and reported in its
+/// snapshots when `report`. The served cluster creates a scenario's added
+/// pod with this too, so an added pod is the same in both.
+pub fn pod_from_spec(
+    spec: &PodSpec,
+    now: Timestamp,
+    admission: &AdmissionDefaults,
+    scheduling: bool,
+    report: bool,
+    uid: String,
+) -> SimPod {
+    let mut tolerations = spec.tolerations.clone();
+    admission.admit(&mut tolerations);
+    let mut conditions = BTreeMap::new();
+    if let Some(ready) = spec.ready {
+        let status = if ready { ConditionStatus::True } else { ConditionStatus::False };
+        conditions.insert(POD_READY.to_string(), status);
+    }
+    let sched = &spec.scheduling;
+    let scheduling = (scheduling || **sched != PodSchedulingSpec::default()).then(|| {
+        Box::new(PodScheduling {
+            requests: sched.requests.resources(),
+            priority_class: sched.priority_class.clone(),
+            critical_annotation: sched.critical,
+            mirror: sched.mirror,
+            controller_kind: if spec.daemonset { Some("DaemonSet".to_string()) } else { sched.owner.clone() },
+            termination_grace: sched.grace_period.unwrap_or(PodScheduling::DEFAULT_TERMINATION_GRACE),
+            labels: sched.labels.clone(),
+            placement: Placement { node_selector: sched.node_selector.clone(), affinity: sched.affinity.clone() },
+            unschedulable_since: sched.unschedulable_since.map(|t| t.resolve(now)),
+        })
+    });
+    if scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some()) {
+        conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
+    }
+    SimPod {
+        key: spec.name.clone(),
+        uid,
+        node: spec.node.clone(),
+        daemonset: spec.daemonset,
+        terminating: spec.terminating,
+        tolerations,
+        conditions,
+        reason: None,
+        deleted: false,
+        refuse_deletions: spec.refuse_deletions,
+        scheduling,
+        report_scheduling: report,
     }
 }

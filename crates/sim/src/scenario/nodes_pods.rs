@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use nodewarden_model::IntOrPercent;
 use nodewarden_model::resources::{parse_bytes, parse_cpu_millis};
 use nodewarden_model::{ConditionStatus, ConditionType, LabelSelector, NodeAffinity, Span, Taint, Toleration};
 use serde::Deserialize;
@@ -324,73 +325,6 @@ impl AllocatableSpec {
             memory_bytes: self.memory.map_or(DEFAULT_ALLOCATABLE.memory_bytes, |m| m.0),
             pods: self.pods.unwrap_or(DEFAULT_ALLOCATABLE.pods),
         }
-    }
-}
-
-/// A count or a percentage, as a PodDisruptionBudget's `minAvailable` and
-/// `maxUnavailable` are written (`2`, `"50%"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IntOrPercent {
-    /// A number of pods.
-    Int(u32),
-    /// A percentage (0 to 100) of the pods the budget expects.
-    Percent(u32),
-}
-
-impl IntOrPercent {
-    /// The amount for `expected` pods, percentages rounded up (as the
-    /// disruption controller scales both fields).
-    pub fn scaled(self, expected: u32) -> u32 {
-        match self {
-            IntOrPercent::Int(n) => n,
-            IntOrPercent::Percent(p) => {
-                (u64::from(p) * u64::from(expected)).div_ceil(100).try_into().unwrap_or(u32::MAX)
-            }
-        }
-    }
-}
-
-impl fmt::Display for IntOrPercent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IntOrPercent::Int(n) => write!(f, "{n}"),
-            IntOrPercent::Percent(p) => write!(f, "{p}%"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for IntOrPercent {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IntOrPercent, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = IntOrPercent;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a number of pods (2) or a percentage (\"50%\")")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
-                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| E::custom(format!("{v} pods is too many")))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
-                match u64::try_from(v) {
-                    Ok(v) => self.visit_u64(v),
-                    Err(_) => Err(E::custom(format!("must not be negative, got {v}"))),
-                }
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
-                let bad = || E::custom(format!("{v:?} is neither a number of pods (2) nor a percentage (\"50%\")"));
-                match v.trim().strip_suffix('%') {
-                    Some(p) => {
-                        let p: u32 = p.trim().parse().map_err(|_| bad())?;
-                        if p > 100 {
-                            return Err(E::custom(format!("{v:?}: a percentage is at most 100%")));
-                        }
-                        Ok(IntOrPercent::Percent(p))
-                    }
-                    None => v.trim().parse::<u32>().map(IntOrPercent::Int).map_err(|_| bad()),
-                }
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 
