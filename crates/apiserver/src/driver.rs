@@ -481,8 +481,29 @@ impl Driver {
             }
             // The driver restarts its controller itself (`Fault::RestartController`).
             EventAction::RestartController => Vec::new(),
-            other => {
-                warn!(event = other.name(), "the served cluster does not apply this event; ignored");
+            // Written directly by `write_pod_event` and `write_event`, which
+            // `apply_event` asks first; listed so that a new event kind
+            // must be placed somewhere.
+            EventAction::DeletePod(_)
+            | EventAction::SetTolerations(_)
+            | EventAction::BindPod(_)
+            | EventAction::AddPod(_)
+            | EventAction::MarkUnschedulable(_)
+            | EventAction::DeleteNode(_)
+            | EventAction::KubeletStart(_)
+            | EventAction::AddBudget(_)
+            | EventAction::DeleteBudget(_)
+            | EventAction::SetAllocatable(_)
+            | EventAction::SetReady(_)
+            | EventAction::SetCondition(_)
+            | EventAction::RemoveCondition(_)
+            | EventAction::SetTaints(_)
+            | EventAction::SetUnschedulable(_)
+            | EventAction::SetLabels(_) => {
+                warn!(
+                    event = action.name(),
+                    "an event the served cluster writes elsewhere reached the fallback; ignored"
+                );
                 Vec::new()
             }
         };

@@ -62,9 +62,10 @@ pub use validate::{load_scenario, parse_scenario, validate};
 pub use wire::{ApiLatency, SpanRange, Wire};
 
 /// What a second back end needs beyond the facade: the served cluster
-/// (`nodewarden-apiserver`) builds a scenario's addons and plays a scenario
-/// event through the simulated cluster's own code, so both back ends
-/// start from the same objects and apply an event alike.
+/// (`nodewarden-apiserver`) builds a scenario's addons, and the nodes and
+/// pods a scenario event adds, with the simulated cluster's own
+/// constructors, so both back ends start from the same objects and add
+/// them alike.
 pub mod served {
     pub use crate::addons::build as build_addons;
     pub use crate::cluster::{node_from_spec, pod_from_spec};
