@@ -146,10 +146,13 @@ pub fn populate(
         ServeSource::Fleet(spec, builtin) if *builtin != Some(Builtin::CriticalAddon) => fleet::workloads(spec),
         _ => Vec::new(),
     };
-    let daemonsets = store_pods(&mut s, &time, &cluster, &node_uids, &workloads);
-    store_daemonsets(&mut s, &time, daemonsets, cluster.nodes().count());
-    for b in cluster.budgets().values() {
-        store_budget(&mut s, &time, &b.spec);
+    let n_nodes = cluster.nodes().count();
+    let budgets: Vec<_> = cluster.budgets().values().map(|b| b.spec.clone()).collect();
+    // The typed pods are freed one by one as their JSON is stored.
+    let daemonsets = store_pods(&mut s, &time, cluster.into_pods(), &node_uids, &workloads);
+    store_daemonsets(&mut s, &time, daemonsets, n_nodes);
+    for b in &budgets {
+        store_budget(&mut s, &time, b);
     }
     Ok(Populated { kubelets, plan, name, tracks_scheduling: tracks })
 }
@@ -238,7 +241,7 @@ fn store_nodes(
 fn store_pods(
     s: &mut Inner,
     time: &TimeBase,
-    cluster: &Cluster,
+    pods: BTreeMap<String, nodewarden_sim::SimPod>,
     node_uids: &HashMap<String, (String, usize)>,
     workloads: &[fleet::Workload],
 ) -> BTreeMap<(String, String), Value> {
@@ -249,7 +252,7 @@ fn store_pods(
         .flat_map(|(w, wl)| wl.pods.iter().enumerate().map(move |(ordinal, key)| (key.as_str(), (w, ordinal))))
         .collect();
     let mut daemonsets = BTreeMap::new();
-    for (j, p) in cluster.pods().filter(|p| !p.deleted).enumerate() {
+    for (j, p) in pods.into_values().filter(|p| !p.deleted).enumerate() {
         let mut snap = p.snapshot();
         snap.scheduling = p.scheduling.clone();
         let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();

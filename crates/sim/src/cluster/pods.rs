@@ -38,6 +38,14 @@ impl Cluster {
         self.pods.values()
     }
 
+    /// The cluster's pods, by key, the cluster itself given up: for a back
+    /// end that copies them into its own storage and can free each typed
+    /// pod as it goes (the served cluster at 300k pods would otherwise
+    /// hold both copies at once).
+    pub fn into_pods(self) -> BTreeMap<String, SimPod> {
+        self.pods
+    }
+
     /// Creates a pod: admission adds its default tolerations, and it gets
     /// the next uid. A deleted pod of the same name is replaced.
     pub fn add_pod(&mut self, spec: &PodSpec) -> Vec<Observation> {
