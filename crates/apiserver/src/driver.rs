@@ -16,7 +16,6 @@ use nodewarden_controller::Controller;
 use nodewarden_engine::Observation;
 use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp, wall};
 use nodewarden_sim::rules::node as node_rules;
-use nodewarden_sim::scenario::DEFAULT_ALLOCATABLE;
 use nodewarden_sim::served::{node_from_spec, pod_from_spec};
 use nodewarden_sim::{EventAction, Kubelets};
 use nodewarden_sim::{Fault, FaultPlan};
@@ -460,7 +459,7 @@ impl Driver {
             EventAction::AddNode(spec) => {
                 let (mut node, lease) = node_from_spec(spec, now);
                 if self.tracks_scheduling {
-                    node.allocatable = Some(spec.allocatable.as_ref().map_or(DEFAULT_ALLOCATABLE, |a| a.resources()));
+                    node.allocatable = Some(spec.allocatable_resources());
                 }
                 served_api::write_observation(s, &time, self.lease_duration, Observation::NodeUpserted(node));
                 if let Some(renew) = lease {

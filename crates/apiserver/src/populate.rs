@@ -252,9 +252,9 @@ fn store_pods(
         .flat_map(|(w, wl)| wl.pods.iter().enumerate().map(move |(ordinal, key)| (key.as_str(), (w, ordinal))))
         .collect();
     let mut daemonsets = BTreeMap::new();
-    for (j, p) in pods.into_values().filter(|p| !p.deleted).enumerate() {
+    for (j, mut p) in pods.into_values().filter(|p| !p.deleted).enumerate() {
         let mut snap = p.snapshot();
-        snap.scheduling = p.scheduling.clone();
+        snap.scheduling = p.scheduling.take();
         let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
         create_namespace(s, time, &ns);
         let uid = s.next_uid();

@@ -17,7 +17,7 @@ use super::scheduling::scheduling_view_changed;
 use super::{Cluster, Hasher};
 use crate::kubelet::{KubeletApi, NodeHandle};
 use crate::rules::node::{edit_labels, is_controller_noexecute, post_condition, ready_reason, ready_status};
-use crate::scenario::{DEFAULT_ALLOCATABLE, NodeSpec};
+use crate::scenario::NodeSpec;
 
 /// One name's row in [`Cluster`]'s node table.
 #[derive(Clone, Debug)]
@@ -198,7 +198,7 @@ impl Cluster {
     pub fn add_node(&mut self, spec: &NodeSpec, now: Timestamp) -> Vec<Observation> {
         let (mut node, lease) = node_from_spec(spec, now);
         if self.tracks_scheduling() {
-            let alloc = spec.allocatable.as_ref().map_or(DEFAULT_ALLOCATABLE, |a| a.resources());
+            let alloc = spec.allocatable_resources();
             self.allocatable.insert(spec.name.clone(), alloc);
             if self.report {
                 node.allocatable = Some(alloc);

@@ -64,6 +64,15 @@ pub struct NodeSpec {
     pub allocatable: Option<Box<AllocatableSpec>>,
 }
 
+impl NodeSpec {
+    /// The allocatable the node reports: the file's, or
+    /// [`DEFAULT_ALLOCATABLE`] when it gives none (both back ends serve a
+    /// node's allocatable alike).
+    pub fn allocatable_resources(&self) -> nodewarden_model::Resources {
+        self.allocatable.as_ref().map_or(DEFAULT_ALLOCATABLE, |a| a.resources())
+    }
+}
+
 /// A pod as the file describes it, under `pods` or in `add-pod`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodSpec {
