@@ -562,7 +562,7 @@ async fn clients(args: &RunArgs, identity: &str) -> anyhow::Result<(String, kube
     ));
     let election_client = kube::Client::try_from(nodewarden_kube::controller_config(election_config))
         .context("kube client for leader election")?;
-    let client = kube::Client::try_from(nodewarden_kube::controller_config(kconfig)).context("kube client")?;
+    let client = nodewarden_kube::controller_client(kconfig).context("kube client")?;
     Ok((server, client, election_client))
 }
 

@@ -21,6 +21,7 @@ mod engine_thread;
 mod input;
 mod leader;
 mod limiter;
+mod prefetch;
 mod runner;
 mod trimmed;
 mod watch;
@@ -47,6 +48,14 @@ pub use writer::{DryRunApi, KubeApi, WRITE_LAG_METRIC, WriterOptions, spawn_writ
 pub fn controller_config(mut config: kube::Config) -> kube::Config {
     config.default_retry = false;
     config
+}
+
+/// The client `nodewarden run` watches and writes through: kube's, from
+/// `config`, with each paged list's next page requested while the watcher
+/// decodes the current one ([`prefetch`]). Needs a tokio runtime.
+pub fn controller_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(controller_config(config))?;
+    Ok(builder.with_layer(&prefetch::ListPrefetch).build())
 }
 
 /// Why a request never got an answer from the API server, in the few words

@@ -27,7 +27,6 @@ use nodewarden_model::Timestamp;
 use serde::de::DeserializeSeed;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use nodewarden_objects::{self as objects, Detail, Keep, Pruned, keep, typed};
 
@@ -40,14 +39,31 @@ pub trait Readable: k8s_openapi::Resource {
     /// The observation an object of this kind gives, seen at `seen_at`;
     /// `None` for an object the engine ignores.
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation>;
-    /// Whether the kind has a typed reading ([`Readable::read_typed`]):
-    /// a watch then keeps each object's text to try it first.
-    const TYPED: bool = false;
-    /// The typed reading of a well-formed object's text ([`nodewarden_objects::typed`]):
-    /// its identity and the same observation [`Readable::read`] gives, or
-    /// `None` to read it leniently.
-    fn read_typed(_json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
-        None
+    /// Decodes one object from `d`, seen at `seen_at()` (asked only when
+    /// a reading needs it): pruned to [`Readable::KEEP`] and read
+    /// leniently, unless the kind has a typed reading
+    /// ([`nodewarden_objects::typed`]), which reads a well-formed object
+    /// in the same pass.
+    fn decode<'de, D: Deserializer<'de>>(d: D, seen_at: impl FnOnce() -> Timestamp) -> Result<Trimmed<Self>, D::Error>
+    where
+        Self: Sized,
+    {
+        let v = Pruned(Self::KEEP).deserialize(d)?;
+        Ok(Trimmed::from_json(&v, seen_at()))
+    }
+}
+
+impl<K: Readable> Trimmed<K> {
+    /// An object the single pass read typed, or else read leniently.
+    fn from_decoded<T>(
+        decoded: typed::Decoded<T>,
+        seen_at: impl FnOnce() -> Timestamp,
+        reading: impl FnOnce(T) -> Option<Observation>,
+    ) -> Trimmed<K> {
+        match decoded {
+            typed::Decoded::Typed(metadata, t) => Trimmed { metadata, reading: reading(t), kind: PhantomData },
+            typed::Decoded::Pruned(v) => Trimmed::from_json(&v, seen_at()),
+        }
     }
 }
 
@@ -63,9 +79,8 @@ impl Readable for Pod {
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         objects::pod_reading(v, seen_at, Detail::Lifecycle).map(Observation::PodUpserted)
     }
-    const TYPED: bool = true;
-    fn read_typed(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
-        typed::pod(json).map(|(id, pod)| (id, Some(Observation::PodUpserted(pod))))
+    fn decode<'de, D: Deserializer<'de>>(d: D, seen_at: impl FnOnce() -> Timestamp) -> Result<Trimmed<Pod>, D::Error> {
+        Ok(Trimmed::from_decoded(typed::decode_pod(d)?, seen_at, |pod| Some(Observation::PodUpserted(pod))))
     }
 }
 
@@ -114,9 +129,11 @@ impl Readable for Lease {
     fn read(v: &Value, seen_at: Timestamp) -> Option<Observation> {
         objects::lease_reading(v, seen_at)
     }
-    const TYPED: bool = true;
-    fn read_typed(json: &str) -> Option<(ObjectMeta, Option<Observation>)> {
-        typed::lease(json)
+    fn decode<'de, D: Deserializer<'de>>(
+        d: D,
+        seen_at: impl FnOnce() -> Timestamp,
+    ) -> Result<Trimmed<Lease>, D::Error> {
+        Ok(Trimmed::from_decoded(typed::decode_lease(d)?, seen_at, |lease| lease))
     }
 }
 
@@ -163,25 +180,19 @@ impl<K: Readable> Trimmed<K> {
         Trimmed { metadata, reading, kind: PhantomData }
     }
 
-    /// Reads one object's text, seen at `seen_at`: typed when the kind has
-    /// a typed reading and the object is well formed, else leniently.
+    /// Reads one object's text, seen at `seen_at`, as a watch decodes it.
     /// Never fails on valid JSON; `Err` names what is not.
     pub fn from_text(json: &str, seen_at: Timestamp) -> serde_json::Result<Trimmed<K>> {
-        if let Some((metadata, reading)) = K::read_typed(json) {
-            return Ok(Trimmed { metadata, reading, kind: PhantomData });
-        }
-        Ok(Trimmed::from_json(&objects::pruned_from_str(json, K::KEEP)?, seen_at))
+        let mut d = serde_json::Deserializer::from_str(json);
+        let t = K::decode(&mut d, || seen_at)?;
+        d.end()?;
+        Ok(t)
     }
 }
 
 impl<'de, K: Readable> Deserialize<'de> for Trimmed<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        if K::TYPED {
-            let raw = Box::<RawValue>::deserialize(d)?;
-            return Trimmed::from_text(raw.get(), objects::wall_clock_now()).map_err(serde::de::Error::custom);
-        }
-        let v = Pruned(K::KEEP).deserialize(d)?;
-        Ok(Trimmed::from_json(&v, objects::wall_clock_now()))
+        K::decode(d, objects::wall_clock_now)
     }
 }
 

@@ -31,10 +31,12 @@ pub(super) fn pod_reading(v: &Value, at: Timestamp, detail: Detail) -> Option<Po
     };
     let full = super::pod_reading(v, at, detail);
     assert_eq!(super::pod_reading(&decoded(v, keep), at, detail), full, "pruning changed the reading of {v}");
-    if detail == Detail::Lifecycle
-        && let Some((_, typed)) = super::typed::pod(&v.to_string())
-    {
-        assert_eq!(Some(typed), full, "the typed reading differs from the lenient one for {v}");
+    if detail == Detail::Lifecycle {
+        let text = v.to_string();
+        assert_eq!(super::typed::rebuilt_pod(&text), decoded(v, keep), "the single pass lost a kept field of {v}");
+        if let Some((_, typed)) = super::typed::pod(&text) {
+            assert_eq!(Some(typed), full, "the typed reading differs from the lenient one for {v}");
+        }
     }
     full
 }
@@ -42,7 +44,13 @@ pub(super) fn pod_reading(v: &Value, at: Timestamp, detail: Detail) -> Option<Po
 pub(super) fn lease_reading(v: &Value, at: Timestamp) -> Option<Observation> {
     let full = super::lease_reading(v, at);
     assert_eq!(super::lease_reading(&decoded(v, &keep::LEASE), at), full, "pruning changed the reading of {v}");
-    if let Some((_, typed)) = super::typed::lease(&v.to_string()) {
+    let text = v.to_string();
+    assert_eq!(
+        super::typed::rebuilt_lease(&text),
+        decoded(v, &keep::LEASE),
+        "the single pass lost a kept field of {v}"
+    );
+    if let Some((_, typed)) = super::typed::lease(&text) {
         assert_eq!(typed, full, "the typed reading differs from the lenient one for {v}");
     }
     full

@@ -24,23 +24,24 @@ pub const NODE: Keep =
 pub const SCHEDULED_NODE: Keep =
     only(&[("metadata", NODE_METADATA), ("spec", NODE_SPEC), ("status", Keep::Fields(&["conditions", "allocatable"]))]);
 
+// A Pod for node lifecycle, part by part: the typed reading's shapes
+// (`super::typed`) keep what these name.
+pub(super) const OWNER: Keep = Keep::Fields(&["kind", "controller"]);
+pub(super) const POD_METADATA: Keep = only(&[
+    ("name", Keep::All),
+    ("namespace", Keep::All),
+    ("uid", Keep::All),
+    ("resourceVersion", Keep::All),
+    ("ownerReferences", Keep::Each(&OWNER)),
+    ("deletionTimestamp", Keep::All),
+]);
+pub(super) const POD_SPEC: Keep = Keep::Fields(&["nodeName", "tolerations"]);
+pub(super) const CONDITION: Keep = Keep::Fields(&["type", "status"]);
+pub(super) const POD_STATUS: Keep = only(&[("conditions", Keep::Each(&CONDITION)), ("reason", Keep::All)]);
+
 /// A Pod for node lifecycle and taint eviction: of its owners and
 /// conditions, only what tells a DaemonSet's pod and a Ready one.
-pub const POD: Keep = only(&[
-    (
-        "metadata",
-        only(&[
-            ("name", Keep::All),
-            ("namespace", Keep::All),
-            ("uid", Keep::All),
-            ("resourceVersion", Keep::All),
-            ("ownerReferences", Keep::Each(&Keep::Fields(&["kind", "controller"]))),
-            ("deletionTimestamp", Keep::All),
-        ]),
-    ),
-    ("spec", Keep::Fields(&["nodeName", "tolerations"])),
-    ("status", only(&[("conditions", Keep::Each(&Keep::Fields(&["type", "status"]))), ("reason", Keep::All)])),
-]);
+pub const POD: Keep = only(&[("metadata", POD_METADATA), ("spec", POD_SPEC), ("status", POD_STATUS)]);
 
 /// A Pod for the rescheduler too: its whole spec and metadata (requests,
 /// placement, priority, labels, annotations), less what no reading
@@ -51,11 +52,11 @@ pub const SCHEDULED_POD: Keep = only(&[
     ("status", Keep::Fields(&["conditions", "reason", "phase"])),
 ]);
 
+pub(super) const LEASE_METADATA: Keep = Keep::Fields(&["name", "namespace", "uid", "resourceVersion"]);
+pub(super) const LEASE_SPEC: Keep = Keep::Fields(&["renewTime"]);
+
 /// A node Lease.
-pub const LEASE: Keep = only(&[
-    ("metadata", Keep::Fields(&["name", "namespace", "uid", "resourceVersion"])),
-    ("spec", Keep::Fields(&["renewTime"])),
-]);
+pub const LEASE: Keep = only(&[("metadata", LEASE_METADATA), ("spec", LEASE_SPEC)]);
 
 /// A PodDisruptionBudget.
 pub const BUDGET: Keep = only(&[

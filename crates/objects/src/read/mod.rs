@@ -104,6 +104,7 @@ mod scheduling;
 #[cfg(test)]
 mod scheduling_tests;
 mod selector;
+mod shape;
 #[cfg(test)]
 mod tests;
 pub mod typed;

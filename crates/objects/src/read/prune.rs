@@ -82,7 +82,7 @@ impl<'de> DeserializeSeed<'de> for Pruned<'_> {
     }
 }
 
-struct PrunedVisitor<'k>(&'k Keep);
+pub(super) struct PrunedVisitor<'k>(pub(super) &'k Keep);
 
 impl<'de> Visitor<'de> for PrunedVisitor<'_> {
     type Value = Value;
@@ -163,7 +163,7 @@ impl<'de> Visitor<'de> for PrunedVisitor<'_> {
 
 /// A map key, borrowed from the input where it can be (serde_json borrows
 /// a key without escapes from a slice or a string).
-struct Key;
+pub(super) struct Key;
 
 impl<'de> DeserializeSeed<'de> for Key {
     type Value = Cow<'de, str>;
