@@ -10,9 +10,11 @@
 //! [`Trimmed`] decodes any JSON object, only the fields its reading looks
 //! at ([`Readable::KEEP`], [`nodewarden_objects::keep`]): `nodewarden_objects`'s lenient readings reads it
 //! leniently (logging what it finds odd), and nothing else is kept. Pods
-//! and Leases, nearly every object of a large cluster, are first read
-//! through typed fields ([`nodewarden_objects::typed`]), which cost a fraction of the
-//! pruned `Value`; only an object that reading declines is read leniently.
+//! and Leases, nearly every object of a large cluster, are read through
+//! typed fields as they are decoded ([`nodewarden_objects::typed`]),
+//! which cost a fraction of the pruned `Value`; only an object that
+//! reading declines is read leniently, from the pruned document the same
+//! pass rebuilt.
 
 use std::borrow::Cow;
 use std::fmt;

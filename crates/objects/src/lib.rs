@@ -26,7 +26,7 @@ mod time;
 pub mod write;
 
 pub use read::keep;
-pub use read::prune::{Keep, Pruned, from_str as pruned_from_str};
+pub use read::prune::{Keep, Pruned};
 pub use read::typed;
 pub use read::{
     ControllerOwner, Detail, MANY_TAINTS, NODE_LEASE_NAMESPACE, Reader, budget_amounts, budget_reading,

@@ -195,7 +195,8 @@ impl<'de> Visitor<'de> for KeyVisitor {
     }
 }
 
-/// Decodes `text` pruned by `keep`.
+/// Decodes `text` pruned by `keep` (the tests' pruned document).
+#[cfg(test)]
 pub fn from_str(text: &str, keep: &Keep) -> serde_json::Result<Value> {
     let mut d = serde_json::Deserializer::from_str(text);
     let v = Pruned(keep).deserialize(&mut d)?;
