@@ -430,6 +430,12 @@ impl Engine {
         &self.world
     }
 
+    /// The World, to change (for tests).
+    #[cfg(test)]
+    pub(crate) fn world_mut(&mut self) -> &mut World {
+        &mut self.world
+    }
+
     /// The key of every object of `kind` the engine holds, in no order:
     /// what its observations told it exists, deletions applied, pending
     /// observations not included (take them in first, [`Engine::absorb`]).

@@ -519,6 +519,12 @@ impl NodeTimers {
             .or_else(|| self.recent.iter().rev().find(|r| r.0 == pass).map(|r| r.1))
     }
 
+    /// Whether the node in `slot` is parked (for tests).
+    #[cfg(test)]
+    pub fn is_parked(&self, slot: u32) -> bool {
+        self.links.get(slot as usize).is_some_and(|l| l.place == Place::Quiet(PARKED))
+    }
+
     /// Quiet nodes (for tests).
     #[cfg(test)]
     fn quiet(&self) -> usize {

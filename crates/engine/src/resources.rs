@@ -422,6 +422,9 @@ pub struct PassScratch {
     /// Verdicts of the nodes with a Ready condition among `work`, in name
     /// order.
     pub verdicts: Vec<NodeVerdict>,
+    /// The slots of the nodes in `work`, neither filed nor kept active
+    /// until their work is done (`health::file_worked`).
+    pub worked: Vec<u32>,
 }
 
 /// A drained work list, ready to be put back for the next tick. Work lists

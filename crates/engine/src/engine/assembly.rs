@@ -141,6 +141,7 @@ impl Engine {
                         act_on_verdicts,
                         health::restore_node_order,
                         disruption::handle_disruption,
+                        health::file_worked,
                     )
                         .chain(),
                 ),

@@ -7,9 +7,11 @@
 //! note the few nodes that need more than that (first sight, an Unknown
 //! write, a taint or eviction decision) for [`decide`], which registers
 //! them, writes Unknown, marks pods NotReady and hands each one's Ready
-//! verdict to the eviction mode's system (`tainting` or `legacy`). A quiet
-//! node (Ready, clean, renewing) costs the pass nothing: its renewals were
-//! taken in at ingest and its zone's counts are kept as it changes.
+//! verdict to the eviction mode's system (`tainting` or `legacy`); at the
+//! pass's end [`file_worked`] files those nodes by the state that left
+//! them in. A quiet node (Ready, clean, renewing) costs the pass nothing:
+//! its renewals were taken in at ingest and its zone's counts are kept as
+//! it changes.
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{
@@ -120,21 +122,68 @@ pub fn update_node_health(
                 had_ready: ready.status.is_some(),
                 go_unknown,
             });
+            // Filed or kept once its work is done ([`file_worked`]).
+            scratch.worked.push(slot);
+            continue;
         }
-        // Quiet from now on: Ready, clean, nothing to decide. Until ingest
-        // sees a change or it falls overdue, passes leave it alone.
-        let quiet = !needs_work && current == Some(ConditionStatus::True) && flags.is_clean();
         // Parked: Unknown, and in taint mode with its taint or its place in
-        // the queue; until something changes it, every pass would find the
-        // same (an Unknown node has no deadline left to miss). The tainting
-        // pass only ever gives such a node its taint, which keeps it so.
-        let parked = !needs_work && taint_mode && ready.status == Some(ConditionStatus::Unknown);
-        let filed = if quiet { timers.file_at(slot, rec.probe) } else { parked && timers.park(slot) };
-        if !filed {
-            timers.keep_active(slot);
-        }
+        // the queue (it has nothing to decide).
+        let parked = taint_mode && ready.status == Some(ConditionStatus::Unknown);
+        file_or_keep(&mut timers, slot, current == Some(ConditionStatus::True) && flags.is_clean(), parked, rec.probe);
     }
     timers.recycle_active(active);
+}
+
+/// Where a visited node with nothing (more) to decide goes. Quiet (Ready,
+/// clean): filed under its probe time; until ingest sees a change or it
+/// falls overdue, passes leave it alone. Parked (Unknown, taint mode, its
+/// taint or queue place held): until something changes it, every pass
+/// would find the same, since an Unknown node has no deadline left to
+/// miss, and the tainting pass only ever gives such a node its taint,
+/// which keeps it so. Anything else stays on the active list.
+fn file_or_keep(timers: &mut NodeTimers, slot: u32, quiet: bool, parked: bool, probe: Timestamp) {
+    let filed = if quiet { timers.file_at(slot, probe) } else { parked && timers.park(slot) };
+    if !filed {
+        timers.keep_active(slot);
+    }
+}
+
+/// What the pass's last step reads of a node it handed work to.
+type WorkedNodes<'w, 's> = Query<'w, 's, (&'static ReadyView, &'static Health, &'static NodeFlags, &'static InZone)>;
+
+/// The pass's last step: each node it handed work to (first sight, an
+/// Unknown write, a taint or eviction decision) is filed as pass 1 files a
+/// node without work, by the state that work left it in. A node
+/// registered Ready and clean is quiet at once, a node written Unknown and
+/// queued is parked at once, instead of the next pass visiting it only to
+/// find the same (after a first list that next pass visited every node;
+/// after a zone went down or healed, every node of the zone). Runs after
+/// `handle_disruption`, so a change of disruption mode in this pass is
+/// seen.
+pub fn file_worked(tick: Tick, pass: MonitorPass, nodes: WorkedNodes, zone_queues: Query<&Zone>) {
+    let MonitorPass { mut scratch, mut timers, .. } = pass;
+    let taint_mode = tick.settings.0.enable_taint_manager;
+    let mut worked = std::mem::take(&mut scratch.worked);
+    for &slot in &worked {
+        let Some(entity) = timers.active_entity(slot) else { continue };
+        let Ok((ready, health, flags, in_zone)) = nodes.get(entity) else {
+            timers.keep_active(slot);
+            continue;
+        };
+        let Some(rec) = health.record(&timers) else {
+            timers.keep_active(slot);
+            continue;
+        };
+        let quiet = ready.status == Some(ConditionStatus::True) && flags.is_clean();
+        let parked = taint_mode
+            && ready.status == Some(ConditionStatus::Unknown)
+            && !has_decision(ready.status, flags, taint_mode, || {
+                zone_queues.get(in_zone.zone).is_ok_and(|z| !z.queue.is_queued(&entity))
+            });
+        file_or_keep(&mut timers, slot, quiet, parked, rec.probe);
+    }
+    worked.clear();
+    scratch.worked = worked;
 }
 
 /// Starts the pass's scratch: no work yet, and each zone's tally from the
@@ -208,9 +257,15 @@ fn has_decision(
 }
 
 /// A warm standby's pass ends after pass 1: the health records are kept,
-/// the work pass 1 found is not done (it decides, writes, queues).
-pub fn forget_work(mut scratch: ResMut<PassScratch>) {
+/// the work pass 1 found is not done (it decides, writes, queues), and the
+/// nodes it was for stay active, so the next pass finds it again.
+pub fn forget_work(pass: MonitorPass) {
+    let MonitorPass { mut scratch, mut timers, .. } = pass;
     scratch.work.clear();
+    for &slot in &scratch.worked {
+        timers.keep_active(slot);
+    }
+    scratch.worked.clear();
 }
 
 /// The conditions after the controller gives up on a silent kubelet (B7):
@@ -395,4 +450,97 @@ fn mark_pods_if_not_ready(
 /// mode's system has acted on the verdicts.
 pub fn restore_node_order(mut outbox: ResMut<Outbox>) {
     outbox.end_ordered();
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewarden_model::{ControllerConfig, NodeCondition, Span, Timestamp};
+
+    use crate::Engine;
+    use crate::action::ActionKind;
+    use crate::components::NodeName;
+    use crate::monitor::{Health, NodeTimers};
+    use crate::observation::{NodeSnapshot, Observation};
+
+    const PERIOD: Span = Span::from_secs(5);
+
+    /// Four Ready nodes of one zone, seen by a first pass at the epoch.
+    fn four_nodes() -> Engine {
+        let mut engine = Engine::new(ControllerConfig::default(), Timestamp::EPOCH).unwrap();
+        for name in ["a", "b", "c", "d"] {
+            let mut node = NodeSnapshot::new(name, Timestamp::EPOCH - Span::from_secs(60));
+            node.conditions = NodeCondition::healthy_kubelet(Timestamp::EPOCH, Timestamp::EPOCH);
+            engine.observe(Observation::NodeUpserted(node));
+            engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(Timestamp::EPOCH) });
+        }
+        engine
+    }
+
+    /// Where each node is in the monitor's timers: quiet, parked or active.
+    fn places(engine: &mut Engine) -> Vec<(String, &'static str)> {
+        let world = engine.world_mut();
+        let mut q = world.query::<(&NodeName, &Health)>();
+        let mut out: Vec<(String, &'static str)> = q
+            .iter(world)
+            .map(|(name, h)| {
+                let timers = world.resource::<NodeTimers>();
+                let place = if timers.is_parked(h.slot()) {
+                    "parked"
+                } else if timers.is_quiet(h.slot()) {
+                    "quiet"
+                } else {
+                    "active"
+                };
+                (name.0.clone(), place)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn all(place: &'static str) -> Vec<(String, &'static str)> {
+        ["a", "b", "c", "d"].iter().map(|n| (n.to_string(), place)).collect()
+    }
+
+    #[test]
+    fn a_node_registered_ready_is_quiet_after_the_pass_that_registered_it() {
+        let mut engine = four_nodes();
+        let registered = engine.tick(Timestamp::EPOCH);
+        assert_eq!(registered.len(), 4, "one RegisteredNode Event a node: {registered:?}");
+        assert_eq!(places(&mut engine), all("quiet"), "the next pass has nothing to visit");
+    }
+
+    #[test]
+    fn a_node_written_unknown_and_queued_is_parked_by_the_same_pass() {
+        let mut engine = four_nodes();
+        let _ = engine.tick(Timestamp::EPOCH);
+        let mut now = Timestamp::EPOCH;
+        let unknown_at = loop {
+            now += PERIOD;
+            for name in ["b", "c", "d"] {
+                engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(now) });
+            }
+            let actions = engine.tick(now);
+            if actions.iter().any(|a| matches!(&a.kind, ActionKind::UpdateNodeConditions { node, .. } if node == "a")) {
+                break now;
+            }
+            assert!(now < Timestamp::EPOCH + Span::from_secs(60), "node a was never written Unknown");
+        };
+        assert_eq!(unknown_at, Timestamp::EPOCH + Span::from_secs(45), "grace (40 s) after its last heartbeat");
+        let mut expected = all("quiet");
+        expected[0].1 = "parked";
+        assert_eq!(places(&mut engine), expected);
+    }
+
+    #[test]
+    fn a_warm_standby_leaves_the_work_it_found_for_the_next_pass() {
+        let mut engine = four_nodes();
+        engine.stand_by();
+        let _ = engine.tick(Timestamp::EPOCH);
+        assert_eq!(places(&mut engine), all("active"), "registration is work a standby does not do");
+        let later = Timestamp::EPOCH + PERIOD;
+        engine.take_over(later);
+        let _ = engine.tick(later);
+        assert_eq!(places(&mut engine), all("quiet"), "the first pass as leader visits every node");
+    }
 }
