@@ -417,14 +417,13 @@ pub struct NodeVerdict {
 pub struct PassScratch {
     /// Tallies by zone slot.
     pub tally: Vec<ZoneTally>,
-    /// Nodes needing cold-path work, sorted by name before use.
+    /// Nodes needing cold-path work, sorted by name before use; neither
+    /// filed nor kept active until their work is done
+    /// (`health::file_worked`).
     pub work: Vec<NodeWork>,
     /// Verdicts of the nodes with a Ready condition among `work`, in name
     /// order.
     pub verdicts: Vec<NodeVerdict>,
-    /// The slots of the nodes in `work`, neither filed nor kept active
-    /// until their work is done (`health::file_worked`).
-    pub worked: Vec<u32>,
 }
 
 /// A drained work list, ready to be put back for the next tick. Work lists

@@ -123,7 +123,6 @@ pub fn update_node_health(
                 go_unknown,
             });
             // Filed or kept once its work is done ([`file_worked`]).
-            scratch.worked.push(slot);
             continue;
         }
         // Parked: Unknown, and in taint mode with its taint or its place in
@@ -163,13 +162,11 @@ type WorkedNodes<'w, 's> = Query<'w, 's, (&'static ReadyView, &'static Health, &
 pub fn file_worked(tick: Tick, pass: MonitorPass, nodes: WorkedNodes, zone_queues: Query<&Zone>) {
     let MonitorPass { mut scratch, mut timers, .. } = pass;
     let taint_mode = tick.settings.0.enable_taint_manager;
-    let mut worked = std::mem::take(&mut scratch.worked);
-    for &slot in &worked {
-        let Some(entity) = timers.active_entity(slot) else { continue };
-        let Ok((ready, health, flags, in_zone)) = nodes.get(entity) else {
-            timers.keep_active(slot);
-            continue;
-        };
+    for w in scratch.work.drain(..) {
+        let entity = w.node;
+        // Pass 1 visited it through a query that reads all of these.
+        let Ok((ready, health, flags, in_zone)) = nodes.get(entity) else { continue };
+        let slot = health.slot();
         let Some(rec) = health.record(&timers) else {
             timers.keep_active(slot);
             continue;
@@ -182,8 +179,6 @@ pub fn file_worked(tick: Tick, pass: MonitorPass, nodes: WorkedNodes, zone_queue
             });
         file_or_keep(&mut timers, slot, quiet, parked, rec.probe);
     }
-    worked.clear();
-    scratch.worked = worked;
 }
 
 /// Starts the pass's scratch: no work yet, and each zone's tally from the
@@ -259,13 +254,13 @@ fn has_decision(
 /// A warm standby's pass ends after pass 1: the health records are kept,
 /// the work pass 1 found is not done (it decides, writes, queues), and the
 /// nodes it was for stay active, so the next pass finds it again.
-pub fn forget_work(pass: MonitorPass) {
+pub fn forget_work(pass: MonitorPass, health: Query<&Health>) {
     let MonitorPass { mut scratch, mut timers, .. } = pass;
-    scratch.work.clear();
-    for &slot in &scratch.worked {
-        timers.keep_active(slot);
+    for w in scratch.work.drain(..) {
+        if let Ok(h) = health.get(w.node) {
+            timers.keep_active(h.slot());
+        }
     }
-    scratch.worked.clear();
 }
 
 /// The conditions after the controller gives up on a silent kubelet (B7):
@@ -383,7 +378,7 @@ pub fn decide(
 
         scratch.verdicts.push(NodeVerdict { node: w.node, order, current, observed: w.observed });
     }
-    work.clear();
+    // Kept for `file_worked`, which files these nodes and empties it.
     scratch.work = work;
 }
 
