@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nodewarden_model::ControllerConfig;
+use nodewarden_model::{ControllerConfig, Timestamp};
 use nodewarden_sim::fleet::FleetSpec;
 use nodewarden_sim::{AdmissionDefaults, Builtin, KubeletTiming};
 use tokio::net::TcpListener;
@@ -140,8 +140,14 @@ impl Served {
             let journal = crate::journal::Journal::create(path, time)?;
             cluster.store.keep_journal(Arc::new(journal));
         }
-        let populated = populate(&opts.source, &opts.timing, opts.lease_duration_secs, &cluster)
+        let mut populated = populate(&opts.source, &opts.timing, opts.lease_duration_secs, &cluster)
             .map_err(|BadFleet(why)| ServeError::Fleet(why))?;
+        if opts.zero_unix_nanos.is_none() && matches!(opts.source, ServeSource::Fleet(..)) {
+            // The fleet's kubelets were phased from the clock's zero, taken
+            // before the build: they start beating from now instead, as a
+            // fleet already running when its API server comes up would.
+            populated.kubelets.postpone(time.now() - Timestamp::EPOCH);
+        }
         let critical_addon = matches!(opts.source, ServeSource::Fleet(_, Some(Builtin::CriticalAddon)));
         if critical_addon && opts.controller.is_none() {
             info!(
