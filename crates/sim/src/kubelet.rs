@@ -316,9 +316,9 @@ impl Kubelets {
         for slot in 0..self.kubelets.len() {
             let slot = slot as u32;
             if let Some(mut c) = self.cadence(slot) {
-                c.next_lease = c.next_lease + by;
-                c.next_update = c.next_update + by;
-                c.next_report = c.next_report + by;
+                c.next_lease += by;
+                c.next_update += by;
+                c.next_report += by;
                 self.put(slot, c);
             }
         }
