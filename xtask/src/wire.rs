@@ -13,8 +13,9 @@ use nodewarden_wire::{DEFAULT_RATE, FileReport, Options};
 
 /// The part of `tests/scenarios/` CI plays (with every public conformance
 /// file): restarts, legacy mode, the Eviction API, the rescheduler, zone
-/// rates and the taint manager.
-pub const CI_SCENARIOS: [&str; 10] = [
+/// rates, the taint manager, and the two Unknown writes only the wire's
+/// send-time judgement could get wrong.
+pub const CI_SCENARIOS: [&str; 12] = [
     "tests/scenarios/14-noexecute-swap-not-rate-limited.yaml",
     "tests/scenarios/21-more-than-two-not-ready.yaml",
     "tests/scenarios/34-restart-full-grace.yaml",
@@ -25,6 +26,8 @@ pub const CI_SCENARIOS: [&str; 10] = [
     "tests/scenarios/51-evict-mode-legacy-refusal.yaml",
     "tests/scenarios/59-resched-tier-1-quick-and-allowed.yaml",
     "tests/scenarios/62-resched-refused-then-next-node.yaml",
+    "tests/scenarios/71-never-posted-unknown-with-longer-monitor-grace.yaml",
+    "tests/scenarios/72-ready-removed-unknown-with-longer-monitor-grace.yaml",
 ];
 
 /// Runs `cargo xtask wire [FILE...] [--ci] [--json] [--binary PATH]

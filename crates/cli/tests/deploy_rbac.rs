@@ -3,7 +3,8 @@
 //! with only the address, the kubeconfig and shorter periods changed) runs
 //! against an in-process `sim --serve` that logs every request as the
 //! authorizer sees it. A node crashes; its pods are marked not ready and
-//! deleted (`--pod-deletion-mode=delete`, then `evict`), Events are
+//! deleted (`--pod-deletion-mode=delete`, then `evict`, refused by a
+//! disruption budget until the budget goes), Events are
 //! recorded (events.k8s.io/v1, then core/v1 on a server without the
 //! former), the Lease is created, renewed and released. Every request must
 //! be allowed by the rules bound to the Deployment's ServiceAccount, and
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use deploy::rbac::{Rule, check, rules_for};
 use deploy::{deployment_args, kustomize, one};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::PostParams;
 use nodewarden_apiserver::{RequestRecord, Served};
@@ -43,7 +45,7 @@ async fn client(served: &Served) -> kube::Client {
 /// controller deletes it as soon as the node is tainted.
 async fn victim(served: &Served) {
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "victim", "namespace": "default"},
+        "metadata": {"name": "victim", "namespace": "default", "labels": {"app": "victim"}},
         "spec": {
             "nodeName": CRASHED,
             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
@@ -172,8 +174,27 @@ async fn active_run(args: &[String], mode: &str, events_v1: bool, tag: &str) -> 
     let served = serve(events_v1).await;
     victim(&served).await;
     let path = kubeconfig(&served, &format!("{tag}-{mode}"));
+    // In evict mode a budget first refuses the eviction: nodewarden reads
+    // a pod only after a refused write (its status writes and deletions
+    // need no read), and the budget's removal lets the next try through.
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client(&served).await, "default");
+    if mode == "evict" {
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": "victim", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}},
+        }))
+        .expect("budget");
+        budgets.create(&PostParams::default(), &pdb).await.expect("create the budget");
+    }
     let mut replica = Replica::start(&format!("rbac-{tag}-{mode}"), &as_deployed(args, &fast(&path, Some(mode))));
     let pods: Api<Pod> = Api::namespaced(client(&served).await, "default");
+    if mode == "evict" {
+        wait_for("the victim read after a refused eviction", &replica, Duration::from_secs(30), async || {
+            nodewardens(&served).iter().any(|r| r.verb == "get" && r.resource == "pods" && r.name == "victim")
+        })
+        .await;
+        budgets.delete("victim", &Default::default()).await.expect("delete the budget");
+    }
     wait_for(&format!("the victim's deletion ({mode})"), &replica, Duration::from_secs(30), async || {
         pods.get_opt("victim").await.expect("get").is_none_or(|p| p.metadata.deletion_timestamp.is_some())
     })

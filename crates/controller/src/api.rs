@@ -44,6 +44,25 @@ pub trait ClusterApi {
     /// engine issued them.
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied;
 
+    /// Whether `action`, handed over at `now`, goes out to the cluster at
+    /// once, with nobody to judge it on the way: the simulator's in-memory
+    /// cluster, or its wire when no earlier write to the object is on its
+    /// way. The loop then judges it just before handing it over
+    /// ([`Controller::still_true`](crate::Controller::still_true)), so
+    /// that every write is judged when it is sent, as the kube adapter's
+    /// writer judges each request it sends. A write decided and sent in
+    /// the same instant is then judged against the very view that decided
+    /// it: one withdrawn there shows that the deciding rule and the
+    /// send-time check disagree.
+    ///
+    /// The default, false, is for a back end that judges each write
+    /// itself as it goes out (the adapter's writer, the simulator's wire
+    /// for a write that waits its turn).
+    fn sends_at_once(&self, now: Timestamp, action: &Action) -> bool {
+        let _ = (now, action);
+        false
+    }
+
     /// The object as it is now (its upsert, or its deletion), for a sender
     /// that withdrew a write to it before sending it: node lifecycle
     /// applied the write to its own view when it decided, and the object

@@ -43,7 +43,11 @@ pub struct Handled<'a> {
     /// back.
     pub violations: &'a [Violation],
     /// What the back end did with it; `None` when the interlock held it
-    /// back (it was never sent).
+    /// back (it was never sent). A write the loop withdrew before handing
+    /// it to a back end that sends at once ([`ClusterApi::sends_at_once`])
+    /// was never sent either: its answer is the loop's own, with the
+    /// outcome [`WriteOutcome::Withdrawn`] and the object as the back end
+    /// reads it.
     pub applied: Option<&'a Applied>,
 }
 
@@ -75,6 +79,9 @@ pub struct StepSummary {
     pub held_back: usize,
     /// Writes the back end refused.
     pub refused: usize,
+    /// Writes withdrawn as they were handed to a back end that sends them
+    /// at once ([`ClusterApi::sends_at_once`]), no longer true.
+    pub withdrawn: usize,
 }
 
 /// The checker's half of [`Controller::observe`] ([`Controller::feeds`]).
@@ -274,8 +281,10 @@ impl Controller {
     }
 
     /// One instant of the loop at `now`: tick the engine, judge each action
-    /// it issued, hold back those that would break an invariant, apply the
-    /// rest through `api` in order and feed back what it answers. When a
+    /// it issued, hold back those that would break an invariant, withdraw
+    /// a write `api` would send at once that is no longer true
+    /// ([`ClusterApi::sends_at_once`]), apply the rest through `api` in
+    /// order and feed back what it answers. When a
     /// write was answered with the object's state, tick again at `now` (at most
     /// [`MAX_ANSWER_ROUNDS`] ticks in all). `events` sees every tick and
     /// every action as it happens.
@@ -309,8 +318,9 @@ impl Controller {
     }
 
     /// Judges `actions` in order, holds back those that would break an
-    /// invariant and applies the rest; true when a write was refused with
-    /// fresh state (the engine should tick again at `now`).
+    /// invariant, withdraws those `api` would send at once that are no
+    /// longer true, and applies the rest; true when an answer brought the
+    /// object's state (the engine should tick again at `now`).
     fn carry_out(
         &mut self,
         now: Timestamp,
@@ -330,6 +340,20 @@ impl Controller {
                 summary.held_back += 1;
                 self.hold_back(action, &violations);
                 events(StepEvent::Handled(Handled { action, violations: &violations, applied: None }));
+                continue;
+            }
+            if action.kind.slot().is_some()
+                && api.sends_at_once(now, action)
+                && let Err(why) = self.engine.still_true(now, &action.kind)
+            {
+                // The interlock's half of `still_true` was asked just above,
+                // against the same mirror; the engine's is the send-time one.
+                note_withdrawn(action, &why);
+                summary.withdrawn += 1;
+                let applied = withdrawn(action, why, api);
+                again |= applied.brought_state();
+                events(StepEvent::Handled(Handled { action, violations: &[], applied: Some(&applied) }));
+                self.observe_all(now, applied.observations);
                 continue;
             }
             self.checker.commit(now, action, &zones);
@@ -364,9 +388,7 @@ impl Controller {
             }
         });
         if let Err(why) = &verdict {
-            metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
-            let object = action.kind.slot().map_or_else(String::new, |(o, _)| o.to_string());
-            tracing::info!(write = action.kind.name(), %object, "write withdrawn before it was sent: {why}");
+            note_withdrawn(action, why);
         }
         verdict
     }
@@ -415,6 +437,28 @@ impl Controller {
     }
 }
 
+/// Logs and counts a write withdrawn before it was sent because it was no
+/// longer true.
+fn note_withdrawn(action: &Action, why: &str) {
+    metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
+    let object = action.kind.slot().map_or_else(String::new, |(o, _)| o.to_string());
+    tracing::info!(write = action.kind.name(), %object, "write withdrawn before it was sent: {why}");
+}
+
+/// The answer to a write withdrawn before it was handed to `api`: the
+/// outcome, then, for a node write, the node as `api` reads it (node
+/// lifecycle took the write into its own view when it decided, and the
+/// node as it is puts that view right), as the senders that judge their
+/// own writes answer one they withdraw.
+fn withdrawn(action: &Action, why: String, api: &mut dyn ClusterApi) -> Applied {
+    let outcome = WriteOutcome::Withdrawn(why);
+    let mut observations = vec![Observation::WriteFinished { id: action.id, outcome: outcome.clone() }];
+    if let Some((object @ ObjectRef::Node(_), _)) = action.kind.slot() {
+        observations.extend(api.read(&object));
+    }
+    Applied { observations, outcome: Some(outcome), violation: None }
+}
+
 #[cfg(test)]
 mod tests {
     //! The interlock, shown one invariant at a time: a wrong action is
@@ -439,6 +483,8 @@ mod tests {
     struct Recorder {
         applied: Vec<ActionKind>,
         nodes: BTreeMap<String, nodewarden_engine::NodeSnapshot>,
+        /// Says it sends every write at once (the loop then judges it).
+        at_once: bool,
     }
 
     impl Recorder {
@@ -451,6 +497,19 @@ mod tests {
     }
 
     impl ClusterApi for Recorder {
+        fn sends_at_once(&self, _now: Timestamp, _action: &Action) -> bool {
+            self.at_once
+        }
+
+        fn read(&mut self, object: &ObjectRef) -> Vec<Observation> {
+            match object {
+                ObjectRef::Node(name) => {
+                    self.nodes.get(name).map(|n| Observation::NodeUpserted(n.clone())).into_iter().collect()
+                }
+                ObjectRef::Pod(_) => Vec::new(),
+            }
+        }
+
         fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
             self.applied.push(action.kind.clone());
             let done = WriteOutcome::Done;
@@ -644,6 +703,55 @@ mod tests {
         let (sent, held) = inject(&mut c, t(301), vec![delete("ns/ds"), delete("ns/web")]);
         assert_eq!(held, [Invariant::NoDaemonSetPodDeletedInLegacyMode]);
         assert!(matches!(&sent[..], [ActionKind::DeletePod { pod, .. }] if pod == "ns/web"), "{sent:?}");
+    }
+
+    /// A back end that sends a write at once has the loop judge it first
+    /// (`still_true`), as one that sends later judges it when it goes out:
+    /// a write no longer true is withdrawn, never applied, and answered
+    /// `Withdrawn` with the node as the back end reads it. A back end that
+    /// judges its own writes is handed it as before.
+    #[test]
+    fn a_write_sent_at_once_is_judged_first_and_withdrawn_when_no_longer_true() {
+        for at_once in [false, true] {
+            let mut c = controller(ControllerConfig::default());
+            let n1 = node("n1", ConditionStatus::True, vec![]);
+            let mut api = Recorder { at_once, ..Recorder::default() };
+            api.keep(&n1);
+            c.observe(t(0), n1);
+            // An unreachable taint for a node observed Ready: the interlock
+            // has nothing against it, the send-time check has.
+            let patch = taint_patch("n1", vec![unreachable()], vec![]);
+            let mut answers = Vec::new();
+            let mut summary = StepSummary::default();
+            let again = c.carry_out(
+                t(1),
+                std::slice::from_ref(&patch),
+                &mut api,
+                &mut |e| {
+                    if let StepEvent::Handled(h) = e {
+                        assert!(h.violations.is_empty());
+                        answers.extend(h.applied.map(|a| a.outcome.clone()));
+                    }
+                },
+                &mut summary,
+            );
+            c.checker.end_step(c.engine.all_zones_down());
+            if !at_once {
+                assert_eq!(api.applied.len(), 1, "handed over, to be judged when it goes out");
+                assert_eq!(summary.withdrawn, 0);
+                continue;
+            }
+            assert!(api.applied.is_empty(), "withdrawn, never applied");
+            assert_eq!(summary.withdrawn, 1);
+            assert!(
+                matches!(&answers[..], [Some(WriteOutcome::Withdrawn(why))] if why.contains("no longer calls for")),
+                "{answers:?}"
+            );
+            assert!(again, "the node as read came with the answer");
+            // The answer leaves nothing in flight.
+            let _ = c.engine.tick(t(1));
+            assert_eq!(c.engine.writes_in_flight(), 0);
+        }
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! explanation, counted in a metric, reported to the engine as a refused
 //! write), hands the rest to a [`ClusterApi`], feeds what the API answered
 //! back, and ticks again within the same instant when a write was refused
-//! with fresh state, a bounded number of times.
+//! with fresh state, a bounded number of times. Every write is judged
+//! again when it is sent ([`Controller::still_true`]): by a back end that
+//! sends it later, as it goes out; by the step, for one that sends it at
+//! once ([`ClusterApi::sends_at_once`]).
 //!
 //! This crate knows neither the scenario format nor Kubernetes types: the
 //! back end turns actions into writes and answers in

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::{
-    ConditionStatus, ControllerConfig, NodeCondition, Taint, Timestamp, Toleration, ZoneKey, ZoneState, keys,
+    ConditionStatus, ControllerConfig, NodeCondition, Span, Taint, Timestamp, Toleration, ZoneKey, ZoneState, keys,
 };
 
 use crate::explain::{NodeFacts, TaintingFacts, Verdict};
@@ -99,6 +99,23 @@ pub struct HealthRecord {
     pub saved_lease: Option<Option<Timestamp>>,
 }
 
+/// How long a node may go unheard before the monitor writes it Unknown:
+/// `node-monitor-grace-period` when its status has a Ready condition,
+/// `node-startup-grace-period` when it has none (a kubelet that never
+/// posted status, B5, or a Ready condition that was removed, B10).
+///
+/// The one place this choice is made: the pass that finds a node overdue,
+/// the quiet nodes' buckets, the Unknown write's log line and a deletion's
+/// recorded facts all ask it, so they cannot disagree. `has_ready`: the
+/// node has a Ready condition as the pass sees it, before the pass's own
+/// Unknown write gives it one. The send-time check asks nothing of it: a
+/// node found overdue stays overdue until a heartbeat is heard, since time
+/// only moves forward (`send_check`), whereas asking again of the view the
+/// write left (a Ready condition now) would pick the other grace.
+pub fn grace_for(cfg: &ControllerConfig, has_ready: bool) -> Span {
+    if has_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }
+}
+
 /// What the controller knows of a node's heartbeats, in the form a deletion's
 /// [`Explanation`](crate::explain::Explanation) records it: `health` is the
 /// node's record as of the last monitor pass (`Health::record`). Lives
@@ -116,7 +133,7 @@ pub fn node_facts(
         last_heartbeat_seen: health.map(|h| h.probe),
         status_heartbeat: ready.status.map(|_| ready.heartbeat),
         lease_renewed: lease.renew.filter(|_| lease.present),
-        grace: if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period },
+        grace: grace_for(cfg, ready.status.is_some()),
     }
 }
 

@@ -474,7 +474,7 @@ impl Engine {
     /// instead of sending it. Decides nothing and changes no fact.
     pub fn still_true(&mut self, now: Timestamp, kind: &crate::action::ActionKind) -> Result<(), String> {
         self.absorb(now);
-        crate::send_check::still_true(&self.world, self.world.resource::<Now>().0, kind)
+        crate::send_check::still_true(&self.world, kind)
     }
 
     /// How many health-monitor passes this engine has run: a heartbeat

@@ -17,7 +17,7 @@
 //! decides again at its next pass, from what it then observes).
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{ConditionStatus, ConditionType, TaintEffect, Timestamp, keys};
+use nodewarden_model::{ConditionStatus, ConditionType, TaintEffect, keys};
 
 use crate::action::{ActionKind, WriteSlot};
 use crate::components::*;
@@ -27,14 +27,18 @@ use crate::resources::*;
 use crate::systems::legacy::heartbeat_since_last_pass;
 use crate::systems::node_handlers::{condition_taint, managed_key};
 
-/// `Ok` when `kind` is still what the engine would write at `now`;
-/// otherwise why not, in a phrase fit for a log line.
-pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<(), String> {
+/// `Ok` when `kind` is still what the engine would write, against
+/// everything it has taken in by now; otherwise why not, in a phrase fit
+/// for a log line. No check reads the clock: each asks what was observed
+/// since the decision (a heartbeat, a taint gone, a pod re-created), since
+/// what the decision found out about time (a node overdue, a toleration
+/// run out) stays found out as time goes on.
+pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), String> {
     match kind {
         ActionKind::UpdateNodeConditions { node, conditions, .. } => {
             let goes_unknown =
                 conditions.iter().any(|c| c.kind == ConditionType::Ready && c.status == ConditionStatus::Unknown);
-            if goes_unknown { node_still_silent(world, now, node) } else { Ok(()) }
+            if goes_unknown { node_still_silent(world, node) } else { Ok(()) }
         }
         ActionKind::PatchNodeTaints { node, add, remove, slot } => taints_still_wanted(world, node, add, remove, *slot),
         ActionKind::PatchNodeLabels { .. } | ActionKind::RecordEvent(_) => Ok(()),
@@ -44,6 +48,14 @@ pub fn still_true(world: &World, now: Timestamp, kind: &ActionKind) -> Result<()
         ActionKind::EvictForAddon { pod, uid, why, .. } => running_on(world, pod, uid, &why.node).map(|_| ()),
         ActionKind::MarkPodNotReady { pod, uid } => {
             let (_, p) = pod_with_uid(world, pod, uid)?;
+            // Beyond upstream, which marks as it decided: once our own
+            // deletion of the pod went out (a writer sends a deletion
+            // ahead of a mark still waiting), the pod is terminating and
+            // has left its Services' ready endpoints; the mark would
+            // spend a request on nothing.
+            if p.terminating && p.progress.deletion_requested {
+                return Err("the pod's deletion was sent: it is terminating".into());
+            }
             let node = p.node.as_deref().unwrap_or_default();
             match node_entity(world, node).and_then(|e| world.get::<ReadyView>(e)) {
                 Some(ready) if ready.status == Some(ConditionStatus::True) => {
@@ -93,10 +105,16 @@ fn running_on<'w>(world: &'w World, key: &str, uid: &str, node: &str) -> Result<
     Ok((e, p))
 }
 
-/// A node about to be written Unknown: still unheard of for its grace
-/// period. A heartbeat taken in since the pass that decided (a Lease
-/// renewal, a status post) withdraws it, even before the next pass.
-fn node_still_silent(world: &World, now: Timestamp, name: &str) -> Result<(), String> {
+/// A node about to be written Unknown: not heard from since the pass that
+/// decided it. That pass found it silent for longer than its grace
+/// ([`grace_for`](crate::components::grace_for)); time only moves forward, so
+/// it stays overdue until a heartbeat is taken in, and one taken in since
+/// (a Lease renewal, a status post) withdraws the write, even before the
+/// next pass. The grace is not asked again here: the node's view already
+/// holds the write (a Ready condition, Unknown, where a never-posted node
+/// or one whose Ready condition was removed had none), so asking it would
+/// pick the monitor grace where the startup grace decided.
+fn node_still_silent(world: &World, name: &str) -> Result<(), String> {
     let e = node_entity(world, name).ok_or_else(|| format!("node {name} is gone"))?;
     let (Some(health), Some(ready), Some(lease)) =
         (world.get::<Health>(e), world.get::<ReadyView>(e), world.get::<LeaseView>(e))
@@ -106,11 +124,6 @@ fn node_still_silent(world: &World, now: Timestamp, name: &str) -> Result<(), St
     let Some(rec) = health.record(world.resource::<NodeTimers>()) else { return Ok(()) };
     if heartbeat_since_last_pass(&rec, ready, lease) {
         return Err(format!("node {name} was heard from since the decision"));
-    }
-    let cfg = &world.resource::<Settings>().0;
-    let grace = if rec.saved_ready.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period };
-    if now - rec.probe < grace {
-        return Err(format!("node {name} was heard from {} ago, within its grace period", now - rec.probe));
     }
     Ok(())
 }

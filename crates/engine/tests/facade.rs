@@ -209,6 +209,58 @@ fn an_unknown_status_is_withdrawn_once_a_renewal_is_observed() {
     assert_eq!(engine.writes_in_flight(), 0);
 }
 
+/// Ticks at every monitor pass (5 s) from `from` until the engine issues a
+/// node's Unknown status; returns the pass's time and the write.
+fn until_unknown(engine: &mut Engine, from: i64) -> (Timestamp, nodewarden_engine::Action) {
+    let mut at = from;
+    while at <= 300 {
+        let now = Timestamp::from_secs(at);
+        let status = engine.tick(now).into_iter().find(|a| matches!(a.kind, ActionKind::UpdateNodeConditions { .. }));
+        if let Some(status) = status {
+            return (now, status);
+        }
+        at += 5;
+    }
+    panic!("no Unknown status by {at} s");
+}
+
+/// A node's Unknown status decided on the startup grace (a node that never
+/// posted status, B5; one whose Ready condition was removed, B10) is still
+/// true when it is sent, with the monitor grace the longer: node lifecycle
+/// took the write into its view, which gave the node a Ready condition,
+/// but the grace of a node with one is the next pass's rule, not a reason
+/// to take this pass's decision back. Only a heartbeat since withdraws it.
+#[test]
+fn an_unknown_status_decided_on_the_startup_grace_is_still_true_when_sent() {
+    let config = ControllerConfig {
+        node_monitor_grace_period: Span::from_secs(90),
+        node_startup_grace_period: Span::from_secs(60),
+        ..ControllerConfig::default()
+    };
+    let shortly = |at: Timestamp| at + Span::from_millis(100);
+
+    // Never posted, created 10 s before the start: probe -10 s, overdue
+    // once 60 s have passed (at the 55 s pass), 65 s after the probe.
+    let mut engine = Engine::new(config.clone(), Timestamp::EPOCH).unwrap();
+    engine.observe(Observation::NodeUpserted(NodeSnapshot::new("ghost", Timestamp::from_secs(-10))));
+    let (at, status) = until_unknown(&mut engine, 0);
+    assert_eq!(at, Timestamp::from_secs(55), "the startup grace decides");
+    assert_eq!(engine.still_true(shortly(at), &status.kind), Ok(()), "nothing heard from it since");
+    engine.observe(Observation::LeaseUpserted { node: "ghost".into(), renew: Some(shortly(at)) });
+    let why = engine.still_true(shortly(shortly(at)), &status.kind).expect_err("a renewal was observed");
+    assert!(why.contains("heard from"), "{why}");
+
+    // Ready at 0 s (probe 0 s), its Ready condition removed at 10 s: the
+    // startup grace from the same probe, overdue at the 65 s pass.
+    let mut engine = Engine::new(config, Timestamp::EPOCH).unwrap();
+    engine.observe(node("x"));
+    let _ = engine.tick(Timestamp::EPOCH);
+    engine.observe(Observation::NodeUpserted(NodeSnapshot::new("x", Timestamp::from_secs(-3600))));
+    let (at, status) = until_unknown(&mut engine, 5);
+    assert_eq!(at, Timestamp::from_secs(65), "the startup grace decides");
+    assert_eq!(engine.still_true(shortly(at), &status.kind), Ok(()), "nothing heard from it since");
+}
+
 /// Ticks every 100 ms from `from` until a write `want` picks is issued,
 /// answering each write as an API server would (applied to `node`, whose
 /// new state is observed); node `b` renews its Lease meanwhile.
@@ -286,6 +338,34 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
     again.observe(Observation::PodUpserted(other));
     let why = again.still_true(Timestamp::from_millis(60_100), &deletion.kind).expect_err("another pod");
     assert!(why.contains("re-created"), "{why}");
+}
+
+/// A pod's not-ready mark still waiting when the pod's own deletion went
+/// out (a writer sends a deletion ahead of a mark that has not started) is
+/// no longer worth a request: the pod, observed terminating, has left its
+/// Services' ready endpoints. A pod terminating for another reason keeps
+/// its mark, as upstream marks every pod of the node.
+#[test]
+fn a_waiting_mark_is_withdrawn_once_the_pods_own_deletion_went_out() {
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
+    n.version = 1;
+    engine.observe(Observation::NodeUpserted(n.clone()));
+    engine.observe(zoned_node("b", "zone-b", 0));
+    engine.observe(plain_pod("default/p", "a"));
+    // The mark the node's Unknown status brings (judged by what it asks
+    // for, whoever holds it).
+    let mark = ActionKind::MarkPodNotReady { pod: "default/p".into(), uid: "uid-default/p".into() };
+    let deletion = until_issued(&mut engine, &mut n, 0, |k| matches!(k, ActionKind::DeletePod { .. }));
+    assert_eq!(engine.still_true(Timestamp::from_millis(50_000), &mark), Ok(()), "the deletion not sent yet");
+    // The deletion went out and was answered with the pod terminating.
+    engine.observe(Observation::WriteFinished { id: deletion.id, outcome: WriteOutcome::Done });
+    let Observation::PodUpserted(mut p) = plain_pod("default/p", "a") else { unreachable!() };
+    p.terminating = true;
+    p.version = 2;
+    engine.observe(Observation::PodUpserted(p));
+    let why = engine.still_true(Timestamp::from_millis(50_100), &mark).expect_err("terminating");
+    assert!(why.contains("deletion was sent"), "{why}");
 }
 
 /// Found by `rescheduler_steps`: a rescheduler eviction waiting behind an

@@ -270,3 +270,62 @@ async fn a_frozen_api_server_is_not_taken_for_dead_nodes() {
     println!("node writes: {statuses:?}");
     assert!(statuses.is_empty(), "healthy nodes were written to across the freeze: {statuses:?}");
 }
+
+/// A node crashes with 30 pods that tolerate nothing, behind a
+/// 4-requests-a-second client. Each pod is marked not ready when the node
+/// goes Unknown and is due for deletion as soon as the node is seen
+/// tainted, while most of the marks still wait for a token. Each pod's
+/// status write is one PATCH of `pods/status`, with no read before it and
+/// never a PUT; a mark still waiting when its pod's `DisruptionTarget` is
+/// decided goes in the same patch; no pod costs more requests than
+/// upstream's three (status, condition, DELETE). Before, every pod cost
+/// five (a read and an update for each status write, and the DELETE).
+/// The node's NoExecute taint patch needs no read either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_pod_costs_at_most_three_requests_and_two_when_its_writes_waited_together() {
+    let nodes = [("n1", "a"), ("n2", "a"), ("n3", "b")];
+    let served = serve_file(scenario(&nodes, &["n1"], 30, "- {at: 1s, kubelet-stop: [n1]}\n")).await;
+    let proxy = Proxy::start(&served).await;
+    let config = nodewarden_model::ControllerConfig { node_eviction_rate: 10.0, ..fast_config() };
+    let writer = WriterOptions { qps: 4.0, burst: 1, ..WriterOptions::default() };
+    let running = run(proxy.client(), RunOptions { config, writer, ..RunOptions::default() }).expect("config");
+
+    let names: Vec<String> = (0..30).map(|i| format!("p{i}-n1")).collect();
+    let deleted = |seen: &[common::Seen], name: &str| {
+        seen.iter().any(|s| s.method == "DELETE" && s.path == common::pod_path(name) && s.status < 300)
+    };
+    eventually(Duration::from_secs(45), "every pod of n1 deleted", || {
+        let seen = proxy.seen();
+        let all = names.iter().all(|n| deleted(&seen, n));
+        async move { all }
+    })
+    .await;
+    running.stop();
+
+    let seen = proxy.seen();
+    let mut merged = 0;
+    for name in &names {
+        let path = common::pod_path(name);
+        let status = format!("{path}/status");
+        let to_pod: Vec<_> = seen.iter().filter(|s| s.path == path || s.path == status).collect();
+        let shape: Vec<String> = to_pod.iter().map(|s| format!("{} {}", s.method, s.path)).collect();
+        assert!(to_pod.len() <= 3, "{name}: {} requests, more than upstream's 3: {shape:?}", to_pod.len());
+        assert!(
+            to_pod.iter().all(|s| s.method == "DELETE" || (s.method == "PATCH" && s.path == status)),
+            "{name}: only status PATCHes and the DELETE, no read, no PUT: {shape:?}"
+        );
+        assert!(to_pod.iter().all(|s| s.status < 300), "{name}: every request accepted: {to_pod:?}");
+        if to_pod.len() == 2 {
+            merged += 1;
+        }
+    }
+    println!("{merged} of {} pods cost two requests (their mark and DisruptionTarget in one patch)", names.len());
+    assert!(merged > 0, "no pod's mark was still waiting when its DisruptionTarget was decided");
+    // n1's taint patches (unreachable NoSchedule, then NoExecute): the
+    // first reads the node (it had no taints to guard with), the second
+    // is guarded by the taints the first one's answer showed.
+    let reads: Vec<_> = seen.iter().filter(|s| s.method == "GET" && s.path == "/api/v1/nodes/n1").collect();
+    let patches = seen.iter().filter(|s| s.method == "PATCH" && s.path == "/api/v1/nodes/n1").count();
+    assert!(patches >= 2, "n1 tainted NoSchedule and NoExecute: {patches} patches");
+    assert!(reads.len() <= 1, "n1 read before its taint patches {} times: {reads:?}", reads.len());
+}

@@ -92,6 +92,11 @@ pub struct ActionRecord {
     /// interlock held it back (it never reached the cluster).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked: Option<String>,
+    /// Why the write was withdrawn just before it would have been sent (no
+    /// longer true: `Controller::still_true`); it never reached the
+    /// cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub withdrawn: Option<String>,
     /// A deletion's mode: `delete` or `evict` (Eviction API).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<&'static str>,

@@ -393,11 +393,11 @@ impl<'a> Runner<'a> {
                     let rules: Vec<&str> = handled.violations.iter().map(|v| v.invariant.name()).collect();
                     record.blocked = Some(rules.join(", "));
                 }
-                Some(applied) => {
-                    if let Some(WriteOutcome::Failed(why)) = &applied.outcome {
-                        record.failed = Some(why.clone());
-                    }
-                }
+                Some(applied) => match &applied.outcome {
+                    Some(WriteOutcome::Failed(why)) => record.failed = Some(why.clone()),
+                    Some(WriteOutcome::Withdrawn(why)) => record.withdrawn = Some(why.clone()),
+                    _ => {}
+                },
             }
             sink(&Record::Action(record));
             if let Some(violation) = handled.applied.and_then(|a| a.violation.clone()) {

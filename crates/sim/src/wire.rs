@@ -402,13 +402,44 @@ impl Wire {
     /// write latency. Events go too (they are writes to the API),
     /// unanswered.
     pub fn send(&mut self, now: Timestamp, action: &Action) {
-        if let Some(id) = object_of(action)
-            && self.objects.get(&id).is_some_and(|t| t.landed_by > now)
-        {
+        if let Some(id) = self.waits(now, action) {
             self.queued.entry(id).or_default().push_back(action.clone());
             return;
         }
         self.go_out(now, action.clone());
+    }
+
+    /// The object `action` writes to, when a write to it is still on its
+    /// way at `now`, so that [`Wire::send`] queues `action` behind it.
+    fn waits(&self, now: Timestamp, action: &Action) -> Option<u64> {
+        object_of(action).filter(|id| self.objects.get(id).is_some_and(|t| t.landed_by > now))
+    }
+
+    /// Whether [`Wire::send`] at `now` sends `action` out at once: a write
+    /// that waits its turn is judged when it goes out ([`Wire::land`]),
+    /// one that goes at once is judged by the loop before it is handed
+    /// over ([`ClusterApi::sends_at_once`]).
+    pub fn goes_out_at_once(&self, now: Timestamp, action: &Action) -> bool {
+        self.waits(now, action).is_none()
+    }
+
+    /// `object` as `cluster` has it, at the version the wire last gave it
+    /// (read, not changed): the answer that goes with a withdrawn write.
+    fn read(&self, cluster: &mut dyn ClusterApi, object: &ObjectRef) -> Vec<Observation> {
+        let (kind, key) = match object {
+            ObjectRef::Node(name) => (ObjectKind::Node, name),
+            ObjectRef::Pod(key) => (ObjectKind::Pod, key),
+        };
+        let version = self.objects.get(&object_id(kind, key)).map_or(0, |t| t.version);
+        let mut state = cluster.read(object);
+        for o in &mut state {
+            match o {
+                Observation::NodeUpserted(n) => n.version = version,
+                Observation::PodUpserted(p) => p.version = version,
+                _ => {}
+            }
+        }
+        state
     }
 
     /// `action` leaves the controller at `now`.
@@ -446,14 +477,7 @@ impl Wire {
                     let outcome = nodewarden_engine::WriteOutcome::Withdrawn(why);
                     answers.push(Observation::WriteFinished { id: next.id, outcome });
                     if let Some((object @ ObjectRef::Node(_), _)) = next.kind.slot() {
-                        let version = self.objects.get(&id).map_or(0, |t| t.version);
-                        answers.extend(cluster.read(&object).into_iter().map(|mut o| {
-                            // As read: at the version it has, not a new one.
-                            if let Observation::NodeUpserted(n) = &mut o {
-                                n.version = version;
-                            }
-                            o
-                        }));
+                        answers.extend(self.read(cluster, &object));
                     }
                 }
             }
@@ -582,6 +606,17 @@ impl ClusterApi for Wired<'_> {
         }
         self.wire.send(now, action);
         Applied::default()
+    }
+
+    /// Instant: every write lands at once. With latency: a write goes out
+    /// at once unless one to the same object is on its way (that one is
+    /// judged by [`Wire::land`] when it goes out).
+    fn sends_at_once(&self, now: Timestamp, action: &Action) -> bool {
+        self.wire.is_instant() || self.wire.goes_out_at_once(now, action)
+    }
+
+    fn read(&mut self, object: &ObjectRef) -> Vec<Observation> {
+        if self.wire.is_instant() { self.cluster.read(object) } else { self.wire.read(self.cluster, object) }
     }
 }
 

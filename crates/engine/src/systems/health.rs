@@ -84,7 +84,8 @@ pub fn update_node_health(
     begin_tally(scratch, &counts.0, zones.by_slot.len());
 
     timers.begin_pass(now);
-    timers.activate_overdue(now, cfg.node_monitor_grace_period);
+    // Quiet nodes are Ready: they have a Ready condition.
+    timers.activate_overdue(now, grace_for(cfg, true));
     let active = timers.take_active();
     for &slot in &active {
         let Some(entity) = timers.active_entity(slot) else { continue };
@@ -92,9 +93,8 @@ pub fn update_node_health(
         let (first_sight, rec) =
             refresh_record(&mut health, &timers, ready, lease, now, || created.get(entity).map_or(now, |m| m.created));
 
-        let grace = if ready.status.is_some() { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period };
         // Strictly after (B6).
-        let overdue = now > rec.probe + grace;
+        let overdue = now > rec.probe + grace_for(cfg, ready.status.is_some());
         let go_unknown = overdue && ready.status != Some(ConditionStatus::Unknown);
         let current = if overdue { Some(ConditionStatus::Unknown) } else { ready.status };
 
@@ -370,7 +370,7 @@ pub fn decide(
                 version: observed.map_or(0, |o| o.version),
             });
             changed.0.push(w.node);
-            tracing::info!(node = name, probe = %write.record.map_or(now, |r| r.probe), grace = %if w.had_ready { cfg.node_monitor_grace_period } else { cfg.node_startup_grace_period }, "node stopped posting status; conditions set to Unknown");
+            tracing::info!(node = name, probe = %write.record.map_or(now, |r| r.probe), grace = %grace_for(cfg, w.had_ready), "node stopped posting status; conditions set to Unknown");
         }
 
         let Some(current) = ready.status else { continue };

@@ -16,13 +16,17 @@
 //! `WriteFinished` (Events, which are not writes, get none), so nothing is
 //! issued twice and nothing stays in flight.
 //!
-//! Order: writes to different objects go out in parallel; writes to one
-//! object go out one after another in the order the engine issued them, so
-//! a node is never seen tainted `unreachable` before it is seen `Unknown`.
+//! Order ([`dispatch`]): what waits is data, not tasks, so a backlog of
+//! hundreds of thousands of writes costs its actions and no more; a few
+//! writes per class at a time are in line for a token. Writes to
+//! different objects go out in parallel; writes to one object go out one
+//! after another in the order the engine issued them (a node is never
+//! seen tainted `unreachable` before it is seen `Unknown`); a pod's status
+//! writes waiting together go as one patch.
 //!
 //! Preconditions: pod writes carry the pod's uid (a delete as a
-//! precondition, a status update by checking the uid of the object it
-//! updates under its resourceVersion); a taint change is one patch guarded
+//! precondition, a status patch naming it, as upstream's `PatchPodStatus`
+//! does); a taint change is one patch guarded
 //! by the taints it read (a JSON patch `test`), recomputed on a fresh read
 //! when they changed (upstream's `RetryOnConflict`); a node status update that
 //! conflicts goes back to the engine with the fresh node, which decides
@@ -31,9 +35,9 @@
 //! [`DryRunApi`] is `--dry-run`: it sends nothing, logs and counts every
 //! action, and answers as if the API had accepted it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -50,7 +54,10 @@ use crate::limiter::{Limiter, WriteClass};
 use crate::trimmed::{Scheduled, Trimmed};
 use crate::write_log::{EventBudget, FailureLog};
 
+mod dispatch;
 mod requests;
+
+use dispatch::{Dispatch, MAX_QUEUED_EVENTS, Pushed, Write};
 
 use nodewarden_objects::{Detail, node_reading, pod_reading, wall_clock_now};
 use requests::{get_reading, pod_name};
@@ -71,10 +78,6 @@ pub const WRITE_LAG_METRIC: &str = "nodewarden_write_lag_seconds";
 
 /// Gauge {class}: writes decided and not yet sent.
 pub const QUEUE_DEPTH_METRIC: &str = "nodewarden_write_queue_depth";
-
-/// Events waiting or under way beyond which new ones are dropped
-/// (client-go's broadcaster queues 1000).
-const MAX_QUEUED_EVENTS: usize = 1000;
 
 /// Counter of API requests retried, by reason (`throttled`, `server_error`,
 /// `transport`).
@@ -126,6 +129,10 @@ pub struct WriterOptions {
     /// How much of the objects writes return is read: as much as the
     /// watches read (`start` sets it from `--enable-rescheduler`).
     pub detail: Detail,
+    /// Writes per class in line for a token at once; the rest wait as
+    /// data, where later decisions can still merge into them or go ahead
+    /// of them (`writer/dispatch.rs`).
+    pub in_line: usize,
 }
 
 impl Default for WriterOptions {
@@ -140,6 +147,7 @@ impl Default for WriterOptions {
             component: "node-controller".into(),
             instance: String::new(),
             detail: Detail::Lifecycle,
+            in_line: dispatch::DEFAULT_CAP,
         }
     }
 }
@@ -153,10 +161,22 @@ pub fn action_name(kind: &ActionKind) -> &'static str {
 /// writer; their answers come back through the engine's channel.
 pub struct KubeApi {
     tx: mpsc::UnboundedSender<Action>,
+    /// Events handed over and not yet started or dropped by the writer.
+    events_waiting: Arc<AtomicUsize>,
 }
 
 impl ClusterApi for KubeApi {
     fn apply(&mut self, _now: Timestamp, action: &Action) -> Applied {
+        if matches!(action.kind, ActionKind::RecordEvent(_)) {
+            // Past the bound, dropped here rather than copied and handed
+            // over to be dropped: a zone outage decides an Event per pod
+            // of the zone (hundreds of thousands) in one pass.
+            if self.events_waiting.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_EVENTS {
+                self.events_waiting.fetch_sub(1, Ordering::Relaxed);
+                metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "backlog").increment(1);
+                return Applied::default();
+            }
+        }
         if self.tx.send(action.clone()).is_err() && action.kind.slot().is_some() {
             // The writer is gone (shutting down): nothing is sent, and the
             // engine must not wait for an answer that will not come.
@@ -214,8 +234,8 @@ impl ClusterApi for DryRunApi {
 
 /// Starts the writer on the current tokio runtime. Returns the
 /// [`ClusterApi`] the engine thread steps through; the writer answers on
-/// `answers`. Dropping the `KubeApi` ends the writer once the writes under
-/// way have finished; aborting the returned task stops it at once.
+/// `answers`. Dropping the `KubeApi` ends the writer once the writes handed
+/// over have finished; aborting the returned task stops it at once.
 pub fn spawn_writer(
     client: Client,
     answers: Sender<Input>,
@@ -223,13 +243,17 @@ pub fn spawn_writer(
     fence: Arc<Fence>,
 ) -> (KubeApi, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Action>();
+    let events_waiting = Arc::new(AtomicUsize::new(0));
+    let events_started = events_waiting.clone();
+    let (left_line, mut out_of_line) = mpsc::unbounded_channel::<tokio::task::Id>();
     let shared = Arc::new(Writer {
+        left_line,
         client,
         answers,
         limiter: Limiter::new(opts.qps, opts.burst),
         core_events: AtomicBool::new(false),
-        events_queued: std::sync::atomic::AtomicUsize::new(0),
         event_budget: EventBudget::default(),
+        taints_seen: TaintsSeen::default(),
         waiting: WriteClass::ALL.map(|_| AtomicI64::new(0)),
         failures: FailureLog::default(),
         opts,
@@ -239,76 +263,106 @@ pub fn spawn_writer(
         metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(0.0);
     }
     let task = tokio::spawn(async move {
-        // Writes to different objects go out in parallel; writes to one
-        // object go out one at a time, in the order the engine issued them
-        // (its Unknown status before its taint, as upstream's separate
-        // passes order them), each waiting for the one before to finish.
-        //
-        // A write waiting behind another to the same object lends it its
-        // class: a pod's deletion queued behind that pod's not-ready
-        // status raises the status write to the deletion's class, or the
-        // deletion would wait for the least urgent class to be served.
-        let mut under_way: tokio::task::JoinSet<Option<ObjectRef>> = tokio::task::JoinSet::new();
-        let mut waiting: HashMap<ObjectRef, Chain> = HashMap::new();
-        let start = |under_way: &mut tokio::task::JoinSet<Option<ObjectRef>>, sending: Arc<Sending>| {
-            let w = shared.clone();
-            let object = sending.action.kind.slot().map(|(o, _)| o);
-            under_way.spawn(async move {
-                w.carry_out(sending).await;
-                object
-            });
-        };
+        // What waits is kept as data in `dispatch` (a few hundred bytes a
+        // write); only the writes it hands out have a task, and it hands
+        // out a few per class at a time (those in line for a token). See
+        // `dispatch` for the order.
+        let mut dispatch = Dispatch::new(shared.opts.in_line);
+        let mut under_way: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
+        // Each task's write and the class it started at (`None` once out
+        // of line), to answer for it if the task panics, and to lend it a
+        // class when a more urgent write queues behind it.
+        let mut tasks: HashMap<tokio::task::Id, (Arc<Sending>, Option<WriteClass>)> = HashMap::new();
+        let mut by_object: HashMap<ObjectRef, Arc<Sending>> = HashMap::new();
         let mut open = true;
-        while open || !under_way.is_empty() {
+        loop {
+            for start in dispatch.next() {
+                if start.class == WriteClass::Event {
+                    events_started.fetch_sub(1, Ordering::Relaxed);
+                }
+                let sending = Sending::new(start.write, start.class, start.chained);
+                if let Some(object) = &sending.object {
+                    by_object.insert(object.clone(), sending.clone());
+                }
+                let w = shared.clone();
+                let s = sending.clone();
+                let handle = under_way.spawn(async move { w.carry_out(s).await });
+                tasks.insert(handle.id(), (sending, Some(start.class)));
+            }
+            if !open && under_way.is_empty() {
+                break;
+            }
             tokio::select! {
-                next = rx.recv(), if open => match next.inspect(|a| shared.queued(a)) {
+                next = rx.recv(), if open => match next {
                     None => open = false,
-                    Some(action) => match action.kind.slot().map(|(o, _)| o) {
-                        Some(object) if waiting.contains_key(&object) => {
-                            if let Some((current, queue)) = waiting.get_mut(&object) {
-                                current.raise(WriteClass::of(&action.kind));
-                                queue.push_back((action, Instant::now()));
+                    Some(action) => {
+                        shared.queued(&action);
+                        let class = WriteClass::of(&action.kind);
+                        match dispatch.push(action, Instant::now()) {
+                            Pushed::Queued => {}
+                            Pushed::EventDropped => {
+                                events_started.fetch_sub(1, Ordering::Relaxed);
+                                shared.unqueued(class);
+                                metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "backlog").increment(1);
+                                tracing::debug!("Event dropped: {MAX_QUEUED_EVENTS} already waiting");
+                            }
+                            Pushed::Raise(object, class) => {
+                                if let Some(s) = by_object.get(&object) {
+                                    s.raise(class);
+                                }
                             }
                         }
-                        Some(object) => {
-                            let sending = Sending::new(action, None, Instant::now(), false);
-                            waiting.insert(object, (sending.clone(), VecDeque::new()));
-                            start(&mut under_way, sending);
-                        }
-                        None => start(&mut under_way, Sending::new(action, None, Instant::now(), false)),
-                    },
+                    }
                 },
-                Some(done) = under_way.join_next(), if !under_way.is_empty() => {
-                    let Ok(Some(object)) = done else { continue };
-                    let Some((current, queue)) = waiting.get_mut(&object) else { continue };
-                    match queue.pop_front() {
-                        Some((action, decided)) => {
-                            let lent = queue.iter().map(|(a, _)| WriteClass::of(&a.kind)).min();
-                            let sending = Sending::new(action, lent, decided, true);
-                            *current = sending.clone();
-                            start(&mut under_way, sending);
+                Some(id) = out_of_line.recv() => {
+                    if let Some((_, in_line)) = tasks.get_mut(&id)
+                        && let Some(class) = in_line.take()
+                    {
+                        dispatch.sent(class);
+                    }
+                }
+                Some(done) = under_way.join_next_with_id(), if !under_way.is_empty() => {
+                    let id = match &done {
+                        Ok((id, ())) => *id,
+                        Err(e) => e.id(),
+                    };
+                    let Some((sending, in_line)) = tasks.remove(&id) else { continue };
+                    if let Some(class) = in_line {
+                        dispatch.sent(class);
+                    }
+                    if let Err(e) = done {
+                        // Nothing panics on purpose; if a write did, its
+                        // object must not wait for ever, nor the engine
+                        // for its answer.
+                        tracing::error!(error = %e, "a write's task ended without finishing it");
+                        shared.answer_all(&sending, &Finish::Failed(format!("the write's task ended: {e}")));
+                    }
+                    if let Some(o) = &sending.object {
+                        if by_object.get(o).is_some_and(|s| Arc::ptr_eq(s, &sending)) {
+                            by_object.remove(o);
                         }
-                        None => {
-                            waiting.remove(&object);
-                        }
+                        dispatch.finished(o);
                     }
                 }
             }
         }
     });
-    (KubeApi { tx }, task)
+    (KubeApi { tx, events_waiting }, task)
 }
 
 struct Writer {
+    /// Where a task says its write's first request went out (or it ended
+    /// without one): it is out of line, and the next may start.
+    left_line: mpsc::UnboundedSender<tokio::task::Id>,
     client: Client,
     answers: Sender<Input>,
     limiter: Limiter,
     /// events.k8s.io is not served: record core/v1 Events.
     core_events: AtomicBool,
-    /// Events waiting or under way.
-    events_queued: std::sync::atomic::AtomicUsize,
     /// Each object's allowance of Events.
     event_budget: EventBudget,
+    /// Nodes' taints as the last answers showed them.
+    taints_seen: TaintsSeen,
     /// Actions handed over and not yet sent (nor ended unsent), by class.
     waiting: [AtomicI64; 4],
     /// Failed writes, logged once a burst.
@@ -317,6 +371,29 @@ struct Writer {
     /// Asked before every request: a replica that may not be the leader
     /// any more sends nothing.
     fence: Arc<Fence>,
+}
+
+/// The taints of nodes as the writer's own requests last returned them (a
+/// node's status write returns the whole node): what a taint patch is
+/// guarded by instead of a read first. Taken when used, put back by the
+/// answer; a node without taints is not kept (there is nothing to test).
+/// Stale entries cost a failed test and a read, never a wrong write.
+#[derive(Default)]
+struct TaintsSeen(std::sync::Mutex<HashMap<String, Vec<k8s_openapi::api::core::v1::Taint>>>);
+
+impl TaintsSeen {
+    fn remember(&self, node: &Node) {
+        let Some(name) = node.metadata.name.clone() else { return };
+        let Ok(mut seen) = self.0.lock() else { return };
+        match node.spec.as_ref().and_then(|s| s.taints.clone()).filter(|t| !t.is_empty()) {
+            Some(taints) => seen.insert(name, taints),
+            None => seen.remove(&name),
+        };
+    }
+
+    fn forget(&self, name: &str) -> Option<Vec<k8s_openapi::api::core::v1::Taint>> {
+        self.0.lock().ok()?.remove(name)
+    }
 }
 
 /// The error of a request the fence held back (never sent).
@@ -368,18 +445,22 @@ tokio::task_local! {
     static HOLDS_THROUGH_OUTAGES: bool;
 }
 
-/// One object's writes in the writer: the one under way, then those
-/// waiting behind it with when each was handed over.
-type Chain = (Arc<Sending>, VecDeque<(Action, Instant)>);
-
-/// The action a task is carrying out: the class its requests wait at
-/// (its own, or a more urgent one lent by a write queued behind it),
-/// when it was decided (handed to the writer), and whether a request of
-/// it has gone out yet.
+/// The write a task is carrying out: its actions (one, or several pod
+/// status actions carried by one patch; one withdrawn before it went
+/// leaves the rest), the class its requests wait at (its own, or a more
+/// urgent one lent by a write queued behind it), when it was decided
+/// (handed to the writer), and whether a request of it has gone out yet.
 struct Sending {
-    action: Action,
-    /// Its own class, counted in the queue-depth gauge.
-    own: WriteClass,
+    /// The object it writes (`None` for an Event), kept apart from the
+    /// actions: a write whose every action was withdrawn still holds its
+    /// object's place until it finishes.
+    object: Option<ObjectRef>,
+    /// The actions still to be sent.
+    live: std::sync::Mutex<Vec<Action>>,
+    /// Those withdrawn before they went, with why.
+    withdrawn: std::sync::Mutex<Vec<(Action, String)>>,
+    /// The classes the queue-depth gauge counted them in.
+    counted: Vec<WriteClass>,
     /// The class it waits at now; a request waiting for a token hears of a
     /// raise at once.
     class: tokio::sync::watch::Sender<WriteClass>,
@@ -390,17 +471,19 @@ struct Sending {
 }
 
 impl Sending {
-    /// `lent`: the most urgent class of the writes queued behind it, if
-    /// any (a write started after another to the same object is part of a
-    /// chain under way: its requests go as a started write's do).
-    fn new(action: Action, lent: Option<WriteClass>, decided: Instant, chained: bool) -> Arc<Sending> {
-        let own = WriteClass::of(&action.kind);
-        let class = lent.map_or(own, |l| l.min(own));
+    /// `class`: the class the dispatcher started it at (its own, or one
+    /// lent by the writes queued behind it); `chained`: started after
+    /// another write to the same object (part of a chain under way: its
+    /// requests go as a started write's do).
+    fn new(write: Write, class: WriteClass, chained: bool) -> Arc<Sending> {
+        let object = write.actions().find_map(|a| a.kind.slot()).map(|(o, _)| o);
         Arc::new(Sending {
-            action,
-            own,
+            object,
+            counted: write.actions().map(|a| WriteClass::of(&a.kind)).collect(),
+            decided: write.decided,
+            live: std::sync::Mutex::new(write.into_actions()),
+            withdrawn: std::sync::Mutex::new(Vec::new()),
             class: tokio::sync::watch::Sender::new(class),
-            decided,
             sent: AtomicBool::new(false),
             chained,
         })
@@ -420,6 +503,35 @@ impl Sending {
             raised
         });
     }
+
+    /// The actions still to be sent.
+    fn live(&self) -> Vec<Action> {
+        self.live.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The first action still to be sent (a write's actions all address
+    /// one object).
+    fn first(&self) -> Option<Action> {
+        self.live.lock().ok().and_then(|l| l.first().cloned())
+    }
+
+    /// Takes `action` out of the write: it will not be sent.
+    fn withdraw(&self, id: nodewarden_engine::ActionId, why: String) {
+        let Ok(mut live) = self.live.lock() else { return };
+        if let Some(i) = live.iter().position(|a| a.id == id) {
+            let a = live.remove(i);
+            if let Ok(mut w) = self.withdrawn.lock() {
+                w.push((a, why));
+            }
+        }
+    }
+}
+
+/// How a write ended, for each action still in it.
+enum Finish {
+    Done,
+    Failed(String),
+    Withdrawn(String),
 }
 
 tokio::task_local! {
@@ -448,16 +560,27 @@ impl Writer {
         metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n as f64);
     }
 
-    /// The first request of the action under way goes out now (or it ends
-    /// without one): it no longer waits, and its lag is recorded.
+    /// An action that never reached the queue (an Event dropped at once)
+    /// no longer waits.
+    fn unqueued(&self, class: WriteClass) {
+        let n = self.waiting[class as usize].fetch_sub(1, Ordering::Relaxed) - 1;
+        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n.max(0) as f64);
+    }
+
+    /// The first request of the write under way goes out now (or it ends
+    /// without one): its actions no longer wait, and its lag is recorded.
     fn left_queue(&self, sending: &Sending, sent: bool) {
         if sending.sent.swap(true, Ordering::Relaxed) {
             return;
         }
-        let class = sending.own;
-        let n = self.waiting[class as usize].fetch_sub(1, Ordering::Relaxed) - 1;
-        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n.max(0) as f64);
+        if let Some(id) = tokio::task::try_id() {
+            let _ = self.left_line.send(id);
+        }
+        for &class in &sending.counted {
+            self.unqueued(class);
+        }
         if sent {
+            let class = sending.counted.iter().min().copied().unwrap_or(WriteClass::Event);
             metrics::histogram!(WRITE_LAG_METRIC, "class" => class.as_str())
                 .record(wall::since(sending.decided).as_secs_f64());
         }
@@ -487,18 +610,29 @@ impl Writer {
         }
     }
 
-    /// Asks the engine thread whether the write under way is still true;
-    /// `Err(Withdrawn)` when it is not (or the engine is gone).
-    async fn judge(&self, action: &Action) -> ApiResult<()> {
+    /// Asks the engine thread whether an action is still true; `Err`
+    /// says why not (or that the engine is gone).
+    async fn judge(&self, action: &Action) -> Result<(), String> {
         let (reply, verdict) = tokio::sync::oneshot::channel();
-        let gone = || kube::Error::Service(Box::new(Withdrawn("the engine has stopped".into())));
         if self.answers.send(Input::Judge { action: Box::new(action.clone()), reply }).is_err() {
-            return Err(gone());
+            return Err("the engine has stopped".into());
         }
-        match verdict.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(why)) => Err(kube::Error::Service(Box::new(Withdrawn(why)))),
-            Err(_) => Err(gone()),
+        verdict.await.unwrap_or_else(|_| Err("the engine has stopped".into()))
+    }
+
+    /// Judges each action of the write under way: one no longer true is
+    /// taken out of it; `Err(Withdrawn)` when none is left.
+    async fn judge_write(&self, s: &Sending) -> ApiResult<()> {
+        let mut last = None;
+        for action in s.live() {
+            if let Err(why) = self.judge(&action).await {
+                s.withdraw(action.id, why.clone());
+                last = Some(why);
+            }
+        }
+        match last {
+            Some(why) if s.first().is_none() => Err(kube::Error::Service(Box::new(Withdrawn(why)))),
+            _ => Ok(()),
         }
     }
 
@@ -544,7 +678,7 @@ impl Writer {
                 Some(s) => {
                     // Once before waiting for a token, so a write withdrawn
                     // spends none, and once after, right before it goes.
-                    if judged && let Err(e) = self.judge(&s.action).await {
+                    if judged && let Err(e) = self.judge_write(s).await {
                         self.left_queue(s, false);
                         return Err(e);
                     }
@@ -558,7 +692,7 @@ impl Writer {
                 return Err(kube::Error::Service(Box::new(Fenced)));
             }
             if let Some(s) = &sending {
-                if judged && let Err(e) = self.judge(&s.action).await {
+                if judged && let Err(e) = self.judge_write(s).await {
                     self.left_queue(s, false);
                     return Err(e);
                 }
@@ -587,70 +721,78 @@ impl Writer {
     }
 
     async fn carry_out(&self, sending: Arc<Sending>) {
-        let since = sending.decided;
-        SENDING.scope(sending.clone(), self.carry_out_now(since, &sending.action)).await;
+        SENDING.scope(sending.clone(), self.carry_out_now(&sending)).await;
         // Ended without a request (an Event dropped, a taint already so).
         self.left_queue(&sending, false);
     }
 
-    async fn carry_out_now(&self, since: Instant, action: &Action) {
-        let name = action_name(&action.kind);
-        if let ActionKind::RecordEvent(ev) = &action.kind {
+    /// `WriteFinished` for every action of the write: `how` for those
+    /// still in it, `Withdrawn` for those taken out before it went.
+    fn answer_all(&self, sending: &Sending, how: &Finish) {
+        for action in sending.live().into_iter().filter(|a| a.kind.slot().is_some()) {
+            let outcome = match how {
+                Finish::Done => WriteOutcome::Done,
+                Finish::Failed(why) => WriteOutcome::Failed(why.clone()),
+                Finish::Withdrawn(why) => WriteOutcome::Withdrawn(why.clone()),
+            };
+            let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
+        }
+        let withdrawn = sending.withdrawn.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
+        for (action, why) in withdrawn {
+            let outcome = WriteOutcome::Withdrawn(why);
+            let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
+        }
+    }
+
+    async fn carry_out_now(&self, sending: &Sending) {
+        let since = sending.decided;
+        let Some(first) = sending.first() else { return };
+        let name = action_name(&first.kind);
+        if let ActionKind::RecordEvent(ev) = &first.kind {
             if !self.event_budget.allows(&ev.object.to_string(), Instant::now()) {
                 metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "spam").increment(1);
                 tracing::debug!(reason = ev.reason, object = %ev.object, "Event dropped: its object's allowance is spent");
                 return;
             }
-            // Events queue behind every write; past a bound they are
-            // dropped (counted), as client-go's broadcaster drops them when
-            // its queue is full, rather than held for minutes.
-            let queued = self.events_queued.fetch_add(1, Ordering::Relaxed);
-            if queued >= MAX_QUEUED_EVENTS {
-                self.events_queued.fetch_sub(1, Ordering::Relaxed);
-                metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "backlog").increment(1);
-                tracing::debug!(reason = ev.reason, object = %ev.object, "Event dropped: too many queued");
-                return;
-            }
-            let r = self.record_event(since, ev).await;
-            self.events_queued.fetch_sub(1, Ordering::Relaxed);
-            if let Err(e) = r {
+            if let Err(e) = self.record_event(since, ev).await {
                 self.failures.failed("record_event", &e.to_string());
             }
             return;
         }
-        let holds = matches!(action.kind, ActionKind::DeletePod { .. });
-        let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(since, &action.kind)).await;
-        // What to send back: the outcome, then the object's state; `None`
-        // when the state must be read (after a failure or a withdrawal).
-        let (outcome, state) = match result {
+        let holds = matches!(first.kind, ActionKind::DeletePod { .. });
+        let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(since, sending)).await;
+        // How it ended, and the object's state to send back after the
+        // answers; `None` when the state must be read (after a failure or
+        // a withdrawal).
+        let (how, state) = match result {
             Ok(Attempt::Done(state)) => {
                 self.failures.succeeded();
-                (WriteOutcome::Done, Some(state))
+                (Finish::Done, Some(state))
             }
             Ok(Attempt::Refused(why, state)) => {
                 metrics::counter!("nodewarden_write_refusals_total", "action" => name).increment(1);
                 tracing::info!(action = name, "write refused: {why}");
-                (WriteOutcome::Failed(why), Some(state))
+                (Finish::Failed(why), Some(state))
             }
             Err(e) => match withdrawn_reason(&e) {
                 // Node lifecycle applied the write to its own view when it
                 // decided: the node as it is puts that right. (The engine
                 // undoes a pod write's marks itself.)
-                Some(why) if matches!(action.kind.slot(), Some((ObjectRef::Node(_), _))) => {
-                    (WriteOutcome::Withdrawn(why), None)
+                Some(why) if matches!(first.kind.slot(), Some((ObjectRef::Node(_), _))) => {
+                    (Finish::Withdrawn(why), None)
                 }
-                Some(why) => (WriteOutcome::Withdrawn(why), Some(Vec::new())),
+                Some(why) => (Finish::Withdrawn(why), Some(Vec::new())),
                 None => {
                     let why = e.to_string();
                     self.failures.failed(name, &why);
-                    (WriteOutcome::Failed(why), None)
+                    (Finish::Failed(why), None)
                 }
             },
         };
-        let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
+        self.answer_all(sending, &how);
         let state = match state {
             Some(state) => state,
-            None => self.fresh_state(&action.kind).await,
+            None => self.fresh_state(&first.kind).await,
         };
         for o in state {
             let _ = self.answers.send(Input::Observe(o));

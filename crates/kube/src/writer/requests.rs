@@ -1,12 +1,12 @@
 //! Each action as the API requests that carry it out (a taint patch
 //! guarded by the taints it read, a uid-preconditioned deletion or
-//! eviction, a status update under the read's resourceVersion, an Event),
+//! eviction, a pod status patch naming the uid and only what it sets, an Event),
 //! and the objects those requests return read back as observations.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition as KNodeCondition, ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, NodeCondition as KNodeCondition, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event as KEvent;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions as KPreconditions};
@@ -97,6 +97,68 @@ fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &Taint) -> bool {
     k.key == t.key && k.effect == t.effect.as_str()
 }
 
+/// `old` with `remove` taken out and `add` put in (replacing a taint of
+/// the same key and effect), in the API's form.
+fn patched_taints(
+    old: &[k8s_openapi::api::core::v1::Taint],
+    add: &[Taint],
+    remove: &[Taint],
+) -> Vec<k8s_openapi::api::core::v1::Taint> {
+    let mut taints = old.to_vec();
+    taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
+    for t in add {
+        taints.retain(|k| !same_taint(k, t));
+        taints.push(k8s_openapi::api::core::v1::Taint {
+            key: t.key.clone(),
+            value: (!t.value.is_empty()).then(|| t.value.clone()),
+            effect: t.effect.as_str().to_string(),
+            time_added: t.time_added.and_then(time),
+        });
+    }
+    taints
+}
+
+/// The `pods/status` strategic merge patch for these pod status actions:
+/// the uid as precondition (upstream's `PatchPodStatus` puts it there),
+/// and only what each action sets: the Ready condition False
+/// (`MarkPodsNotReady`), the `DisruptionTarget` condition (the taint
+/// manager's, before its deletion), `NodeLost` as the status's reason
+/// (legacy mode's, before its deletion). Transitions are stamped `now`.
+pub(super) fn pod_status_patch(uid: &str, actions: &[nodewarden_engine::Action], now: Timestamp) -> Value {
+    let at = time(now);
+    let mut conditions = Vec::new();
+    let mut status = serde_json::Map::new();
+    for a in actions {
+        match &a.kind {
+            ActionKind::MarkPodNotReady { .. } => conditions.push(json!({
+                "type": "Ready",
+                "status": "False",
+                "lastTransitionTime": at,
+            })),
+            ActionKind::AddPodDisruptionTarget { .. } => conditions.push(json!({
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint",
+                "lastTransitionTime": at,
+            })),
+            ActionKind::SetPodNodeLost { pod, node, .. } => {
+                let (_, name) = pod_name(pod);
+                status.insert("reason".into(), json!("NodeLost"));
+                status.insert(
+                    "message".into(),
+                    json!(format!("Node {node} which was running pod {name} is unresponsive")),
+                );
+            }
+            _ => {}
+        }
+    }
+    if !conditions.is_empty() {
+        status.insert("conditions".into(), Value::Array(conditions));
+    }
+    json!({"metadata": {"uid": uid}, "status": status})
+}
+
 /// Default create/update parameters (a static, so request futures may
 /// borrow it).
 static POST: PostParams = PostParams { dry_run: false, field_manager: None };
@@ -109,7 +171,9 @@ impl Writer {
     /// One action as its API requests: one `match` over every action kind, so
     /// the compiler checks each has its requests; the longer ones are steps
     /// of their own below.
-    pub(super) async fn write(&self, since: Instant, kind: &ActionKind) -> ApiResult<Attempt> {
+    pub(super) async fn write(&self, since: Instant, sending: &Sending) -> ApiResult<Attempt> {
+        let Some(first) = sending.first() else { return Ok(Attempt::Done(Vec::new())) };
+        let kind = &first.kind;
         match kind {
             ActionKind::UpdateNodeConditions { node, conditions, version } => {
                 self.update_node_conditions(since, node, conditions, *version).await
@@ -132,7 +196,7 @@ impl Writer {
             }
             ActionKind::MarkPodNotReady { pod, uid }
             | ActionKind::SetPodNodeLost { pod, uid, .. }
-            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(since, pod, uid, kind).await,
+            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(since, pod, uid, sending).await,
             ActionKind::DeletePod { pod, uid, mode, .. } => self.delete_pod(since, pod, uid, *mode, None).await,
             ActionKind::EvictForAddon { pod, uid, grace, .. } => {
                 self.delete_pod(since, pod, uid, DeletionMode::Evict, *grace).await
@@ -176,7 +240,10 @@ impl Writer {
         let pp = PatchParams::default();
         let patch = Patch::Strategic(&body);
         match self.send(since, || api.patch_status(node, &pp, &patch)).await {
-            Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+            Ok(n) => {
+                self.taints_seen.remember(&n);
+                Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)))
+            }
             Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
                 let fresh = self.call(since, || api.get_opt(node)).await;
                 Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
@@ -185,8 +252,12 @@ impl Writer {
         }
     }
 
-    /// A taint patch: read, recompute and patch again on a conflict, at
-    /// most [`CONFLICT_ATTEMPTS`] times; its own step for that loop.
+    /// A taint patch: guarded by the node's taints as this writer's last
+    /// request to the node returned them, with no read first (a zone
+    /// outage taints each node after writing its Unknown status, whose
+    /// answer shows its taints); read, recompute and patch again when
+    /// that guard fails or nothing was remembered, at most
+    /// [`CONFLICT_ATTEMPTS`] times. Its own step for that loop.
     async fn patch_node_taints(
         &self,
         since: Instant,
@@ -206,48 +277,62 @@ impl Writer {
         // a reason other than the taints (a 422 the JSON reading
         // of the taints cannot explain).
         let mut guard_on_taints = true;
+        let mut remembered = self.taints_seen.forget(node);
         for _ in 0..CONFLICT_ATTEMPTS {
-            let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
-                return Ok(Attempt::Refused(
-                    format!("nodes {node:?} not found"),
-                    node_state(node, None, self.opts.detail),
-                ));
+            // The remembered taints stand for a read only when they make
+            // the patch a change: "already so" is for a fresh read to say.
+            let from_memory = remembered.take().filter(|old| patched_taints(old, add, remove) != *old);
+            let (old, cur) = match from_memory {
+                Some(old) => (old, None),
+                None => {
+                    let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
+                        return Ok(Attempt::Refused(
+                            format!("nodes {node:?} not found"),
+                            node_state(node, None, self.opts.detail),
+                        ));
+                    };
+                    (cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(), Some(cur))
+                }
             };
-            let old = cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-            let mut taints = old.clone();
-            taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
-            for t in add {
-                taints.retain(|k| !same_taint(k, t));
-                taints.push(k8s_openapi::api::core::v1::Taint {
-                    key: t.key.clone(),
-                    value: (!t.value.is_empty()).then(|| t.value.clone()),
-                    effect: t.effect.as_str().to_string(),
-                    time_added: t.time_added.and_then(time),
-                });
+            let taints = patched_taints(&old, add, remove);
+            if let Some(cur) = &cur
+                && taints == old
+            {
+                self.taints_seen.remember(cur);
+                return Ok(Attempt::Done(node_state(node, Some(cur), self.opts.detail)));
             }
-            if taints == old {
-                return Ok(Attempt::Done(node_state(node, Some(&cur), self.opts.detail)));
-            }
-            let read = cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok());
-            let guarded = guard_on_taints.then_some(read).flatten().and_then(|old| {
+            let read = match &cur {
+                Some(cur) => {
+                    cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok())
+                }
+                None => serde_json::to_value(&old).ok(),
+            };
+            let guarded = (guard_on_taints || cur.is_none()).then_some(read).flatten().and_then(|old| {
                 serde_json::from_value::<json_patch::Patch>(json!([
                     {"op": "test", "path": "/spec/taints", "value": old},
                     {"op": "replace", "path": "/spec/taints", "value": taints},
                 ]))
                 .ok()
             });
-            let merge = json!({
-                "metadata": {"resourceVersion": cur.metadata.resource_version},
-                "spec": {"taints": taints},
-            });
-            let patch = match guarded {
-                Some(ops) => Patch::Json::<Value>(ops),
-                None => Patch::Merge(merge),
+            let patch = match (guarded, &cur) {
+                (Some(ops), _) => Patch::Json::<Value>(ops),
+                (None, Some(cur)) => Patch::Merge(json!({
+                    "metadata": {"resourceVersion": cur.metadata.resource_version},
+                    "spec": {"taints": taints},
+                })),
+                // Nothing to guard with: read first.
+                (None, None) => continue,
             };
             let pp = PatchParams::default();
             match self.send(since, || api.patch(node, &pp, &patch)).await {
-                Ok(n) => return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                Ok(n) => {
+                    self.taints_seen.remember(&n);
+                    return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)));
+                }
                 Err(e) if code(&e) == Some(409) => last = e.to_string(),
+                // Guarded by remembered taints that have changed since:
+                // read them, and guard by what the read shows.
+                Err(e) if code(&e) == Some(422) && cur.is_none() => last = e.to_string(),
                 // The taints changed since the read (the test
                 // failed), or the test itself could not be met:
                 // read again; the next attempt is guarded by the
@@ -308,66 +393,39 @@ impl Writer {
         }
     }
 
-    /// A pod status write: read, check the uid, change, update under the
-    /// read's resourceVersion; a conflict re-reads and recomputes.
-    async fn pod_status(&self, since: Instant, key: &str, uid: &str, kind: &ActionKind) -> ApiResult<Attempt> {
+    /// A pod status write: one strategic merge patch of `pods/status`,
+    /// carrying every action still in the write (a not-ready mark and a
+    /// `DisruptionTarget` waiting together go as one), guarded by the
+    /// pod's uid, with no read before it. The patch names only the fields
+    /// it sets (conditions merge by type), so whatever else the status
+    /// holds, fields of a newer API than ours included, stays as the
+    /// server has it; a PUT of a pod decoded with our types would erase
+    /// them, on exactly the pods whose kubelets cannot put them back. The
+    /// uid in the patch is upstream's precondition (`PatchPodStatus`): a
+    /// pod re-created under the same name answers 409, and the write is
+    /// refused with the pod as it now is.
+    async fn pod_status(&self, since: Instant, key: &str, uid: &str, sending: &Sending) -> ApiResult<Attempt> {
         let (ns, name) = pod_name(key);
         let api = Api::<Pod>::namespaced(self.client.clone(), ns);
-        let now = || Time(k8s_openapi::jiff::Timestamp::now());
-        let mut last = String::new();
-        for _ in 0..CONFLICT_ATTEMPTS {
-            let Some(mut cur) = self.send(since, || api.get_opt(name)).await? else {
-                return Ok(Attempt::Refused(format!("pods {key:?} not found"), pod_state(key, None, self.opts.detail)));
-            };
-            if cur.metadata.uid.as_deref() != Some(uid) {
-                let why = format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {:?}",
-                    cur.metadata.uid
-                );
-                return Ok(Attempt::Refused(why, pod_state(key, Some(&cur), self.opts.detail)));
+        let pp = PatchParams::default();
+        let result = self
+            .send(since, || {
+                // Built at each attempt from the actions still in the
+                // write: one withdrawn at the last judgement is not sent.
+                let body = pod_status_patch(uid, &sending.live(), wall_clock_now());
+                let api = api.clone();
+                let pp = pp.clone();
+                async move { api.patch_status(name, &pp, &Patch::Strategic(body)).await }
+            })
+            .await;
+        match result {
+            Ok(p) => Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
+            Err(e) if matches!(code(&e), Some(404 | 409)) => {
+                let fresh = self.call(since, || api.get_opt(name)).await;
+                Ok(Attempt::Refused(e.to_string(), pod_read(key, fresh, self.opts.detail)))
             }
-            let status = cur.status.get_or_insert_with(Default::default);
-            match kind {
-                ActionKind::MarkPodNotReady { .. } => {
-                    match status.conditions.get_or_insert_with(Vec::new).iter_mut().find(|c| c.type_ == "Ready") {
-                        Some(c) if c.status != "False" => {
-                            c.status = "False".into();
-                            c.last_transition_time = Some(now());
-                        }
-                        _ => return Ok(Attempt::Done(pod_state(key, Some(&cur), self.opts.detail))),
-                    }
-                }
-                ActionKind::SetPodNodeLost { node, .. } => {
-                    status.reason = Some("NodeLost".into());
-                    status.message = Some(format!("Node {node} which was running pod {name} is unresponsive"));
-                }
-                _ => {
-                    let list = status.conditions.get_or_insert_with(Vec::new);
-                    let c = PodCondition {
-                        type_: "DisruptionTarget".into(),
-                        status: "True".into(),
-                        reason: Some("DeletionByTaintManager".into()),
-                        message: Some("Taint manager: deleting due to NoExecute taint".into()),
-                        last_transition_time: Some(now()),
-                        ..PodCondition::default()
-                    };
-                    match list.iter_mut().find(|x| x.type_ == c.type_) {
-                        Some(x) => *x = c,
-                        None => list.push(c),
-                    }
-                }
-            }
-            match self.send(since, || api.replace_status(name, &POST, &cur)).await {
-                Ok(p) => return Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
-                Err(e) if code(&e) == Some(409) => last = e.to_string(),
-                Err(e) if code(&e) == Some(404) => {
-                    return Ok(Attempt::Refused(e.to_string(), pod_state(key, None, self.opts.detail)));
-                }
-                Err(e) => return Err(e),
-            }
+            Err(e) => Err(e),
         }
-        let fresh = self.call(since, || api.get_opt(name)).await;
-        Ok(Attempt::Refused(last, pod_read(key, fresh, self.opts.detail)))
     }
 
     /// An Event in events.k8s.io/v1, or core/v1 where that is not served.
@@ -472,6 +530,51 @@ mod eviction_body_tests {
         let body: serde_json::Value = serde_json::from_slice(req.body()).expect("json");
         assert!(
             body.get("deleteOptions").is_none() && body.as_object().is_some_and(|m| m.contains_key("delete_options"))
+        );
+    }
+}
+
+#[cfg(test)]
+mod pod_status_patch_tests {
+    use nodewarden_engine::{Action, ActionId};
+
+    use super::*;
+
+    /// One patch for a mark and a `DisruptionTarget` that waited together:
+    /// the uid as precondition and the two conditions, merged by type on
+    /// the server, and nothing else. A field of the pod's status this
+    /// patch does not name (a newer API's, one our types cannot read) is
+    /// left as the server has it: there is no PUT of a decoded pod.
+    #[test]
+    fn a_status_patch_names_the_uid_and_only_what_it_sets() {
+        let at = Timestamp::from_millis(1_764_300_000_000);
+        let mark =
+            Action { id: ActionId(1), kind: ActionKind::MarkPodNotReady { pod: "ns/p".into(), uid: "u-1".into() } };
+        let target = Action {
+            id: ActionId(2),
+            kind: ActionKind::AddPodDisruptionTarget { pod: "ns/p".into(), uid: "u-1".into() },
+        };
+        let body = pod_status_patch("u-1", &[mark, target], at);
+        let stamp = serde_json::to_value(time(at)).expect("time");
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {"uid": "u-1"},
+                "status": {"conditions": [
+                    {"type": "Ready", "status": "False", "lastTransitionTime": stamp},
+                    {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+                     "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": stamp},
+                ]}
+            })
+        );
+        let lost = Action {
+            id: ActionId(3),
+            kind: ActionKind::SetPodNodeLost { pod: "ns/p".into(), uid: "u-1".into(), node: "n1".into() },
+        };
+        assert_eq!(
+            pod_status_patch("u-1", &[lost], at),
+            json!({"metadata": {"uid": "u-1"},
+                   "status": {"reason": "NodeLost", "message": "Node n1 which was running pod p is unresponsive"}})
         );
     }
 }

@@ -654,7 +654,10 @@ impl Simulation {
             }
             StepEvent::Handled(h) => {
                 notes.extend(h.violations.iter().map(ToString::to_string));
-                if let (ActionKind::DeletePod { pod, .. }, Some(_), false) = (&h.action.kind, h.applied, instant) {
+                let withdrawn = h.applied.is_some_and(|a| matches!(a.outcome, Some(WriteOutcome::Withdrawn(_))));
+                if let (ActionKind::DeletePod { pod, .. }, Some(_), false, false) =
+                    (&h.action.kind, h.applied, instant, withdrawn)
+                {
                     sent.push(pod.clone());
                 }
                 if let Some(applied) = h.applied {

@@ -1,0 +1,435 @@
+//! Which write starts next: the writer's queue, as a state machine with no
+//! I/O (the async shell in [`super::spawn_writer`] starts what it hands out
+//! and reports back what finished).
+//!
+//! Why it exists: a large incident decides hundreds of thousands of writes
+//! at once (every pod of a zone marked not ready, then its deletions),
+//! and the client sends 20 a second. A task per waiting write cost about
+//! 9 KiB each (its future, its channels): 3.7 GiB for a 40k-node zone
+//! outage. Here a waiting write is its [`Action`] and a place in a queue,
+//! a few hundred bytes. A write is started (given a task, judged, put in
+//! line for a token) only when fewer than a few of its class are in line
+//! already ([`DEFAULT_CAP`]); once its first request has gone out it no
+//! longer counts, so the cap bounds the line, not the requests in flight,
+//! and the rate limit, not the cap, sets the pace. Writes that have not
+//! started can still be changed: that is what the two rules below use.
+//!
+//! Rules, each kept from the task-per-write writer:
+//! - writes to one object go out one at a time, in the order the engine
+//!   issued them (a node's Unknown status before its taint);
+//! - an object's next write waits at the most urgent class of everything
+//!   queued for it (a deletion lends its class to the pod's not-ready
+//!   status ahead of it);
+//! - the next write of an object whose previous write just finished goes
+//!   before writes of objects not started (a chain under way is finished
+//!   before new ones begin).
+//!
+//! And two that save requests under a backlog:
+//! - consecutive pod status writes to one pod that have not started are
+//!   one write ([`Write::absorb`]): a not-ready mark still waiting when its
+//!   pod's `DisruptionTarget` is decided goes out in the same patch;
+//! - a pod's deletion does not wait behind a not-ready mark that has not
+//!   started ([`Dispatch::push`]): it goes first, and the mark, judged
+//!   after it, finds the pod terminating and is withdrawn (a terminating
+//!   pod has left its Services' ready endpoints).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use nodewarden_engine::{Action, ActionKind, ObjectRef};
+
+use crate::limiter::WriteClass;
+
+/// Writes per class in line for a token at once, by default. Enough that
+/// the limiter always has one of each class to hand a token to (a started
+/// write is judged by the engine before it gets in line, a round trip),
+/// few enough that what waits stays data that later decisions can merge
+/// into or go ahead of.
+pub const DEFAULT_CAP: usize = 8;
+
+/// Events waiting beyond which new ones are dropped (client-go's
+/// broadcaster queues 1000).
+pub const MAX_QUEUED_EVENTS: usize = 1000;
+
+/// One write as it waits: an action, or several pod status actions to one
+/// pod carried by one request, and when the first was handed over. The
+/// first action is kept inline: most writes are one action, and a backlog
+/// is hundreds of thousands of them.
+#[derive(Debug)]
+pub struct Write {
+    first: Action,
+    more: Vec<Action>,
+    /// When the first was handed to the writer.
+    pub decided: Instant,
+}
+
+impl Write {
+    fn new(action: Action, decided: Instant) -> Write {
+        Write { first: action, more: Vec::new(), decided }
+    }
+
+    /// Its actions, in the order the engine issued them.
+    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+        std::iter::once(&self.first).chain(&self.more)
+    }
+
+    /// Its actions, taken out.
+    pub fn into_actions(self) -> Vec<Action> {
+        let mut all = Vec::with_capacity(1 + self.more.len());
+        all.push(self.first);
+        all.extend(self.more);
+        all
+    }
+
+    /// The most urgent class of its actions.
+    pub fn class(&self) -> WriteClass {
+        self.actions().map(|a| WriteClass::of(&a.kind)).min().unwrap_or(WriteClass::Event)
+    }
+
+    /// Takes `next` in when both are pod status writes to the same pod
+    /// (same uid): one patch sets every condition and reason they ask for.
+    /// `Err(next)` gives it back otherwise.
+    fn absorb(&mut self, next: Action) -> Result<(), Action> {
+        let uid = pod_status_uid(&next.kind);
+        if uid.is_some() && self.actions().all(|a| pod_status_uid(&a.kind) == uid) {
+            self.more.push(next);
+            Ok(())
+        } else {
+            Err(next)
+        }
+    }
+
+    /// Only not-ready marks: nothing a deletion must follow.
+    fn only_marks(&self) -> bool {
+        self.actions().all(|a| matches!(a.kind, ActionKind::MarkPodNotReady { .. }))
+    }
+}
+
+/// The pod uid of a pod status write; `None` for any other write.
+pub fn pod_status_uid(kind: &ActionKind) -> Option<&str> {
+    match kind {
+        ActionKind::MarkPodNotReady { uid, .. }
+        | ActionKind::AddPodDisruptionTarget { uid, .. }
+        | ActionKind::SetPodNodeLost { uid, .. } => Some(uid),
+        _ => None,
+    }
+}
+
+fn is_deletion(kind: &ActionKind) -> bool {
+    matches!(kind, ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. })
+}
+
+/// One object's writes: whether one is under way, and those waiting.
+#[derive(Debug)]
+struct Chain {
+    busy: bool,
+    /// Once a write of it finished: its next goes as a chain under way.
+    continued: bool,
+    waiting: VecDeque<Write>,
+}
+
+impl Chain {
+    /// The class its next write waits at: the most urgent of all waiting.
+    fn class(&self) -> Option<WriteClass> {
+        self.waiting.iter().map(Write::class).min()
+    }
+}
+
+/// A write to start now, and how it stands.
+#[derive(Debug)]
+pub struct Start {
+    /// The write.
+    pub write: Write,
+    /// The class it waits at (its own, or one lent by writes behind it).
+    pub class: WriteClass,
+    /// The object's previous write finished just before: its requests go
+    /// as a started write's do.
+    pub chained: bool,
+}
+
+/// What a new action did to the queue.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// It waits (alone or absorbed into a waiting write).
+    Queued,
+    /// An Event dropped: too many waiting.
+    EventDropped,
+    /// It waits behind a write under way, which should now wait at this
+    /// more urgent class (the shell raises it).
+    Raise(ObjectRef, WriteClass),
+}
+
+/// See the module's description.
+#[derive(Debug)]
+pub struct Dispatch {
+    cap: usize,
+    chains: HashMap<ObjectRef, Chain>,
+    /// Objects whose next write may start, by the class it waits at.
+    /// An entry may be stale (the object's class was raised since, or it
+    /// started): it is checked when popped.
+    ready: [VecDeque<ObjectRef>; 4],
+    /// Events waiting (they touch no object: no chain, no order).
+    events: VecDeque<Write>,
+    /// Writes started and not yet sent (in line for a token), by the
+    /// class they started at.
+    in_line: [usize; 4],
+}
+
+impl Dispatch {
+    /// A queue with at most `cap` writes per class in line for a token.
+    pub fn new(cap: usize) -> Dispatch {
+        Dispatch {
+            cap: cap.max(1),
+            chains: HashMap::new(),
+            ready: Default::default(),
+            events: VecDeque::new(),
+            in_line: [0; 4],
+        }
+    }
+
+    /// Hands an action over.
+    pub fn push(&mut self, action: Action, decided: Instant) -> Pushed {
+        let Some((object, _)) = action.kind.slot() else {
+            if self.events.len() >= MAX_QUEUED_EVENTS {
+                return Pushed::EventDropped;
+            }
+            self.events.push_back(Write::new(action, decided));
+            return Pushed::Queued;
+        };
+        let chain = self.chains.entry(object.clone()).or_insert_with(|| Chain {
+            busy: false,
+            continued: false,
+            // Most objects have one write waiting: room for one, not four.
+            waiting: VecDeque::with_capacity(1),
+        });
+        let class = WriteClass::of(&action.kind);
+        let before = chain.class();
+        let action = match chain.waiting.back_mut() {
+            Some(last) => last.absorb(action).err(),
+            None => Some(action),
+        };
+        if let Some(action) = action {
+            if is_deletion(&action.kind) && chain.waiting.back().is_some_and(Write::only_marks) {
+                // Ahead of the marks that have not started: once the pod
+                // is terminating they are withdrawn when judged.
+                let at = chain.waiting.iter().rposition(|w| !w.only_marks()).map_or(0, |i| i + 1);
+                chain.waiting.insert(at, Write::new(action, decided));
+            } else {
+                chain.waiting.push_back(Write::new(action, decided));
+            }
+        }
+        if chain.busy {
+            return if before.is_none_or(|b| class < b) { Pushed::Raise(object, class) } else { Pushed::Queued };
+        }
+        if before.is_none_or(|b| class < b) {
+            self.ready[class as usize].push_back(object);
+        }
+        Pushed::Queued
+    }
+
+    /// The writes to start now, most urgent class first, within each
+    /// class's cap. Each is counted in line until [`Dispatch::sent`].
+    pub fn next(&mut self) -> Vec<Start> {
+        let mut out = Vec::new();
+        for class in WriteClass::ALL {
+            let c = class as usize;
+            while self.in_line[c] < self.cap {
+                if class == WriteClass::Event {
+                    let Some(write) = self.events.pop_front() else { break };
+                    self.in_line[c] += 1;
+                    out.push(Start { write, class, chained: false });
+                    continue;
+                }
+                let Some(object) = self.ready[c].pop_front() else { break };
+                let Some(chain) = self.chains.get_mut(&object) else { continue };
+                // Stale: started already, or waiting at another class now.
+                if chain.busy || chain.class() != Some(class) {
+                    continue;
+                }
+                let Some(write) = chain.waiting.pop_front() else { continue };
+                chain.busy = true;
+                let lent = chain.class().map_or(class, |l| l.min(write.class()));
+                self.in_line[c] += 1;
+                out.push(Start { write, class: lent, chained: std::mem::take(&mut chain.continued) });
+            }
+        }
+        out
+    }
+
+    /// A write that started at `class` is out of line: its first request
+    /// went out, or it ended without one. Once per started write.
+    pub fn sent(&mut self, class: WriteClass) {
+        self.in_line[class as usize] = self.in_line[class as usize].saturating_sub(1);
+    }
+
+    /// A write of `object` finished (answered, withdrawn or given up): the
+    /// object's next write may start. Events have no object.
+    pub fn finished(&mut self, object: &ObjectRef) {
+        let Some(chain) = self.chains.get_mut(object) else { return };
+        chain.busy = false;
+        match chain.class() {
+            None => {
+                self.chains.remove(object);
+            }
+            Some(next) => {
+                chain.continued = true;
+                // Ahead of objects not started.
+                self.ready[next as usize].push_front(object.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewarden_engine::{ActionId, Event, EventType};
+    use nodewarden_model::{Resources, Span, Timestamp};
+
+    use super::*;
+
+    fn act(id: u64, kind: ActionKind) -> Action {
+        Action { id: ActionId(id), kind }
+    }
+
+    fn mark(id: u64, pod: &str) -> Action {
+        act(id, ActionKind::MarkPodNotReady { pod: pod.into(), uid: format!("u-{pod}") })
+    }
+
+    fn target(id: u64, pod: &str) -> Action {
+        act(id, ActionKind::AddPodDisruptionTarget { pod: pod.into(), uid: format!("u-{pod}") })
+    }
+
+    fn delete(id: u64, pod: &str) -> Action {
+        act(
+            id,
+            ActionKind::EvictForAddon {
+                pod: pod.into(),
+                uid: format!("u-{pod}"),
+                grace: None,
+                why: Box::new(nodewarden_engine::AddonEviction {
+                    pod: pod.into(),
+                    node: "n".into(),
+                    addon: "kube-system/dns".into(),
+                    unschedulable_since: Timestamp::from_millis(0),
+                    needed: Resources::ZERO,
+                    free_before: Resources::ZERO,
+                    tier: nodewarden_engine::PreparationTier::Any,
+                    victims: vec![pod.into()],
+                    freed: Resources::ZERO,
+                    budgets: vec![],
+                    pod_grace: Span::ZERO,
+                    grace: Span::ZERO,
+                    decided_at: Timestamp::from_millis(0),
+                }),
+            },
+        )
+    }
+
+    fn status(id: u64, node: &str) -> Action {
+        act(id, ActionKind::UpdateNodeConditions { node: node.into(), conditions: Vec::new(), version: 0 })
+    }
+
+    fn ids(starts: &[Start]) -> Vec<Vec<u64>> {
+        starts.iter().map(|s| s.write.actions().map(|a| a.id.0).collect()).collect()
+    }
+
+    #[test]
+    fn at_most_cap_writes_per_class_are_in_line_and_the_rest_wait_as_actions() {
+        let mut d = Dispatch::new(2);
+        let now = Instant::now();
+        for i in 0..5 {
+            d.push(mark(i, &format!("ns/p{i}")), now);
+        }
+        d.push(status(10, "n1"), now);
+        let started = d.next();
+        assert_eq!(ids(&started), vec![vec![10], vec![0], vec![1]], "the node first, then two marks");
+        assert!(d.next().is_empty(), "every class at its cap");
+        d.sent(WriteClass::PodStatus);
+        assert_eq!(ids(&d.next()), vec![vec![2]], "one left the line: the next starts, before the first finished");
+    }
+
+    #[test]
+    fn one_objects_writes_go_one_at_a_time_in_order_and_a_chain_under_way_goes_first() {
+        let mut d = Dispatch::new(1);
+        let now = Instant::now();
+        let taint = act(
+            2,
+            ActionKind::PatchNodeTaints {
+                node: "n1".into(),
+                add: Vec::new(),
+                remove: Vec::new(),
+                slot: nodewarden_engine::WriteSlot::NoExecuteTaints,
+            },
+        );
+        d.push(status(1, "n1"), now);
+        d.push(taint, now);
+        d.push(status(3, "n2"), now);
+        d.push(status(4, "n3"), now);
+        assert_eq!(ids(&d.next()), vec![vec![1]]);
+        d.sent(WriteClass::Node);
+        assert_eq!(ids(&d.next()), vec![vec![3]], "n1's taint waits for its status to finish; n2 goes meanwhile");
+        d.finished(&ObjectRef::Node("n1".into()));
+        d.sent(WriteClass::Node);
+        let second = d.next();
+        assert_eq!(ids(&second), vec![vec![2]], "n1's taint before n3's status: its chain is under way");
+        assert!(second[0].chained);
+    }
+
+    #[test]
+    fn pod_status_writes_waiting_together_are_one_write_at_the_most_urgent_class() {
+        let mut d = Dispatch::new(8);
+        let now = Instant::now();
+        d.push(mark(1, "ns/a"), now);
+        d.push(target(2, "ns/a"), now);
+        let started = d.next();
+        assert_eq!(ids(&started), vec![vec![1, 2]]);
+        assert_eq!(started[0].class, WriteClass::Deletion, "the DisruptionTarget's class");
+    }
+
+    #[test]
+    fn a_pods_deletion_goes_before_a_mark_that_has_not_started() {
+        let mut d = Dispatch::new(8);
+        let now = Instant::now();
+        d.push(mark(1, "ns/a"), now);
+        d.push(delete(2, "ns/a"), now);
+        assert_eq!(ids(&d.next()), vec![vec![2]]);
+        d.sent(WriteClass::Deletion);
+        d.finished(&ObjectRef::Pod("ns/a".into()));
+        assert_eq!(ids(&d.next()), vec![vec![1]], "the mark follows, to be judged against the terminating pod");
+    }
+
+    #[test]
+    fn a_write_behind_one_under_way_lends_it_its_class_once() {
+        let mut d = Dispatch::new(8);
+        let now = Instant::now();
+        d.push(mark(1, "ns/a"), now);
+        assert_eq!(d.next().len(), 1);
+        assert_eq!(d.push(delete(2, "ns/a"), now), Pushed::Raise(ObjectRef::Pod("ns/a".into()), WriteClass::Deletion));
+        assert_eq!(d.push(delete(3, "ns/a"), now), Pushed::Queued, "no more urgent than what waits");
+    }
+
+    #[test]
+    fn events_beyond_the_bound_are_dropped() {
+        let mut d = Dispatch::new(1);
+        let now = Instant::now();
+        let ev = |i| {
+            act(
+                i,
+                ActionKind::RecordEvent(Event {
+                    object: ObjectRef::Node("n".into()),
+                    kind: EventType::Normal,
+                    reason: "R",
+                    message: String::new(),
+                }),
+            )
+        };
+        for i in 0..MAX_QUEUED_EVENTS as u64 {
+            assert_eq!(d.push(ev(i), now), Pushed::Queued);
+        }
+        assert_eq!(d.push(ev(5000), now), Pushed::EventDropped);
+        assert_eq!(d.next().len(), 1);
+        assert!(d.next().is_empty(), "one Event in line at a time");
+        d.sent(WriteClass::Event);
+        assert_eq!(d.next().len(), 1, "the next goes once the first was sent");
+    }
+}
