@@ -115,16 +115,21 @@ impl Running {
 }
 
 /// Asks the API server for its version every half second, each ask allowed
-/// one `--node-monitor-period` (at least a second) to be answered, and
+/// one `--node-monitor-period` (and at least a second of real time: the
+/// network and the server do not run faster when the process's clock does,
+/// as under `cargo xtask wire`) to be answered, and
 /// tells the engine thread when the answers stop and start again
 /// ([`Input::ApiUnanswered`], [`Input::ApiAnswered`]). A watch reports a
 /// server that refuses or drops it; only a request with a deadline notices
 /// one that has stopped answering.
 async fn probe_api(client: Client, tx: Sender<Input>, monitor_period: nodewarden_model::Span) {
-    // On the process's clock (`wall`), as everything the engine waits for.
-    let allowed = nodewarden_model::wall::real(
-        Duration::from_nanos(u64::try_from(monitor_period.as_nanos()).unwrap_or(0)).max(Duration::from_secs(1)),
-    );
+    // On the process's clock (`wall`), as everything the engine waits for,
+    // but never under a second of real time: at 20 times real time a
+    // 5 s period would allow a server 250 ms, and a busy machine's
+    // scheduling hiccup would blind the engine for a grace period.
+    let allowed =
+        nodewarden_model::wall::real(Duration::from_nanos(u64::try_from(monitor_period.as_nanos()).unwrap_or(0)))
+            .max(Duration::from_secs(1));
     let every = nodewarden_model::wall::real(Duration::from_millis(500));
     let mut answered = true;
     loop {
