@@ -4,7 +4,8 @@
 //! against an in-process `sim --serve` that logs every request as the
 //! authorizer sees it. A node crashes; its pods are marked not ready and
 //! deleted (`--pod-deletion-mode=delete`, then `evict`, refused by a
-//! disruption budget until the budget goes), Events are
+//! disruption budget until the budget goes), a stale NoExecute taint is
+//! taken off a healthy node, Events are
 //! recorded (events.k8s.io/v1, then core/v1 on a server without the
 //! former), the Lease is created, renewed and released. Every request must
 //! be allowed by the rules bound to the Deployment's ServiceAccount, and
@@ -20,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use deploy::rbac::{Rule, check, rules_for};
 use deploy::{deployment_args, kustomize, one};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use nodewarden_apiserver::{RequestRecord, Served};
 use serde_json::{Value, json};
 
@@ -174,6 +175,16 @@ async fn active_run(args: &[String], mode: &str, events_v1: bool, tag: &str) -> 
     let served = serve(events_v1).await;
     victim(&served).await;
     let path = kubeconfig(&served, &format!("{tag}-{mode}"));
+    // A healthy node carrying a NoExecute taint from before: nodewarden
+    // takes it off at its start (upstream's markNodeAsReachable), a taint
+    // patch to a node it has written nothing to yet, so it reads the node
+    // first (its later taint patches are guarded by what its own writes'
+    // answers showed).
+    let nodes: Api<Node> = Api::all(client(&served).await);
+    let stale = json!({"spec": {"taints": [
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-01-01T00:00:00Z"},
+    ]}});
+    nodes.patch("node-000001", &PatchParams::default(), &Patch::Merge(&stale)).await.expect("taint node-000001");
     // In evict mode a budget first refuses the eviction: nodewarden reads
     // a pod only after a refused write (its status writes and deletions
     // need no read), and the budget's removal lets the next try through.
@@ -188,6 +199,10 @@ async fn active_run(args: &[String], mode: &str, events_v1: bool, tag: &str) -> 
     }
     let mut replica = Replica::start(&format!("rbac-{tag}-{mode}"), &as_deployed(args, &fast(&path, Some(mode))));
     let pods: Api<Pod> = Api::namespaced(client(&served).await, "default");
+    wait_for("the stale taint taken off", &replica, Duration::from_secs(30), async || {
+        nodewardens(&served).iter().any(|r| r.verb == "get" && r.resource == "nodes" && r.name == "node-000001")
+    })
+    .await;
     if mode == "evict" {
         wait_for("the victim read after a refused eviction", &replica, Duration::from_secs(30), async || {
             nodewardens(&served).iter().any(|r| r.verb == "get" && r.resource == "pods" && r.name == "victim")

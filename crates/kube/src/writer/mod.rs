@@ -373,25 +373,30 @@ struct Writer {
     fence: Arc<Fence>,
 }
 
-/// The taints of nodes as the writer's own requests last returned them (a
-/// node's status write returns the whole node): what a taint patch is
-/// guarded by instead of a read first. Taken when used, put back by the
-/// answer; a node without taints is not kept (there is nothing to test).
-/// Stale entries cost a failed test and a read, never a wrong write.
+/// Nodes as the writer's own requests last returned them (a node's status
+/// write returns the whole node): their taints and resourceVersion, what a
+/// taint patch is guarded by instead of a read first (a test of the taints,
+/// or, for a node without taints, the resourceVersion). Taken when used,
+/// put back by the answer. A stale entry costs a refused patch and a read,
+/// never a wrong write. One small entry per node written: O(nodes).
 #[derive(Default)]
-struct TaintsSeen(std::sync::Mutex<HashMap<String, Vec<k8s_openapi::api::core::v1::Taint>>>);
+struct TaintsSeen(std::sync::Mutex<HashMap<String, SeenNode>>);
+
+/// A node's taints and resourceVersion, as an answer showed them.
+struct SeenNode {
+    taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    version: Option<String>,
+}
 
 impl TaintsSeen {
     fn remember(&self, node: &Node) {
         let Some(name) = node.metadata.name.clone() else { return };
         let Ok(mut seen) = self.0.lock() else { return };
-        match node.spec.as_ref().and_then(|s| s.taints.clone()).filter(|t| !t.is_empty()) {
-            Some(taints) => seen.insert(name, taints),
-            None => seen.remove(&name),
-        };
+        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        seen.insert(name, SeenNode { taints, version: node.metadata.resource_version.clone() });
     }
 
-    fn forget(&self, name: &str) -> Option<Vec<k8s_openapi::api::core::v1::Taint>> {
+    fn forget(&self, name: &str) -> Option<SeenNode> {
         self.0.lock().ok()?.remove(name)
     }
 }

@@ -281,9 +281,9 @@ impl Writer {
         for _ in 0..CONFLICT_ATTEMPTS {
             // The remembered taints stand for a read only when they make
             // the patch a change: "already so" is for a fresh read to say.
-            let from_memory = remembered.take().filter(|old| patched_taints(old, add, remove) != *old);
-            let (old, cur) = match from_memory {
-                Some(old) => (old, None),
+            let from_memory = remembered.take().filter(|seen| patched_taints(&seen.taints, add, remove) != seen.taints);
+            let (old, cur, seen_version) = match from_memory {
+                Some(seen) => (seen.taints, None, seen.version),
                 None => {
                     let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
                         return Ok(Attempt::Refused(
@@ -291,7 +291,7 @@ impl Writer {
                             node_state(node, None, self.opts.detail),
                         ));
                     };
-                    (cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(), Some(cur))
+                    (cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(), Some(cur), None)
                 }
             };
             let taints = patched_taints(&old, add, remove);
@@ -305,7 +305,9 @@ impl Writer {
                 Some(cur) => {
                     cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok())
                 }
-                None => serde_json::to_value(&old).ok(),
+                // A node the answer showed without taints has no
+                // `spec.taints` to test: its resourceVersion guards.
+                None => (!old.is_empty()).then(|| serde_json::to_value(&old).ok()).flatten(),
             };
             let guarded = (guard_on_taints || cur.is_none()).then_some(read).flatten().and_then(|old| {
                 serde_json::from_value::<json_patch::Patch>(json!([
@@ -314,10 +316,11 @@ impl Writer {
                 ]))
                 .ok()
             });
-            let patch = match (guarded, &cur) {
+            let version = cur.as_ref().map_or(seen_version, |c| c.metadata.resource_version.clone());
+            let patch = match (guarded, version) {
                 (Some(ops), _) => Patch::Json::<Value>(ops),
-                (None, Some(cur)) => Patch::Merge(json!({
-                    "metadata": {"resourceVersion": cur.metadata.resource_version},
+                (None, Some(version)) => Patch::Merge(json!({
+                    "metadata": {"resourceVersion": version},
                     "spec": {"taints": taints},
                 })),
                 // Nothing to guard with: read first.
@@ -330,8 +333,9 @@ impl Writer {
                     return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)));
                 }
                 Err(e) if code(&e) == Some(409) => last = e.to_string(),
-                // Guarded by remembered taints that have changed since:
-                // read them, and guard by what the read shows.
+                // Guarded by a remembered node that has changed since (a
+                // 409 above, or a failed test): read it, and guard by what
+                // the read shows.
                 Err(e) if code(&e) == Some(422) && cur.is_none() => last = e.to_string(),
                 // The taints changed since the read (the test
                 // failed), or the test itself could not be met:
