@@ -5,7 +5,9 @@
 # deletions the API accepted and the requests sent, written to
 # OUTDIR/samples.tsv (seconds since run started, run RSS KiB, queue depth,
 # deletions, requests, server RSS KiB). Prints run's peak RSS at the end.
-# Stands in until `cargo xtask wire-load --zone-outage` exists.
+# For a scenario file's zone outage (scripts/gen-zone100.py writes one);
+# a generated fleet's is `cargo xtask wire-load --zone-outage`, which
+# judges every deletion too.
 #
 #   scripts/zone-outage.sh BINARY SECONDS OUTDIR SERVE_ARGS... [-- RUN_ARGS...]
 #   scripts/zone-outage.sh target/release/nodewarden 300 /tmp/z40k \

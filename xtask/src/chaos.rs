@@ -34,10 +34,7 @@ pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
     let binary = match binary {
         Some(b) => b,
         None => {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-            crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
-            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            let binary = root.join("target/release/nodewarden");
+            let binary = crate::build_release("nodewarden", "nodewarden")?;
             std::fs::canonicalize(&binary).unwrap_or(binary)
         }
     };

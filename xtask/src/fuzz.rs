@@ -112,13 +112,9 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn cargo() -> String {
-    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
-}
-
 /// Installs cargo-fuzz from crates.io unless `cargo fuzz` already works.
 fn ensure_cargo_fuzz() -> Result<()> {
-    let ok = Command::new(cargo())
+    let ok = Command::new(crate::cargo())
         .args(["fuzz", "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -128,7 +124,7 @@ fn ensure_cargo_fuzz() -> Result<()> {
         return Ok(());
     }
     eprintln!("$ cargo install cargo-fuzz --locked");
-    let status = Command::new(cargo()).args(["install", "cargo-fuzz", "--locked"]).status()?;
+    let status = Command::new(crate::cargo()).args(["install", "cargo-fuzz", "--locked"]).status()?;
     if !status.success() {
         bail!("could not install cargo-fuzz ({status})");
     }
@@ -137,7 +133,7 @@ fn ensure_cargo_fuzz() -> Result<()> {
 
 /// `cargo fuzz <sub> -O <sanitizer's options> <rest>`, run in `fuzz/`.
 fn fuzz_command(fuzz_dir: &Path, sub: &str, sanitizer: Sanitizer, rest: &[&str]) -> Command {
-    let mut cmd = Command::new(cargo());
+    let mut cmd = Command::new(crate::cargo());
     cmd.arg("fuzz")
         .arg(sub)
         .arg("-O")

@@ -46,7 +46,7 @@ pub fn image(mut args: impl Iterator<Item = String>) -> Result<()> {
     // Paths below (target/, the Dockerfile's context) are the workspace's.
     std::env::set_current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .context("cannot change to the workspace root")?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let cargo = crate::cargo();
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let has_musl = installed.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == MUSL));
     // The Dockerfile builds for musl; without that target here, a static
@@ -72,7 +72,7 @@ pub fn image(mut args: impl Iterator<Item = String>) -> Result<()> {
     if !status.success() {
         bail!("building the release binary failed ({status})");
     }
-    let binary = Path::new("target").join(target).join("release/nodewarden");
+    let binary = crate::target_dir(&cargo)?.join(target).join("release/nodewarden");
     if !is_static(&binary)? {
         bail!("{} is dynamically linked; the image has no C library for it", binary.display());
     }

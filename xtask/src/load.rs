@@ -98,11 +98,7 @@ fn preset(name: &str) -> Option<(u64, u64)> {
 /// Runs the load test and prints its report.
 pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
     let a = parse(args)?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
-    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), std::path::PathBuf::from);
-    let binary = target.join("release").join("nodewarden");
+    let binary = crate::build_release("nodewarden", "nodewarden")?;
     let mut sim_args: Vec<String> = vec![
         "sim".into(),
         "--json".into(),
@@ -168,7 +164,7 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
     }
     // The engine alone on the same fleet, memory counted by allocator: the
     // controller's own figure, apart from the simulated cluster above.
-    let engine_only = engine_only(&cargo, &target, &a)?;
+    let engine_only = engine_only(&a)?;
     obj.insert("engine_only".into(), engine_only);
     let safe = obj.get("safety").and_then(Value::as_object).is_some_and(|s| s.values().all(|v| v == &json!(true)));
     println!("{}", serde_json::to_string_pretty(&report)?);
@@ -185,9 +181,8 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
 /// fleet and returns its JSON report: the engine's live bytes (total, per
 /// node, per pod), its first tick and its monitor passes, without the
 /// simulated cluster.
-fn engine_only(cargo: &str, target: &std::path::Path, a: &LoadArgs) -> Result<Value> {
-    crate::run(cargo, &["build", "--release", "-p", "xtask", "--bin", "engine-memory"])?;
-    let binary = target.join("release").join("engine-memory");
+fn engine_only(a: &LoadArgs) -> Result<Value> {
+    let binary = crate::build_release("xtask", "engine-memory")?;
     let args = [
         "--nodes".to_string(),
         a.nodes.to_string(),

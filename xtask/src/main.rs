@@ -41,10 +41,12 @@ tasks:
   wire-load
           `nodewarden sim --serve` and `nodewarden run` processes on loopback
           at size through a node crash (--failover: the leader is SIGKILLed
-          5 s after it); one JSON report of memory, CPU, sync, Lease watch
-          lag, detection, taint and takeover times [--nodes 1000]
-          [--pods-per-node 30] [--zones 3] [--failover [--cold]]
-          [--crash-at 60] [--run-flag FLAG]... [--binary PATH] [--keep]
+          5 s after it) or a zone outage; one JSON report of memory, CPU,
+          sync, Lease watch lag, detection, taint and takeover times, and
+          for a zone outage its write backlog, requests and deletions
+          [--nodes 1000] [--pods-per-node 30] [--zones 3] [--failover [--cold]]
+          [--zone-outage [--outage 240] [--toleration 60]] [--crash-at 60]
+          [--run-flag FLAG]... [--binary PATH] [--server-binary PATH] [--keep]
   fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
           [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
   image   builds the static release binary the Dockerfile builds, then the
@@ -64,8 +66,40 @@ fn run(program: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// The cargo that runs xtask (`$CARGO`), or the one on the PATH.
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+/// Where cargo puts what it builds, as `cargo metadata` says: it honours
+/// `CARGO_TARGET_DIR` and `build.target-dir` as the build itself does
+/// (a fixed `target/` would run a stale binary, or none, where either is
+/// set).
+fn target_dir(cargo: &str) -> Result<std::path::PathBuf> {
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .with_context(|| format!("could not start {cargo} metadata"))?;
+    if !out.status.success() {
+        bail!("`{cargo} metadata` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).context("`cargo metadata` printed no JSON")?;
+    meta.get("target_directory")
+        .and_then(serde_json::Value::as_str)
+        .map(std::path::PathBuf::from)
+        .context("`cargo metadata` names no target_directory")
+}
+
+/// Builds `binary` of `package` for release and returns the file cargo
+/// just built.
+fn build_release(package: &str, binary: &str) -> Result<std::path::PathBuf> {
+    let cargo = cargo();
+    run(&cargo, &["build", "--release", "-p", package, "--bin", binary])?;
+    Ok(target_dir(&cargo)?.join("release").join(binary))
+}
+
 fn ci() -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let cargo = cargo();
     // As `.ci/run`: no incremental caches, they only take disk space, and
     // `CI` set, so the conformance tests fail without ../shared.
     let step = |args: &[&str]| -> Result<()> {
@@ -94,7 +128,7 @@ fn transcripts(mut args: impl Iterator<Item = String>) -> Result<()> {
         Some("--bless") => true,
         Some(other) => bail!("unknown flag {other:?} for `cargo xtask transcripts` (only --bless)"),
     };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let cargo = cargo();
     let args = ["test", "-p", "nodewarden-sim", "--test", "transcripts"];
     eprintln!("$ {}{cargo} {}", if bless { "NODEWARDEN_BLESS=1 " } else { "" }, args.join(" "));
     let status = Command::new(&cargo)

@@ -85,11 +85,7 @@ pub fn wire(args: impl Iterator<Item = String>) -> Result<()> {
     }
     let binary = match binary {
         Some(b) => b,
-        None => {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-            crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
-            root.join("target/release/nodewarden")
-        }
+        None => crate::build_release("nodewarden", "nodewarden")?,
     };
     let binary = std::fs::canonicalize(&binary).with_context(|| format!("{} does not exist", binary.display()))?;
     let version =

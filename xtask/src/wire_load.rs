@@ -52,8 +52,8 @@ mod procs;
 mod report;
 mod scenario;
 mod usage;
+mod zone;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -160,14 +160,9 @@ pub fn wire_load(args: impl Iterator<Item = String>) -> Result<()> {
              at this size run it built for release: cargo run --release -p xtask -- wire-load ..."
         );
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let binary = match &o.binary {
         Some(b) => b.clone(),
-        None => {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-            crate::run(&cargo, &["build", "--release", "-p", "nodewarden"])?;
-            root.join("target/release/nodewarden")
-        }
+        None => crate::build_release("nodewarden", "nodewarden")?,
     };
     let binary = std::fs::canonicalize(&binary).with_context(|| format!("{} does not exist", binary.display()))?;
     let version = Command::new(&binary)

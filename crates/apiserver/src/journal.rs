@@ -18,6 +18,13 @@
 //!
 //! `t` is nanoseconds since the scenario's t=0. Writing stops at the first
 //! failure (logged once): the cluster is served either way.
+//!
+//! The request journal (`sim --serve --request-journal FILE`) is the same
+//! kind of file with request lines only: every request a client made to a
+//! single node or pod, reads included, stamped with the wall clock
+//! (`cargo xtask wire-load` counts what each evicted pod cost from it; at
+//! a million pods the change lines would be the bulk of the server's work):
+//! - `{"unix":NANOS,"request":"GET","path":"/api/v1/namespaces/d/pods/p","agent":"...","code":200}`
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -64,6 +71,15 @@ impl Journal {
     pub fn write(&self, method: &str, path: &str, agent: &str, code: u16) {
         let t = (self.time.now() - nodewarden_model::Timestamp::EPOCH).as_nanos();
         let mut line = json!({"t": t, "write": method, "path": path, "agent": agent, "code": code}).to_string();
+        line.push('\n');
+        self.put(line.as_bytes());
+    }
+
+    /// A client's request to one node or pod, read or write, stamped
+    /// with the Unix time (the request journal's lines).
+    pub fn request(&self, method: &str, path: &str, agent: &str, code: u16) {
+        let unix = nodewarden_model::wall::unix_now_nanos();
+        let mut line = json!({"unix": unix, "request": method, "path": path, "agent": agent, "code": code}).to_string();
         line.push('\n');
         self.put(line.as_bytes());
     }

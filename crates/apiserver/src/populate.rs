@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use nodewarden_model::{Span, Timestamp};
 use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
-use nodewarden_sim::{AdmissionDefaults, Builtin, Cluster, EventAction, KubeletTiming, Kubelets, Scenario};
+use nodewarden_sim::{Builtin, Cluster, EventAction, KubeletTiming, Kubelets, Scenario};
 use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
 
@@ -172,7 +172,7 @@ fn simulated(
                     spec.nodes, spec.zones
                 )));
             }
-            let mut cluster = Cluster::new(AdmissionDefaults::default());
+            let mut cluster = Cluster::new(sh.admission);
             let mut kubelets = Kubelets::new(*timing).with_jitter(LEASE_JITTER, spec.seed);
             let layout = if *builtin == Some(Builtin::CriticalAddon) {
                 // The cluster `nodewarden sim --scenario critical-addon`

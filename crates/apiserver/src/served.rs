@@ -66,6 +66,20 @@ pub struct ServeOptions {
     /// every client write to a node or pod, in this file
     /// ([`journal`](crate::journal); `cargo xtask wire` judges from it).
     pub journal: Option<std::path::PathBuf>,
+    /// Keep a journal of every client request to a node or pod, reads
+    /// included, in this file ([`journal`](crate::journal); `cargo xtask
+    /// wire-load` counts each evicted pod's requests from it).
+    pub request_journal: Option<std::path::PathBuf>,
+    /// The DefaultTolerationSeconds admission plugin's settings
+    /// (kube-apiserver's `--default-not-ready-toleration-seconds` and
+    /// `--default-unreachable-toleration-seconds`) for a generated fleet,
+    /// its pods included; a scenario file's `cluster:` says its own.
+    pub fleet_admission: AdmissionDefaults,
+    /// A built-in scenario's partitioned nodes reach the API server again
+    /// at this scenario time rather than its own ([`FaultPlan::heal_at`]).
+    ///
+    /// [`FaultPlan::heal_at`]: nodewarden_sim::FaultPlan::heal_at
+    pub heal_at: Option<Timestamp>,
 }
 
 impl Default for ServeOptions {
@@ -83,6 +97,9 @@ impl Default for ServeOptions {
             scheduler: false,
             zero_unix_nanos: None,
             journal: None,
+            request_journal: None,
+            fleet_admission: AdmissionDefaults::default(),
+            heal_at: None,
         }
     }
 }
@@ -133,7 +150,7 @@ impl Served {
         };
         let admission = match &opts.source {
             ServeSource::File(s) => AdmissionDefaults::from(&s.cluster),
-            ServeSource::Fleet(..) => AdmissionDefaults::default(),
+            ServeSource::Fleet(..) => opts.fleet_admission,
         };
         let cluster = Arc::new(ServedCluster::new(opts.limits, time, admission));
         if let Some(path) = &opts.journal {
@@ -142,6 +159,14 @@ impl Served {
         }
         let mut populated = populate(&opts.source, &opts.timing, opts.lease_duration_secs, &cluster)
             .map_err(|BadFleet(why)| ServeError::Fleet(why))?;
+        if let Some(at) = opts.heal_at
+            && !populated.plan.heal_at(at)
+        {
+            return Err(ServeError::Fleet(format!(
+                "a heal time was given, but {} heals no partition (zone-outage does)",
+                populated.name
+            )));
+        }
         if opts.zero_unix_nanos.is_none() && matches!(opts.source, ServeSource::Fleet(..)) {
             // The fleet's kubelets were phased from the clock's zero, taken
             // before the build: they start beating from now instead, as a
@@ -170,6 +195,9 @@ impl Served {
             Security::PlainHttp => None,
         };
         let http = Arc::new(HttpState::new(cluster.clone(), opts.server.clone()));
+        if let Some(path) = &opts.request_journal {
+            let _ = http.request_journal.set(crate::journal::Journal::create(path, time)?);
+        }
         let server = tokio::spawn(crate::http::serve(listener, http.clone(), credentials.clone()));
         let name = populated.name.clone();
         let settings = DriverSettings {

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use nodewarden_apiserver::{PlannedApiFault, Security, ServeOptions, ServeSource, Served, ServerConfig};
+use nodewarden_model::{Span, Timestamp};
 use nodewarden_sim::fleet::FleetSpec;
-use nodewarden_sim::{Builtin, KubeletTiming, load_scenario};
+use nodewarden_sim::{AdmissionDefaults, Builtin, KubeletTiming, load_scenario};
 
 use crate::sim_args::{CommonArgs, FleetArgs, ServeArgs};
 
@@ -43,6 +44,14 @@ fn options(common: &CommonArgs, fleet: &FleetArgs, args: &ServeArgs) -> anyhow::
             }
         },
     };
+    let fleet_admission = fleet_admission(&source, args)?;
+    let heal_at = match (args.heal_at, &source) {
+        (Some(_), ServeSource::File(_)) => {
+            bail!("--heal-at moves a built-in scenario's heal; a scenario file says its own (kubelet-start)")
+        }
+        (Some(at), _) if at <= Span::ZERO => bail!("--heal-at must be after the start, got {at}"),
+        (at, _) => at.map(|at| Timestamp::EPOCH + at),
+    };
     let api_faults = args.api_fault.iter().map(|s| s.parse::<PlannedApiFault>()).collect::<Result<Vec<_>, _>>()?;
     let controller = match (&source, args.controller) {
         (_, false) => None,
@@ -73,11 +82,40 @@ fn options(common: &CommonArgs, fleet: &FleetArgs, args: &ServeArgs) -> anyhow::
         controller,
         zero_unix_nanos: args.start_at,
         journal: args.journal.clone(),
+        request_journal: args.request_journal.clone(),
+        fleet_admission,
+        heal_at,
         server: ServerConfig {
             security: if args.plain_http { Security::PlainHttp } else { Security::Https },
             ..ServerConfig::default()
         },
         ..ServeOptions::default()
+    })
+}
+
+/// The DefaultTolerationSeconds settings for a generated fleet: the
+/// apiserver's 300 s unless a flag says otherwise. A scenario file brings
+/// its own (`cluster:`), so the flags are refused with one rather than
+/// silently ignored.
+fn fleet_admission(source: &ServeSource, args: &ServeArgs) -> anyhow::Result<AdmissionDefaults> {
+    let flags = [
+        ("--default-not-ready-toleration-seconds", args.default_not_ready_toleration_seconds),
+        ("--default-unreachable-toleration-seconds", args.default_unreachable_toleration_seconds),
+    ];
+    for (flag, value) in flags {
+        match value {
+            Some(_) if matches!(source, ServeSource::File(_)) => bail!(
+                "{flag} applies to a generated fleet; a scenario file says its own \
+                 (cluster: default-not-ready-toleration-seconds / default-unreachable-toleration-seconds)"
+            ),
+            Some(v) if v < 0 => bail!("{flag} must be 0 or more seconds, got {v}"),
+            _ => {}
+        }
+    }
+    let defaults = AdmissionDefaults::default();
+    Ok(AdmissionDefaults {
+        not_ready_seconds: args.default_not_ready_toleration_seconds.or(defaults.not_ready_seconds),
+        unreachable_seconds: args.default_unreachable_toleration_seconds.or(defaults.unreachable_seconds),
     })
 }
 
@@ -197,6 +235,43 @@ mod tests {
         let config = fleet.controller.expect("a controller");
         assert_eq!(config.node_monitor_grace_period, nodewarden_model::Span::from_secs(50));
         assert!(!config.enable_rescheduler);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// kube-apiserver's toleration flags shape a generated fleet's pods;
+    /// a scenario file says its own, so they are refused with one, as
+    /// `--heal-at` is (a file heals with kubelet-start).
+    #[test]
+    fn toleration_and_heal_flags_shape_a_fleet_only() {
+        let opts = options_of(&["--scenario", "zone-outage"]).expect("options");
+        assert_eq!(opts.fleet_admission, AdmissionDefaults::default(), "the apiserver's 300 s");
+        assert_eq!(opts.heal_at, None);
+        let opts = options_of(&[
+            "--scenario",
+            "zone-outage",
+            "--default-unreachable-toleration-seconds",
+            "30",
+            "--heal-at",
+            "4m",
+        ])
+        .expect("options");
+        let expected = AdmissionDefaults { not_ready_seconds: Some(300), unreachable_seconds: Some(30) };
+        assert_eq!(opts.fleet_admission, expected);
+        assert_eq!(opts.heal_at, Some(Timestamp::from_secs(240)));
+
+        let dir = std::env::temp_dir().join(format!("nodewarden-serve-tolerations-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("s.yaml");
+        std::fs::write(&file, "nodes: [{name: a, ready: \"True\"}]\n").expect("write");
+        let path = file.to_str().expect("utf-8");
+        for (extra, says) in [
+            (vec!["--scenario", path, "--default-not-ready-toleration-seconds", "5"], "a scenario file says its own"),
+            (vec!["--scenario", path, "--heal-at", "4m"], "a scenario file says its own"),
+            (vec!["--default-unreachable-toleration-seconds=-1"], "must be 0 or more"),
+        ] {
+            let err = options_of(&extra).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(says), "{extra:?}: {err}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

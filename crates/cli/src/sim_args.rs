@@ -171,6 +171,24 @@ pub struct ServeArgs {
     /// node or pod, with its time) in this file.
     #[arg(long, hide = true, value_name = "FILE", conflicts_with_all = WHAT_IF_SOURCES)]
     pub(crate) journal: Option<PathBuf>,
+    /// For `cargo xtask wire-load`: keep every client request to a node or
+    /// pod, reads included, with its Unix time, in this file.
+    #[arg(long, hide = true, value_name = "FILE", conflicts_with_all = WHAT_IF_SOURCES)]
+    pub(crate) request_journal: Option<PathBuf>,
+    /// For `cargo xtask wire-load`: the built-in scenario's partitioned
+    /// nodes come back at this scenario time (zone-outage: instead of 50m).
+    #[arg(long, hide = true, value_name = "DURATION", conflicts_with_all = WHAT_IF_SOURCES)]
+    pub(crate) heal_at: Option<Span>,
+    /// As kube-apiserver's flag: the tolerationSeconds of the
+    /// `node.kubernetes.io/not-ready:NoExecute` toleration the
+    /// DefaultTolerationSeconds admission plugin gives a generated fleet's
+    /// pods that have none (300; a scenario file's `cluster:` says its own).
+    #[arg(long, value_name = "SECONDS", conflicts_with_all = WHAT_IF_SOURCES)]
+    pub(crate) default_not_ready_toleration_seconds: Option<i64>,
+    /// As kube-apiserver's flag: the same for
+    /// `node.kubernetes.io/unreachable:NoExecute` (300).
+    #[arg(long, value_name = "SECONDS", conflicts_with_all = WHAT_IF_SOURCES)]
+    pub(crate) default_unreachable_toleration_seconds: Option<i64>,
     /// Inject an API fault, KIND[:ARGS]@START[+DURATION]
     /// (outage@60s+30s, errors:0.5:503@10s+20s, throttle:1:2@0s+10s,
     /// latency:200ms@0s+1m, drop-watches@30s, freeze@60s+100s: the server
@@ -378,6 +396,12 @@ mod tests {
                  --write-kubeconfig k --speed 1.5",
                 Kind::Serve,
             ),
+            (
+                "sim --serve 127.0.0.1:0 --scenario zone-outage --quiet --nodes 300 --zones 3 --pods-per-node 10 \
+                 --write-kubeconfig k --speed 3 --heal-at 630000ms --default-not-ready-toleration-seconds 30 \
+                 --default-unreachable-toleration-seconds 30 --request-journal r.jsonl",
+                Kind::Serve,
+            ),
             ("sim --serve 0.0.0.0:0 --plain-http", Kind::Serve),
             ("sim --serve 0.0.0.0:0 --plain-http --insecure-allow-remote", Kind::Serve),
             ("sim --serve 127.0.0.1:0 --api-fault errors:2@0s --api-fault outage@60s+30s", Kind::Serve),
@@ -468,6 +492,9 @@ mod tests {
         for (line, named) in [
             ("sim --journal j", "--serve"),
             ("sim --start-at 1700000000", "--serve"),
+            ("sim --request-journal r", "--serve"),
+            ("sim --heal-at 4m", "--serve"),
+            ("sim --default-unreachable-toleration-seconds 30", "--serve"),
             ("sim --from-snapshot s --journal j", "--journal"),
         ] {
             let err = parse(line).err().unwrap_or_else(|| panic!("{line}: accepted"));

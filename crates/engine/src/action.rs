@@ -35,7 +35,7 @@ impl fmt::Display for ObjectRef {
 }
 
 /// Normal or Warning, as Kubernetes Events are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// Informational.
     Normal,

@@ -176,6 +176,16 @@ impl NodeFlags {
     }
 
     /// True when a Ready node needs no work from the health pass.
+    /// Whether node lifecycle's bookkeeping has this NoExecute taint of
+    /// its own on the node (not-ready or unreachable; false for others).
+    pub fn carries(&self, taint: &Taint) -> bool {
+        match taint.key.as_str() {
+            nodewarden_model::keys::TAINT_NOT_READY => self.not_ready_taint,
+            nodewarden_model::keys::TAINT_UNREACHABLE => self.unreachable_taint,
+            _ => false,
+        }
+    }
+
     pub fn is_clean(&self) -> bool {
         !self.not_ready_taint && !self.unreachable_taint && !self.queued && self.eviction == EvictionStatus::Unmarked
     }

@@ -26,6 +26,7 @@ use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 use crate::systems::legacy::heartbeat_since_last_pass;
 use crate::systems::node_handlers::{condition_taint, managed_key};
+use crate::systems::noexecute_taint_for;
 
 /// `Ok` when `kind` is still what the engine would write, against
 /// everything it has taken in by now; otherwise why not, in a phrase fit
@@ -147,14 +148,12 @@ fn taints_still_wanted(
     let wanted = |t: &nodewarden_model::Taint| -> Option<bool> {
         match t.effect {
             TaintEffect::NoExecute => {
-                let ready = world.get::<ReadyView>(e)?.status;
-                let calls_for = match ready {
-                    Some(ConditionStatus::True) => None,
-                    Some(ConditionStatus::False) => Some(keys::TAINT_NOT_READY),
-                    Some(ConditionStatus::Unknown) | None => Some(keys::TAINT_UNREACHABLE),
-                };
+                // Asked of the deciding rule itself; a node whose Ready
+                // condition is gone calls for none, as upstream taints
+                // none until one is posted.
+                let calls_for = world.get::<ReadyView>(e)?.status.and_then(noexecute_taint_for);
                 matches!(t.key.as_str(), keys::TAINT_NOT_READY | keys::TAINT_UNREACHABLE)
-                    .then(|| calls_for == Some(t.key.as_str()))
+                    .then(|| calls_for.is_some_and(|(wanted, _)| wanted.key == t.key))
             }
             TaintEffect::NoSchedule if managed_key(&t.key) => {
                 if t.key == keys::TAINT_UNSCHEDULABLE {

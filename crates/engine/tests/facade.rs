@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
-use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp};
+use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp};
 
 fn node(name: &str) -> Observation {
     Observation::NodeUpserted(
@@ -302,6 +302,29 @@ fn until_issued(
         }
     }
     panic!("never issued");
+}
+
+/// A queued node's unreachable taint, decided while its Ready condition
+/// read Unknown, is no longer true once the node is observed with no Ready
+/// condition at all: the rule that decided it taints such a node with
+/// nothing (upstream waits for a Ready condition), and the send-time check
+/// asks that same rule rather than reading no condition as unreachable.
+#[test]
+fn a_noexecute_taint_is_withdrawn_once_the_ready_condition_is_gone() {
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
+    n.version = 1;
+    engine.observe(Observation::NodeUpserted(n.clone()));
+    engine.observe(zoned_node("b", "zone-b", 0));
+    let adds_unreachable = |k: &ActionKind| matches!(k, ActionKind::PatchNodeTaints { add, .. } if add.iter().any(|t| t.key == nodewarden_model::keys::TAINT_UNREACHABLE));
+    let taint = until_issued(&mut engine, &mut n, 0, adds_unreachable);
+    let at = Timestamp::from_millis(60_000);
+    assert_eq!(engine.still_true(at, &taint.kind), Ok(()), "the node reads Unknown");
+    n.conditions.retain(|c| c.kind != ConditionType::Ready);
+    n.version += 1;
+    engine.observe(Observation::NodeUpserted(n));
+    let why = engine.still_true(at + Span::from_millis(100), &taint.kind).expect_err("no Ready condition now");
+    assert!(why.contains("no longer calls for"), "{why}");
 }
 
 /// A pod's deletion, decided while its node carried `unreachable:NoExecute`,

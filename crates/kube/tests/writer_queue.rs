@@ -155,3 +155,65 @@ async fn a_withdrawn_write_lets_its_objects_next_write_go() {
     }
     panic!("the pod's next write never went: judged {:?}", silent.judged());
 }
+
+/// Similar Events that waited together go out as one, with a count, as
+/// upstream's event correlator sends a run of them. A node's first
+/// `NodeNotReady` Event takes the only token; of the four decided after it
+/// went, the first is in line for the next token (one write of a class in
+/// line at a time here) and the three behind it leave as one Event
+/// counted three times, its message the newest, marked as combined
+/// (their messages differed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn similar_events_that_waited_together_are_sent_once_with_a_count() {
+    use k8s_openapi::api::events::v1::Event as KEvent;
+    use nodewarden_engine::{Event, EventType, ObjectRef};
+
+    let served = nodewarden_testkit::served::serve(nodewarden_testkit::served::node_crash_fleet()).await;
+    let client = nodewarden_testkit::served::client(&served, "nodewarden-kube-test", false).await;
+    let (answers, _inputs) = crossbeam_channel::unbounded::<Input>();
+    // One write of a class in line at a time: the rest wait as data.
+    let opts = WriterOptions { qps: 0.5, burst: 1, in_line: 1, ..WriterOptions::default() };
+    let (mut api, writer) = spawn_writer(client.clone(), answers, opts, Fence::unfenced());
+    let event = |id: u64, message: &str| Action {
+        id: ActionId(id),
+        kind: ActionKind::RecordEvent(Event {
+            object: ObjectRef::Node("node-000000".into()),
+            kind: EventType::Normal,
+            reason: "NodeNotReady",
+            message: message.into(),
+        }),
+    };
+    let _ = api.apply(Timestamp::from_millis(0), &event(1, "first"));
+    // The first is sent; these wait for the next tokens, 2 s apart.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (id, message) in [(2, "m1"), (3, "m1"), (4, "m2"), (5, "m3")] {
+        let _ = api.apply(Timestamp::from_millis(0), &event(id, message));
+    }
+    let events: kube::Api<KEvent> = kube::Api::namespaced(client, "default");
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        sent = events.list(&Default::default()).await.expect("events").items;
+        sent.retain(|e| e.reason.as_deref() == Some("NodeNotReady"));
+        if sent.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Another token's worth of time: nothing more goes out.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut all = events.list(&Default::default()).await.expect("events").items;
+    all.retain(|e| e.reason.as_deref() == Some("NodeNotReady"));
+    writer.abort();
+    let mut summary: Vec<(String, Option<i32>)> =
+        all.iter().map(|e| (e.note.clone().unwrap_or_default(), e.series.as_ref().map(|s| s.count))).collect();
+    summary.sort();
+    assert_eq!(
+        summary,
+        vec![
+            ("(combined from similar events): m3".to_string(), Some(3)),
+            ("first".to_string(), None),
+            ("m1".to_string(), None)
+        ],
+        "{sent:?}"
+    );
+}

@@ -93,6 +93,22 @@ impl FaultPlan {
         &self.faults
     }
 
+    /// Moves every heal of a partition ([`Fault::Heal`]) to `at`: the
+    /// built-in zone outage comes back at 50m, which a measurement of the
+    /// outage's first minutes (`cargo xtask wire-load --zone-outage`)
+    /// cannot wait for. Whether any heal was there to move.
+    pub fn heal_at(&mut self, at: Timestamp) -> bool {
+        let mut moved = false;
+        for f in &mut self.faults {
+            if matches!(f.fault, Fault::Heal(_)) {
+                f.at = at;
+                moved = true;
+            }
+        }
+        self.faults.sort_by_key(|f| f.at);
+        moved
+    }
+
     /// The last fault's time, if any.
     pub fn last(&self) -> Option<Timestamp> {
         self.faults.last().map(|f| f.at)
@@ -175,6 +191,21 @@ mod tests {
         assert_eq!(p.last(), Some(t(10)));
         assert_eq!(Fault::Crash(vec!["n".into()]).nodes_down(), ["n".to_string()]);
         assert!(Fault::Crash(vec!["n".into()]).nodes_up().is_empty());
+    }
+
+    #[test]
+    fn a_heal_moves_and_the_plan_stays_in_order() {
+        let mut p = FaultPlan::new();
+        let t = |s| Timestamp::EPOCH + Span::from_secs(s);
+        p.add(t(60), Fault::Partition(vec!["n".into()]), "down");
+        p.add(t(3000), Fault::Heal(vec!["n".into()]), "up");
+        p.add(t(400), Fault::ControlPlaneDown, "cp");
+        assert!(p.heal_at(t(300)));
+        let order: Vec<(&str, Timestamp)> = p.faults().iter().map(|f| (f.what.as_str(), f.at)).collect();
+        assert_eq!(order, [("down", t(60)), ("up", t(300)), ("cp", t(400))]);
+        let mut crash_only = FaultPlan::new();
+        crash_only.add(t(60), Fault::Crash(vec!["n".into()]), "");
+        assert!(!crash_only.heal_at(t(300)), "nothing to heal");
     }
 
     /// The simulated cluster's events on a node's own fields change it as

@@ -263,6 +263,12 @@ pub fn zones_from_metrics(text: &str) -> Vec<ZoneReport> {
 }
 
 /// A sample's labels (as `k="v",...` text) and value.
+/// The sum of every sample of the metric `name` in a `/metrics` page
+/// (over all its label sets); 0 when it has none.
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    samples(text, name).map(|(_, v)| v).sum()
+}
+
 fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
     text.lines().filter(|l| !l.starts_with('#')).filter_map(move |l| {
         let rest = l.strip_prefix(name)?;
@@ -391,6 +397,18 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_metric_is_summed_over_its_labels() {
+        let page = "# TYPE nodewarden_write_queue_depth gauge\n\
+                    nodewarden_write_queue_depth{class=\"node\"} 3\n\
+                    nodewarden_write_queue_depth{class=\"pod_status\"} 40\n\
+                    nodewarden_write_queue_depth_other 7\n\
+                    nodewarden_up 1\n";
+        assert_eq!(metric_sum(page, "nodewarden_write_queue_depth"), 43.0);
+        assert_eq!(metric_sum(page, "nodewarden_up"), 1.0);
+        assert_eq!(metric_sum(page, "nodewarden_absent"), 0.0);
+    }
 
     #[test]
     fn zones_are_read_from_metrics() {

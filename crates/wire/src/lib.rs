@@ -23,6 +23,9 @@ mod judge;
 mod play;
 pub mod process;
 
+/// Read by `cargo xtask wire-load` too: one reading of a `/metrics` page.
+pub use judge::metric_sum;
+
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

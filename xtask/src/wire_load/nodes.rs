@@ -168,7 +168,7 @@ pub(super) fn stale_lease(lease: &Value, now: i64, age: Duration) -> Option<(Str
 }
 
 /// How the crashed nodes were found out, so far.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(super) struct Detection {
     pub(super) crashed: usize,
     /// Per node marked Unknown: lastTransitionTime − last heartbeat, s.

@@ -4,6 +4,7 @@
 //! timeline waits for.
 
 use std::io::{Read, Seek, SeekFrom};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,10 +27,12 @@ pub(super) fn spawn(binary: &Path, args: &[String], what: &str, log: PathBuf, en
     Ok(Proc::spawn(cmd, what, log)?)
 }
 
-/// The server and the `run` replicas (`None` once killed).
+/// The server and the `run` replicas (`None` once killed), with where
+/// each replica serves its metrics.
 pub(super) struct Procs {
     pub(super) server: Proc,
     pub(super) replicas: Vec<Option<Proc>>,
+    pub(super) metrics: Vec<SocketAddr>,
 }
 
 impl Procs {
@@ -45,13 +48,21 @@ impl Procs {
 
 /// Replica `n` of `nodewarden run` (`HOSTNAME=wire-load-N`, so its
 /// identity in the Lease starts with that).
-pub(super) fn start_replica(binary: &Path, kubeconfig: &Path, dir: &Path, n: usize, o: &Options) -> Result<Proc> {
+pub(super) fn start_replica(
+    binary: &Path,
+    kubeconfig: &Path,
+    dir: &Path,
+    n: usize,
+    procs: &mut Procs,
+    o: &Options,
+) -> Result<()> {
+    let metrics = free_port().context("finding a free port")?;
     let mut args: Vec<String> = vec![
         "run".into(),
         "--kubeconfig".into(),
         kubeconfig.display().to_string(),
         "--bind-address".into(),
-        format!("127.0.0.1:{}", free_port().context("finding a free port")?.port()),
+        metrics.to_string(),
         "--log-format".into(),
         "json".into(),
     ];
@@ -72,7 +83,9 @@ pub(super) fn start_replica(binary: &Path, kubeconfig: &Path, dir: &Path, n: usi
     )?;
     // It writes nothing there; a pipe nobody reads would block it.
     drop(p.take_stdout());
-    Ok(p)
+    procs.replicas.push(Some(p));
+    procs.metrics.push(metrics);
+    Ok(())
 }
 
 /// Waits for a line of `tail` whose message starts with `prefix`, while

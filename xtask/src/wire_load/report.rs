@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 
 use super::api::PAGE;
 use super::nodes::Detection;
-use super::options::Options;
+use super::options::{Incident, Options};
 use super::probes::{LeaseLag, Listed};
+use super::scenario::ZoneFigures;
 use super::usage::Usage;
 use super::{
     CENSUS_AFTER_CRASH, CpuAt, IDLE_WINDOW, LEASE_WINDOW, STALE_LEASE, max, percentile, round3, secs, secs_fine,
@@ -79,6 +80,9 @@ pub(super) struct Figures {
     pub(super) lag: LeaseLag,
     pub(super) listed: Listed,
     pub(super) harness_cpu: f64,
+    /// With `--zone-outage`: the zone, the controller's backlog, the
+    /// deletions.
+    pub(super) zone: Option<ZoneFigures>,
     pub(super) wall_seconds: f64,
     pub(super) problems: Vec<String>,
 }
@@ -93,6 +97,10 @@ impl Figures {
         if o.failover {
             insert(&mut report, self.failover(o)?);
             notes.push(self.failover_note());
+        }
+        if let Some(z) = &self.zone {
+            insert(&mut report, self.zone_outage(o, z));
+            notes.extend(zone_notes());
         }
         insert(
             &mut report,
@@ -152,6 +160,44 @@ impl Figures {
             "taint_seconds_min": percentile(&zone_firsts, 0.0),
             "tainted_nodes": d.tainted,
             "healthy_nodes_marked_unknown": d.healthy_marked.len(),
+        })
+    }
+
+    /// The keys of a `--zone-outage` run (docs/run.md, "A zone outage").
+    fn zone_outage(&self, o: &Options, z: &ZoneFigures) -> Value {
+        let (seen, e) = (&z.seen, &z.evictions);
+        let (outage, toleration) = match o.incident {
+            Incident::ZoneOutage { outage, toleration } => (outage.as_secs(), toleration.as_secs()),
+            Incident::NodeCrash => (0, 0),
+        };
+        let per_pod = &e.requests_per_pod;
+        json!({
+            "incident": "zone-outage",
+            "outage_seconds": outage,
+            "default_toleration_seconds": toleration,
+            "zone_nodes": seen.nodes,
+            "run_peak_rss_bytes": self.last_leader.peak,
+            "run_rss_at_outage_bytes": z.watch.rss_at_outage,
+            "run_rss_max_in_outage_bytes": z.watch.rss_max,
+            "write_queue_max": z.watch.queue_max,
+            "zone_unknown_nodes": seen.unknown.len(),
+            "zone_unknown_seconds": seen.all_unknown(),
+            "zone_unknown_seconds_median": percentile(&seen.unknown, 0.5),
+            "zone_tainted_nodes": seen.tainted.len(),
+            "zone_first_taint_seconds": percentile(&seen.tainted, 0.0),
+            "zone_tainted_seconds": seen.all_tainted(),
+            "zone_taint_rate_per_second": seen.taint_rate(),
+            "requests_per_evicted_pod": (!per_pod.is_empty())
+                .then(|| round3(per_pod.iter().sum::<f64>() / per_pod.len() as f64)),
+            "requests_per_evicted_pod_max": max(per_pod),
+            "deletions_before_heal": e.before_heal,
+            "deletions_due_before_heal": e.due_before_heal,
+            "deletions_after_heal": e.after_heal,
+            "deletions_early": e.early.len(),
+            "deletions_unlisted": e.unlisted.len(),
+            "deletions_tolerated": e.tolerated.len(),
+            "deletions_duplicated": e.duplicated,
+            "heal_after_outage_seconds": secs(self.crash, z.heal),
         })
     }
 
@@ -222,6 +268,31 @@ fn notes() -> Vec<String> {
              incident; pods_list: limit={PAGE} with continue tokens over HTTPS, pages received whole, not decoded",
             LEASE_WINDOW.as_secs()
         ),
+    ]
+}
+
+/// How the keys of a `--zone-outage` run were taken.
+fn zone_notes() -> Vec<String> {
+    vec![
+        "zone-outage: the first zone's kubelets lose the API server at crash_at_seconds and get it back \
+         outage_seconds later; zone_nodes are the nodes whose Lease stopped; the zone's figures (and \
+         detect_seconds, taint_seconds) are as the zone stood at the heal; every _seconds figure of the zone \
+         counts from the outage: zone_unknown_seconds until the last of them read Ready=Unknown on the harness's \
+         node watch (null if one never did), zone_tainted_seconds until the last was tainted \
+         unreachable:NoExecute (timeAdded; null while some are not: a large zone is tainted at \
+         --node-eviction-rate)"
+            .to_string(),
+        "run_peak_rss_bytes is run's VmHWM at the end (its sync included); run_rss_max_in_outage_bytes the most \
+         of its RSS sampled every 2 s from the outage, write_queue_max the most of nodewarden_write_queue_depth \
+         (summed over classes) on the same samples"
+            .to_string(),
+        "deletions: from the served cluster's request journal (every request to one pod or node); a pod counts \
+         as deleted at the first DELETE answered 2xx; due before the heal: pods of a tainted zone node (listed \
+         when its taint arrived) whose shortest matching tolerationSeconds ran out from the taint's timeAdded \
+         before the heal; early, unlisted (no tainted zone node held it), tolerated (for ever) and duplicated \
+         deletions fail the run; requests_per_evicted_pod: every request to a deleted pod (reads, status \
+         patches, the DELETE), the mean (_max: the most)"
+            .to_string(),
     ]
 }
 

@@ -19,11 +19,12 @@ use tokio::task::JoinHandle;
 
 use super::api::{Api, ELECTION_LEASE, NODE_LEASES};
 use super::nodes::{Book, Detection, detection, stale_lease, time_at, watch_nodes};
-use super::options::Options;
+use super::options::{Incident as Kind, Options};
 use super::probes::{lease_lag, list_pods};
 use super::procs::{LogTail, Procs, spawn, start_replica, wait_for_line};
 use super::report::{Figures, Killed, Measured, Taken};
 use super::usage::{Usage, clock_ticks, usage, usage_of};
+use super::zone::{self, Evictions, ZoneSeen, ZoneWatch};
 use super::{
     CENSUS_AFTER_CRASH, CpuAt, IDLE_WINDOW, KILL_AFTER_CRASH, LEASE_WINDOW, STALE_LEASE, STEADY_AFTER_SYNC, nanos, say,
     secs,
@@ -39,6 +40,23 @@ struct Ctx<'a> {
     tick: f64,
     /// When the nodes crash, Unix nanoseconds.
     crash: i64,
+    /// With `--zone-outage`: when the zone gets the API server back.
+    heal: Option<i64>,
+    /// The server's request journal (`--zone-outage`).
+    requests: std::path::PathBuf,
+}
+
+/// After the heal, how long the harness still watches: the zone's
+/// kubelets post Ready again and the controller takes its taints off; a
+/// deletion in this time is counted as after the heal.
+const AFTER_HEAL: Duration = Duration::from_secs(30);
+
+/// What `--zone-outage` measured of the zone.
+pub(super) struct ZoneFigures {
+    pub(super) seen: ZoneSeen,
+    pub(super) watch: ZoneWatch,
+    pub(super) evictions: Evictions,
+    pub(super) heal: i64,
 }
 
 /// The served cluster once it serves.
@@ -70,9 +88,15 @@ pub(super) async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Me
     let harness_cpu0 = usage_of("self", tick).map_or(0.0, |u| u.cpu);
     let mut problems = Vec::new();
     let kubeconfig = dir.join("kubeconfig");
+    let requests = dir.join("requests.jsonl");
+    let server_binary = o.server_binary.as_deref().unwrap_or(binary);
     let Server { mut procs, spawned: server_spawned, served, at_serve } =
-        serve(o, binary, dir, &kubeconfig, began, tick).await?;
+        serve(o, server_binary, dir, &kubeconfig, &requests, began, tick).await?;
     let crash = server_spawned + nanos(o.crash_at);
+    let heal = match o.incident {
+        Kind::ZoneOutage { outage, .. } => Some(crash + nanos(outage)),
+        Kind::NodeCrash => None,
+    };
     say(
         began,
         format!(
@@ -82,7 +106,7 @@ pub(super) async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Me
             IDLE_WINDOW.as_secs()
         ),
     );
-    let cx = Ctx { o, api: Api::connect(&kubeconfig).await?, began, tick, crash };
+    let cx = Ctx { o, api: Api::connect(&kubeconfig).await?, began, tick, crash, heal, requests };
     let idle_began = Instant::now();
     let before_idle = usage(&procs.server, tick)?;
     tokio::time::sleep(IDLE_WINDOW).await;
@@ -118,7 +142,16 @@ pub(super) async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Me
     say(began, format!("listed {} pods in {} s; stopping", listed.pods, listed.seconds));
     drop(procs);
 
-    let Incident { detected, seen, decides, .. } = incident;
+    let Incident { detected, seen, decides, zone, .. } = incident;
+    let zone = match (zone, heal) {
+        (Some((seen, watch)), Some(heal)) => {
+            let requests = zone::read_requests(&cx.requests)?;
+            let evictions = zone::judge(&watch.pods, &watch.tainted, &requests, heal);
+            problems.extend(evictions.problems());
+            Some(ZoneFigures { seen, watch, evictions, heal })
+        }
+        _ => None,
+    };
     Figures {
         server_spawned,
         served,
@@ -144,18 +177,32 @@ pub(super) async fn measure(o: &Options, binary: &Path, dir: &Path) -> Result<Me
         lag,
         listed,
         harness_cpu,
+        zone,
         wall_seconds: began.elapsed().as_secs_f64(),
         problems,
     }
     .into_measured(o)
 }
 
-/// Step 1: `nodewarden sim --serve` with the built-in `node-crash`, in
+/// Step 1: `nodewarden sim --serve` with the built-in `node-crash` (or
+/// `zone-outage`, healed after `--outage`, with the request journal), in
 /// its own process, until it writes its kubeconfig.
-async fn serve(o: &Options, binary: &Path, dir: &Path, kubeconfig: &Path, began: Instant, tick: f64) -> Result<Server> {
+async fn serve(
+    o: &Options,
+    binary: &Path,
+    dir: &Path,
+    kubeconfig: &Path,
+    requests: &Path,
+    began: Instant,
+    tick: f64,
+) -> Result<Server> {
     let pods = o.nodes * o.pods_per_node;
+    let scenario = match o.incident {
+        Kind::NodeCrash => "node-crash",
+        Kind::ZoneOutage { .. } => "zone-outage",
+    };
     let mut args: Vec<String> =
-        ["sim", "--serve", "127.0.0.1:0", "--scenario", "node-crash", "--quiet"].map(String::from).into();
+        ["sim", "--serve", "127.0.0.1:0", "--scenario", scenario, "--quiet"].map(String::from).into();
     args.extend([
         "--nodes".into(),
         o.nodes.to_string(),
@@ -166,10 +213,26 @@ async fn serve(o: &Options, binary: &Path, dir: &Path, kubeconfig: &Path, began:
         "--write-kubeconfig".into(),
         kubeconfig.display().to_string(),
     ]);
-    // node-crash crashes at its 1m; its timeline runs at this speed so
-    // that 1m falls at --crash-at (the kubelets keep real time).
+    // Both scenarios strike at their 1m; the timeline runs at this speed
+    // so that 1m falls at --crash-at (the kubelets keep real time).
+    let speed = 60.0 / o.crash_at.as_secs_f64();
     if o.crash_at != Duration::from_secs(60) {
-        args.extend(["--speed".into(), format!("{}", 60.0 / o.crash_at.as_secs_f64())]);
+        args.extend(["--speed".into(), format!("{speed}")]);
+    }
+    if let Kind::ZoneOutage { outage, toleration } = o.incident {
+        // The heal, in the scenario's time, `outage` of real time after 1m.
+        let heal_ms = ((60.0 + outage.as_secs_f64() * speed) * 1000.0).round() as u64;
+        let toleration = toleration.as_secs().to_string();
+        args.extend([
+            "--heal-at".into(),
+            format!("{heal_ms}ms"),
+            "--default-not-ready-toleration-seconds".into(),
+            toleration.clone(),
+            "--default-unreachable-toleration-seconds".into(),
+            toleration,
+            "--request-journal".into(),
+            requests.display().to_string(),
+        ]);
     }
     say(began, format!("starting nodewarden sim --serve: {} nodes, {pods} pods, {} zones", o.nodes, o.zones));
     let mut server = spawn(binary, &args, "nodewarden sim --serve", dir.join("server.log"), &[("RUST_LOG", "warn")])?;
@@ -184,7 +247,7 @@ async fn serve(o: &Options, binary: &Path, dir: &Path, kubeconfig: &Path, began:
             }
         }
     });
-    let mut procs = Procs { server, replicas: Vec::new() };
+    let mut procs = Procs { server, replicas: Vec::new(), metrics: Vec::new() };
     let limit = Duration::from_secs(60 + (pods / 5000) as u64);
     let serve_until = Instant::now() + limit;
     loop {
@@ -226,11 +289,11 @@ async fn start_run(
     let (o, began) = (cx.o, cx.began);
     let run_began = Instant::now();
     say(began, if o.failover { "starting nodewarden run #0 (leader election)" } else { "starting nodewarden run" });
-    procs.replicas.push(Some(start_replica(binary, kubeconfig, dir, 0, o)?));
+    start_replica(binary, kubeconfig, dir, 0, procs, o)?;
     let leader_identity = if o.failover {
         let id = wait_holder(&cx.api, procs, "wire-load-0_", Duration::from_secs(60)).await?;
         say(began, format!("#0 holds the Lease; starting #1, a {} standby", if o.cold { "cold" } else { "warm" }));
-        procs.replicas.push(Some(start_replica(binary, kubeconfig, dir, 1, o)?));
+        start_replica(binary, kubeconfig, dir, 1, procs, o)?;
         Some(id)
     } else {
         None
@@ -290,6 +353,9 @@ struct Incident {
     seen: Seen,
     watcher: JoinHandle<Result<()>>,
     decides: &'static str,
+    /// With `--zone-outage`: the zone as the API server showed it, and
+    /// what the harness kept while it was down.
+    zone: Option<(ZoneSeen, ZoneWatch)>,
 }
 
 /// Step 3: the crash (and with `--failover` the leader's death), watched
@@ -314,6 +380,11 @@ async fn watch_incident(cx: &Ctx<'_>, run: &Run, procs: &mut Procs, problems: &m
     let mut seen = Seen::default();
     let mut said = Instant::now();
     let steady_from = run.synced + nanos(STEADY_AFTER_SYNC);
+    let mut zone = cx.heal.map(|_| ZoneWatch::default());
+    let no_zone_yet = BTreeMap::new();
+    // The zone as it stood at the heal: after it, its nodes read Ready
+    // and untainted again.
+    let mut at_heal: Option<(Detection, ZoneSeen)> = None;
     let detected = loop {
         procs.check()?;
         let now = unix_nanos();
@@ -336,13 +407,29 @@ async fn watch_incident(cx: &Ctx<'_>, run: &Run, procs: &mut Procs, problems: &m
         if seen.crashed.is_none() && now >= crash + nanos(CENSUS_AFTER_CRASH) {
             seen.census(cx, problems).await?;
         }
+        if let (Some(z), true) = (zone.as_mut(), now >= crash) {
+            let nodes = seen.crashed.as_ref().unwrap_or(&no_zone_yet);
+            let newly = z.newly_tainted(nodes, &book.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            z.look(&cx.api, procs.replica(0)?, procs.metrics[0], cx.tick, newly).await?;
+        }
         if let Some(c) = &seen.crashed {
             let d = detection(
                 c,
                 &book.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
                 seen.killed.map(|k| k.at),
             );
-            let done = d.complete() && (!o.failover || seen.decided.is_some());
+            if let Some(heal) = cx.heal
+                && now >= heal
+                && at_heal.is_none()
+            {
+                let z = ZoneSeen::of(c, &book.lock().unwrap_or_else(std::sync::PoisonError::into_inner), crash);
+                at_heal = Some((d.clone(), z));
+            }
+            let done = match cx.heal {
+                // A zone outage is watched to its end and a little beyond.
+                Some(heal) => now >= heal + nanos(AFTER_HEAL),
+                None => d.complete() && (!o.failover || seen.decided.is_some()),
+            };
             if done || seen.overloaded || now > deadline {
                 if !done && !seen.overloaded {
                     problems.push(unfinished(o, &d, deadline - crash, seen.decided.is_none()));
@@ -350,10 +437,17 @@ async fn watch_incident(cx: &Ctx<'_>, run: &Run, procs: &mut Procs, problems: &m
                 break d;
             }
             if said.elapsed() >= Duration::from_secs(10) {
-                say(
-                    began,
-                    format!("{} of {} crashed node(s) Unknown, {} tainted", d.detect.len(), d.crashed, d.tainted),
-                );
+                let mut line =
+                    format!("{} of {} crashed node(s) Unknown, {} tainted", d.detect.len(), d.crashed, d.tainted);
+                if let Some(z) = &zone {
+                    line += &format!(
+                        "; run {} MiB (peak since the outage {} MiB), up to {} writes waiting",
+                        usage(procs.replica(0)?, cx.tick)?.rss >> 20,
+                        z.rss_max >> 20,
+                        z.queue_max
+                    );
+                }
+                say(began, line);
                 said = Instant::now();
             }
         } else if now > deadline {
@@ -361,7 +455,16 @@ async fn watch_incident(cx: &Ctx<'_>, run: &Run, procs: &mut Procs, problems: &m
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    Ok(Incident { detected, seen, watcher, decides })
+    // A zone outage's figures are the zone's at the heal.
+    let (detected, zone) = match (zone, at_heal) {
+        (Some(z), Some((d, seen_at_heal))) => (d, Some((seen_at_heal, z))),
+        (Some(z), None) => {
+            let book = book.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (detected, Some((ZoneSeen::of(seen.crashed.as_ref().unwrap_or(&no_zone_yet), &book, crash), z)))
+        }
+        (None, _) => (detected, None),
+    };
+    Ok(Incident { detected, seen, watcher, decides, zone })
 }
 
 /// How long after the crash step 3 waits: grace, a monitor period and
@@ -371,6 +474,9 @@ async fn watch_incident(cx: &Ctx<'_>, run: &Run, procs: &mut Procs, problems: &m
 /// minutes to write, as they would for kube-controller-manager at its
 /// default rate); longer for a takeover, longer still for a cold one.
 fn deadline(o: &Options, crash: i64, run: &Run) -> i64 {
+    if let Kind::ZoneOutage { outage, .. } = o.incident {
+        return crash + nanos(outage + AFTER_HEAL);
+    }
     let writes = Duration::from_secs_f64(o.nodes.div_ceil(100) as f64 * 3.0 / 20.0);
     let mut deadline = crash + nanos(Duration::from_secs(150) + writes);
     if o.failover {
@@ -451,12 +557,16 @@ impl Seen {
             );
         }
         say(cx.began, format!("{} node(s) stopped renewing their Lease", c.len()));
-        // node-crash stops 1% of the nodes (at least one); many more
-        // stale Leases mean the server's kubelets are behind.
-        let expected = (o.nodes / 100).max(1);
+        // node-crash stops 1% of the nodes (at least one), zone-outage
+        // the first zone; many more stale Leases mean the server's
+        // kubelets are behind.
+        let (expected, scenario) = match o.incident {
+            Kind::NodeCrash => ((o.nodes / 100).max(1), "node-crash"),
+            Kind::ZoneOutage { .. } => (o.nodes.div_ceil(o.zones), "zone-outage"),
+        };
         if c.len() > 2 * expected + 10 {
             problems.push(format!(
-                "{} of {} node Leases were over {} s old where node-crash stops {expected}: the server's kubelets \
+                "{} of {} node Leases were over {} s old where {scenario} stops {expected}: the server's kubelets \
                  fall behind (it cannot keep this many nodes renewing on this machine), so there is no crash to time",
                 c.len(),
                 o.nodes,

@@ -139,11 +139,17 @@ async fn handle(
     Ok(resp)
 }
 
-/// Notes a write in the journal (a node or pod's) and the write log (an
+/// Notes a request to a node or pod in the request journal, a write in
+/// the journal (a node or pod's) and the write log (an
 /// accepted one, when [`ServerConfig::record_writes`](super::ServerConfig::record_writes) is on).
 fn record_write(sh: &HttpState, method: &Method, path: String, agent: Option<String>, resp: &Response<ResBody>) {
     let is_write = !matches!(*method, Method::GET | Method::HEAD);
     let accepted_write = resp.status().is_success() && is_write;
+    if let Some(j) = sh.request_journal.get()
+        && crate::journal::written_object(&path).is_some()
+    {
+        j.request(method.as_str(), &path, agent.as_deref().unwrap_or_default(), resp.status().as_u16());
+    }
     if is_write
         && let Some(j) = sh.cluster.store.journal()
         && crate::journal::written_object(&path).is_some()

@@ -86,6 +86,8 @@ pub struct HttpState {
     pub writes: Mutex<Vec<WriteRecord>>,
     /// Every request, when [`ServerConfig::record_requests`] is on.
     pub requests: Mutex<Vec<RequestRecord>>,
+    /// The request journal, when one is kept ([`crate::journal`]).
+    pub request_journal: OnceLock<crate::journal::Journal>,
 }
 
 impl HttpState {
@@ -97,6 +99,7 @@ impl HttpState {
             addr: OnceLock::new(),
             writes: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
+            request_journal: OnceLock::new(),
         }
     }
 }

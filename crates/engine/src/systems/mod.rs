@@ -20,7 +20,7 @@ pub mod taint_manager;
 pub mod tainting;
 
 use bevy_ecs::prelude::*;
-use nodewarden_model::{Taint, TaintEffect, Timestamp, keys};
+use nodewarden_model::{ConditionStatus, Taint, TaintEffect, Timestamp, keys};
 
 use crate::action::{ActionKind, WriteSlot};
 use crate::components::{NodeFlags, NodeTaints, Zone};
@@ -34,6 +34,21 @@ pub fn not_ready_taint() -> Taint {
 /// The `unreachable:NoExecute` taint (`UnreachableTaintTemplate`).
 pub fn unreachable_taint() -> Taint {
     Taint::new(keys::TAINT_UNREACHABLE, TaintEffect::NoExecute)
+}
+
+/// The NoExecute taint a node's Ready condition calls for, with the
+/// opposite one it replaces in the same patch: not-ready for False,
+/// unreachable for Unknown, none for True (`processTaintBaseEviction`,
+/// `doNoExecuteTaintingPass`). The tainting systems decide with it and the
+/// send-time check asks it again, so the two cannot disagree. A node with
+/// no Ready condition is not asked: upstream retries it later and taints
+/// nothing.
+pub fn noexecute_taint_for(ready: ConditionStatus) -> Option<(Taint, Taint)> {
+    match ready {
+        ConditionStatus::True => None,
+        ConditionStatus::False => Some((not_ready_taint(), unreachable_taint())),
+        ConditionStatus::Unknown => Some((unreachable_taint(), not_ready_taint())),
+    }
 }
 
 /// Everything a taint write needs to touch on one node.

@@ -78,24 +78,11 @@ fn taint_decision(
     now: Timestamp,
 ) -> Option<Taint> {
     use WriteSlot::NoExecuteTaints;
-    let (wanted, opposite, has_wanted, has_opposite) = match current {
-        ConditionStatus::True => {
-            super::mark_reachable(outbox, inbox, target, zone, now);
-            return None;
-        }
-        ConditionStatus::False => (
-            super::not_ready_taint(),
-            super::unreachable_taint(),
-            target.flags.not_ready_taint,
-            target.flags.unreachable_taint,
-        ),
-        ConditionStatus::Unknown => (
-            super::unreachable_taint(),
-            super::not_ready_taint(),
-            target.flags.unreachable_taint,
-            target.flags.not_ready_taint,
-        ),
+    let Some((wanted, opposite)) = super::noexecute_taint_for(current) else {
+        super::mark_reachable(outbox, inbox, target, zone, now);
+        return None;
     };
+    let (has_wanted, has_opposite) = (target.flags.carries(&wanted), target.flags.carries(&opposite));
     if has_opposite && !paused {
         // E2: swap at once, not through the rate-limited queue.
         tracing::info!(node = target.name, taint = %wanted.short(), "swapping NoExecute taint");
@@ -149,14 +136,10 @@ pub fn tainting_pass(
             let Ok((name, ready, mut taints, mut flags, mut record)) = nodes.get_mut(node) else {
                 return Attempt::Done;
             };
-            let (wanted, opposite) = match ready.status {
-                None => return Attempt::RetryAfter(NO_READY_RETRY),
-                Some(ConditionStatus::True) => {
-                    tracing::debug!(node = %name.0, "queued node is ready now; not tainting (token spent)");
-                    return Attempt::Done;
-                }
-                Some(ConditionStatus::False) => (super::not_ready_taint(), super::unreachable_taint()),
-                Some(ConditionStatus::Unknown) => (super::unreachable_taint(), super::not_ready_taint()),
+            let Some(ready) = ready.status else { return Attempt::RetryAfter(NO_READY_RETRY) };
+            let Some((wanted, opposite)) = super::noexecute_taint_for(ready) else {
+                tracing::debug!(node = %name.0, "queued node is ready now; not tainting (token spent)");
+                return Attempt::Done;
             };
             let taint = wanted.short();
             let target = super::TaintTarget { name: &name.0, entity: node, taints: &mut taints, flags: &mut flags };

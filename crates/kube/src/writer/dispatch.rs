@@ -24,14 +24,19 @@
 //!   before writes of objects not started (a chain under way is finished
 //!   before new ones begin).
 //!
-//! And two that save requests under a backlog:
+//! And three that save requests under a backlog:
 //! - consecutive pod status writes to one pod that have not started are
 //!   one write ([`Write::absorb`]): a not-ready mark still waiting when its
 //!   pod's `DisruptionTarget` is decided goes out in the same patch;
 //! - a pod's deletion does not wait behind a not-ready mark that has not
 //!   started ([`Dispatch::push`]): it goes first, and the mark, judged
 //!   after it, finds the pod terminating and is withdrawn (a terminating
-//!   pod has left its Services' ready endpoints).
+//!   pod has left its Services' ready endpoints);
+//! - an Event about the same object, with the same reason and type, as
+//!   one still waiting is folded into it ([`Dispatch::push`]): one Event
+//!   goes out with a count, its message the newest, prefixed
+//!   `(combined from similar events): ` when the messages differed (what
+//!   upstream's event correlator sends for a run of similar Events).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -61,11 +66,13 @@ pub struct Write {
     more: Vec<Action>,
     /// When the first was handed to the writer.
     pub decided: Instant,
+    /// For an Event: how many similar Events were folded into it.
+    pub folded: u32,
 }
 
 impl Write {
     fn new(action: Action, decided: Instant) -> Write {
-        Write { first: action, more: Vec::new(), decided }
+        Write { first: action, more: Vec::new(), decided, folded: 0 }
     }
 
     /// Its actions, in the order the engine issued them.
@@ -99,9 +106,39 @@ impl Write {
         }
     }
 
+    /// Takes in a similar Event (see [`event_key`]): counted, and its
+    /// message kept, marked as combined when it differs.
+    fn fold_event(&mut self, next: Action) {
+        let (ActionKind::RecordEvent(kept), ActionKind::RecordEvent(new)) = (&mut self.first.kind, next.kind) else {
+            return;
+        };
+        // Once combined, the prefix stays: "m" differs from "(combined
+        // from similar events): m" too.
+        if kept.message != new.message {
+            kept.message = format!("{COMBINED}{}", new.message);
+        }
+        self.folded += 1;
+    }
+
     /// Only not-ready marks: nothing a deletion must follow.
     fn only_marks(&self) -> bool {
         self.actions().all(|a| matches!(a.kind, ActionKind::MarkPodNotReady { .. }))
+    }
+}
+
+/// What upstream's event correlator prefixes to the message of Events
+/// it combined.
+pub const COMBINED: &str = "(combined from similar events): ";
+
+/// Events with the same key are similar: the same object, reason and
+/// type, whatever their message (upstream's aggregation key, without the
+/// source, which is always this controller).
+type EventKey = (ObjectRef, &'static str, nodewarden_engine::EventType);
+
+fn event_key(kind: &ActionKind) -> Option<EventKey> {
+    match kind {
+        ActionKind::RecordEvent(e) => Some((e.object.clone(), e.reason, e.kind)),
+        _ => None,
     }
 }
 
@@ -154,6 +191,8 @@ pub enum Pushed {
     Queued,
     /// An Event dropped: too many waiting.
     EventDropped,
+    /// An Event folded into a similar one still waiting.
+    EventFolded,
     /// It waits behind a write under way, which should now wait at this
     /// more urgent class (the shell raises it).
     Raise(ObjectRef, WriteClass),
@@ -170,6 +209,12 @@ pub struct Dispatch {
     ready: [VecDeque<ObjectRef>; 4],
     /// Events waiting (they touch no object: no chain, no order).
     events: VecDeque<Write>,
+    /// Where each Event waiting is: its number (the count of Events
+    /// queued before it), by key; those started are `< events_started`.
+    event_at: HashMap<EventKey, u64>,
+    /// Events queued so far, and started so far.
+    events_queued: u64,
+    events_started: u64,
     /// Writes started and not yet sent (in line for a token), by the
     /// class they started at.
     in_line: [usize; 4],
@@ -183,6 +228,9 @@ impl Dispatch {
             chains: HashMap::new(),
             ready: Default::default(),
             events: VecDeque::new(),
+            event_at: HashMap::new(),
+            events_queued: 0,
+            events_started: 0,
             in_line: [0; 4],
         }
     }
@@ -190,11 +238,7 @@ impl Dispatch {
     /// Hands an action over.
     pub fn push(&mut self, action: Action, decided: Instant) -> Pushed {
         let Some((object, _)) = action.kind.slot() else {
-            if self.events.len() >= MAX_QUEUED_EVENTS {
-                return Pushed::EventDropped;
-            }
-            self.events.push_back(Write::new(action, decided));
-            return Pushed::Queued;
+            return self.push_event(action, decided);
         };
         let chain = self.chains.entry(object.clone()).or_insert_with(|| Chain {
             busy: false,
@@ -227,6 +271,28 @@ impl Dispatch {
         Pushed::Queued
     }
 
+    /// An Event: folded into a similar one waiting, else queued unless
+    /// the queue is full.
+    fn push_event(&mut self, action: Action, decided: Instant) -> Pushed {
+        let key = event_key(&action.kind);
+        let waiting = key.as_ref().and_then(|k| self.event_at.get(k)).copied().filter(|&n| n >= self.events_started);
+        if let Some(n) = waiting
+            && let Some(similar) = usize::try_from(n - self.events_started).ok().and_then(|i| self.events.get_mut(i))
+        {
+            similar.fold_event(action);
+            return Pushed::EventFolded;
+        }
+        if self.events.len() >= MAX_QUEUED_EVENTS {
+            return Pushed::EventDropped;
+        }
+        if let Some(k) = key {
+            self.event_at.insert(k, self.events_queued);
+        }
+        self.events_queued += 1;
+        self.events.push_back(Write::new(action, decided));
+        Pushed::Queued
+    }
+
     /// The writes to start now, most urgent class first, within each
     /// class's cap. Each is counted in line until [`Dispatch::sent`].
     pub fn next(&mut self) -> Vec<Start> {
@@ -236,6 +302,12 @@ impl Dispatch {
             while self.in_line[c] < self.cap {
                 if class == WriteClass::Event {
                     let Some(write) = self.events.pop_front() else { break };
+                    if let Some(k) = event_key(&write.first.kind)
+                        && self.event_at.get(&k) == Some(&self.events_started)
+                    {
+                        self.event_at.remove(&k);
+                    }
+                    self.events_started += 1;
                     self.in_line[c] += 1;
                     out.push(Start { write, class, chained: false });
                     continue;
@@ -408,21 +480,54 @@ mod tests {
         assert_eq!(d.push(delete(3, "ns/a"), now), Pushed::Queued, "no more urgent than what waits");
     }
 
+    fn event(id: u64, node: &str, reason: &'static str, message: &str) -> Action {
+        act(
+            id,
+            ActionKind::RecordEvent(Event {
+                object: ObjectRef::Node(node.into()),
+                kind: EventType::Normal,
+                reason,
+                message: message.into(),
+            }),
+        )
+    }
+
+    fn folded(start: &Start) -> (u32, String) {
+        let ActionKind::RecordEvent(e) = &start.write.actions().next().expect("an action").kind else {
+            panic!("not an Event")
+        };
+        (start.write.folded, e.message.clone())
+    }
+
+    #[test]
+    fn similar_events_waiting_are_one_with_a_count() {
+        let mut d = Dispatch::new(1);
+        let now = Instant::now();
+        assert_eq!(d.push(event(1, "a", "NodeNotReady", "m1"), now), Pushed::Queued);
+        assert_eq!(d.push(event(2, "b", "NodeNotReady", "m1"), now), Pushed::Queued, "another object");
+        assert_eq!(d.push(event(3, "a", "RemovingNode", "m1"), now), Pushed::Queued, "another reason");
+        assert_eq!(d.push(event(4, "a", "NodeNotReady", "m1"), now), Pushed::EventFolded);
+        let first = d.next();
+        assert_eq!(folded(&first[0]), (1, "m1".to_string()), "the same message, counted twice");
+        // Once it started, a similar Event waits on its own.
+        assert_eq!(d.push(event(5, "a", "NodeNotReady", "m2"), now), Pushed::Queued);
+        assert_eq!(d.push(event(6, "a", "NodeNotReady", "m3"), now), Pushed::EventFolded);
+        assert_eq!(d.push(event(7, "a", "NodeNotReady", "m3"), now), Pushed::EventFolded);
+        for _ in 0..2 {
+            d.sent(WriteClass::Event);
+            let _ = d.next();
+        }
+        d.sent(WriteClass::Event);
+        let last = d.next();
+        assert_eq!(folded(&last[0]), (2, format!("{COMBINED}m3")), "messages differed: combined");
+        assert!(d.event_at.is_empty(), "nothing waits");
+    }
+
     #[test]
     fn events_beyond_the_bound_are_dropped() {
         let mut d = Dispatch::new(1);
         let now = Instant::now();
-        let ev = |i| {
-            act(
-                i,
-                ActionKind::RecordEvent(Event {
-                    object: ObjectRef::Node("n".into()),
-                    kind: EventType::Normal,
-                    reason: "R",
-                    message: String::new(),
-                }),
-            )
-        };
+        let ev = |i| event(i, &format!("n{i}"), "R", "");
         for i in 0..MAX_QUEUED_EVENTS as u64 {
             assert_eq!(d.push(ev(i), now), Pushed::Queued);
         }

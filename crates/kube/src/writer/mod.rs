@@ -306,6 +306,11 @@ pub fn spawn_writer(
                                 metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "backlog").increment(1);
                                 tracing::debug!("Event dropped: {MAX_QUEUED_EVENTS} already waiting");
                             }
+                            Pushed::EventFolded => {
+                                // Counted in the similar Event it joined.
+                                events_started.fetch_sub(1, Ordering::Relaxed);
+                                shared.unqueued(class);
+                            }
                             Pushed::Raise(object, class) => {
                                 if let Some(s) = by_object.get(&object) {
                                     s.raise(class);
@@ -473,6 +478,8 @@ struct Sending {
     sent: AtomicBool,
     /// Started once an earlier write to the same object finished.
     chained: bool,
+    /// For an Event: similar Events folded into it.
+    folded: u32,
 }
 
 impl Sending {
@@ -482,7 +489,9 @@ impl Sending {
     /// requests go as a started write's do).
     fn new(write: Write, class: WriteClass, chained: bool) -> Arc<Sending> {
         let object = write.actions().find_map(|a| a.kind.slot()).map(|(o, _)| o);
+        let folded = write.folded;
         Arc::new(Sending {
+            folded,
             object,
             counted: write.actions().map(|a| WriteClass::of(&a.kind)).collect(),
             decided: write.decided,
@@ -759,7 +768,7 @@ impl Writer {
                 tracing::debug!(reason = ev.reason, object = %ev.object, "Event dropped: its object's allowance is spent");
                 return;
             }
-            if let Err(e) = self.record_event(since, ev).await {
+            if let Err(e) = self.record_event(since, ev, sending.folded).await {
                 self.failures.failed("record_event", &e.to_string());
             }
             return;

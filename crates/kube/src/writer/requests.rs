@@ -432,8 +432,20 @@ impl Writer {
         }
     }
 
-    /// An Event in events.k8s.io/v1, or core/v1 where that is not served.
-    pub(super) async fn record_event(&self, since: Instant, ev: &nodewarden_engine::Event) -> ApiResult<()> {
+    /// An Event in events.k8s.io/v1, or core/v1 where that is not served;
+    /// `folded` similar Events waited with it (the writer's queue folds
+    /// them): it goes out once, counted `1 + folded` times (`series` in
+    /// events.k8s.io/v1, `count` in core/v1), first seen when the first
+    /// was decided.
+    pub(super) async fn record_event(
+        &self,
+        since: Instant,
+        ev: &nodewarden_engine::Event,
+        folded: u32,
+    ) -> ApiResult<()> {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let first = now.checked_sub(since.elapsed()).unwrap_or(now);
+        let count = i32::try_from(folded).unwrap_or(i32::MAX - 1).saturating_add(1);
         let (kind, ns, name) = match &ev.object {
             ObjectRef::Node(n) => ("Node", "default".to_string(), n.clone()),
             ObjectRef::Pod(p) => {
@@ -460,7 +472,9 @@ impl Writer {
         if !self.core_events.load(Ordering::Relaxed) {
             let e = KEvent {
                 metadata: meta.clone(),
-                event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+                event_time: Some(MicroTime(first)),
+                series: (count > 1)
+                    .then_some(k8s_openapi::api::events::v1::EventSeries { count, last_observed_time: MicroTime(now) }),
                 reason: Some(ev.reason.to_string()),
                 note: Some(ev.message.clone()),
                 type_: Some(type_.into()),
@@ -487,7 +501,6 @@ impl Writer {
                 Err(e) => return Err(e),
             }
         }
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
         let e = k8s_openapi::api::core::v1::Event {
             metadata: meta,
             involved_object: regarding,
@@ -498,9 +511,9 @@ impl Writer {
                 component: Some(self.opts.component.clone()),
                 host: None,
             }),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            count: Some(1),
+            first_timestamp: Some(Time(first)),
+            last_timestamp: Some(Time(now)),
+            count: Some(count),
             reporting_component: Some(self.opts.component.clone()),
             reporting_instance: Some(self.opts.instance.clone()),
             ..Default::default()
