@@ -304,6 +304,17 @@ fn until_issued(
     panic!("never issued");
 }
 
+/// Node `a` in zone-a, whose snapshot the test keeps to answer writes
+/// with, and node `b` in zone-b, kept heartbeating by [`until_issued`] so
+/// that zone-a's outage is not every zone's.
+fn two_zones(engine: &mut Engine) -> NodeSnapshot {
+    let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
+    n.version = 1;
+    engine.observe(Observation::NodeUpserted(n.clone()));
+    engine.observe(zoned_node("b", "zone-b", 0));
+    n
+}
+
 /// A queued node's unreachable taint, decided while its Ready condition
 /// read Unknown, is no longer true once the node is observed with no Ready
 /// condition at all: the rule that decided it taints such a node with
@@ -312,10 +323,7 @@ fn until_issued(
 #[test]
 fn a_noexecute_taint_is_withdrawn_once_the_ready_condition_is_gone() {
     let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
-    let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
-    n.version = 1;
-    engine.observe(Observation::NodeUpserted(n.clone()));
-    engine.observe(zoned_node("b", "zone-b", 0));
+    let mut n = two_zones(&mut engine);
     let adds_unreachable = |k: &ActionKind| matches!(k, ActionKind::PatchNodeTaints { add, .. } if add.iter().any(|t| t.key == nodewarden_model::keys::TAINT_UNREACHABLE));
     let taint = until_issued(&mut engine, &mut n, 0, adds_unreachable);
     let at = Timestamp::from_millis(60_000);
@@ -333,10 +341,7 @@ fn a_noexecute_taint_is_withdrawn_once_the_ready_condition_is_gone() {
 #[test]
 fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
     let start = |engine: &mut Engine| {
-        let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
-        n.version = 1;
-        engine.observe(Observation::NodeUpserted(n.clone()));
-        engine.observe(zoned_node("b", "zone-b", 0));
+        let mut n = two_zones(engine);
         engine.observe(plain_pod("default/p", "a"));
         // Never heard from again: Unknown at 45 s, tainted, the pod due.
         let deletion = until_issued(engine, &mut n, 0, |k| matches!(k, ActionKind::DeletePod { .. }));
@@ -371,10 +376,7 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
 #[test]
 fn a_waiting_mark_is_withdrawn_once_the_pods_own_deletion_went_out() {
     let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
-    let Observation::NodeUpserted(mut n) = zoned_node("a", "zone-a", 0) else { unreachable!() };
-    n.version = 1;
-    engine.observe(Observation::NodeUpserted(n.clone()));
-    engine.observe(zoned_node("b", "zone-b", 0));
+    let mut n = two_zones(&mut engine);
     engine.observe(plain_pod("default/p", "a"));
     // The mark the node's Unknown status brings (judged by what it asks
     // for, whoever holds it).

@@ -22,7 +22,11 @@
 //!   status ahead of it);
 //! - the next write of an object whose previous write just finished goes
 //!   before writes of objects not started (a chain under way is finished
-//!   before new ones begin).
+//!   before new ones begin);
+//! - a NoExecute taint goes before the node writes not started
+//!   ([`goes_first`]): a zone outage queues a status and a NoSchedule
+//!   taint for every node of the zone, and the NoExecute taints its
+//!   limiter lets through one at a time must not wait behind them all.
 //!
 //! And three that save requests under a backlog:
 //! - consecutive pod status writes to one pod that have not started are
@@ -152,6 +156,16 @@ pub fn pod_status_uid(kind: &ActionKind) -> Option<&str> {
     }
 }
 
+/// A NoExecute taint added or taken off: few (each zone's limiter paces
+/// them, a node's recovery takes them off), and the write that starts, or
+/// stops, a zone's evictions. Upstream's tainting pass takes its turn at
+/// the client's rate limit among a dozen status workers, not behind every
+/// node's status; here it goes ahead of the node writes not started, so a
+/// zone is tainted at its pace while thousands of statuses wait.
+fn goes_first(kind: &ActionKind) -> bool {
+    matches!(kind, ActionKind::PatchNodeTaints { slot: nodewarden_engine::WriteSlot::NoExecuteTaints, .. })
+}
+
 fn is_deletion(kind: &ActionKind) -> bool {
     matches!(kind, ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. })
 }
@@ -247,6 +261,7 @@ impl Dispatch {
             waiting: VecDeque::with_capacity(1),
         });
         let class = WriteClass::of(&action.kind);
+        let first = goes_first(&action.kind);
         let before = chain.class();
         let action = match chain.waiting.back_mut() {
             Some(last) => last.absorb(action).err(),
@@ -266,7 +281,11 @@ impl Dispatch {
             return if before.is_none_or(|b| class < b) { Pushed::Raise(object, class) } else { Pushed::Queued };
         }
         if before.is_none_or(|b| class < b) {
-            self.ready[class as usize].push_back(object);
+            if first {
+                self.ready[class as usize].push_front(object);
+            } else {
+                self.ready[class as usize].push_back(object);
+            }
         }
         Pushed::Queued
     }
@@ -445,6 +464,43 @@ mod tests {
         let second = d.next();
         assert_eq!(ids(&second), vec![vec![2]], "n1's taint before n3's status: its chain is under way");
         assert!(second[0].chained);
+    }
+
+    #[test]
+    fn a_noexecute_taint_goes_before_node_writes_not_started() {
+        let mut d = Dispatch::new(1);
+        let now = Instant::now();
+        let noexecute = |id, node: &str| {
+            act(
+                id,
+                ActionKind::PatchNodeTaints {
+                    node: node.into(),
+                    add: Vec::new(),
+                    remove: Vec::new(),
+                    slot: nodewarden_engine::WriteSlot::NoExecuteTaints,
+                },
+            )
+        };
+        for i in 1..=3 {
+            d.push(status(i, &format!("n{i}")), now);
+        }
+        d.push(noexecute(9, "n9"), now);
+        // n2's taint waits for n2's status, which has not started: its
+        // object's order stands.
+        d.push(noexecute(10, "n2"), now);
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            let started = d.next();
+            for s in &started {
+                let object = s.write.actions().next().and_then(|a| a.kind.slot()).map(|(o, _)| o);
+                order.extend(s.write.actions().map(|a| a.id.0));
+                d.sent(WriteClass::Node);
+                if let Some(o) = object {
+                    d.finished(&o);
+                }
+            }
+        }
+        assert_eq!(order, vec![9, 1, 2, 10, 3]);
     }
 
     #[test]
