@@ -148,10 +148,12 @@ fn taints_still_wanted(
     let wanted = |t: &nodewarden_model::Taint| -> Option<bool> {
         match t.effect {
             TaintEffect::NoExecute => {
-                // Asked of the deciding rule itself; a node whose Ready
-                // condition is gone calls for none, as upstream taints
-                // none until one is posted.
-                let calls_for = world.get::<ReadyView>(e)?.status.and_then(noexecute_taint_for);
+                // Asked of the deciding rule itself. A view without a
+                // Ready condition (a snapshot from before node
+                // lifecycle's own Unknown status landed, as under watch
+                // latency) says nothing against the decision: no verdict.
+                let ready = world.get::<ReadyView>(e)?.status?;
+                let calls_for = noexecute_taint_for(ready);
                 matches!(t.key.as_str(), keys::TAINT_NOT_READY | keys::TAINT_UNREACHABLE)
                     .then(|| calls_for.is_some_and(|(wanted, _)| wanted.key == t.key))
             }

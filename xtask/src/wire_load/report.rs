@@ -10,8 +10,8 @@ use super::api::PAGE;
 use super::nodes::Detection;
 use super::options::{Incident, Options};
 use super::probes::{LeaseLag, Listed};
-use super::scenario::ZoneFigures;
 use super::usage::Usage;
+use super::zone::ZoneFigures;
 use super::{
     CENSUS_AFTER_CRASH, CpuAt, IDLE_WINDOW, LEASE_WINDOW, STALE_LEASE, max, percentile, round3, secs, secs_fine,
 };

@@ -24,7 +24,7 @@ use super::probes::{lease_lag, list_pods};
 use super::procs::{LogTail, Procs, spawn, start_replica, wait_for_line};
 use super::report::{Figures, Killed, Measured, Taken};
 use super::usage::{Usage, clock_ticks, usage, usage_of};
-use super::zone::{self, Evictions, ZoneSeen, ZoneWatch};
+use super::zone::{self, ZoneFigures, ZoneSeen, ZoneWatch};
 use super::{
     CENSUS_AFTER_CRASH, CpuAt, IDLE_WINDOW, KILL_AFTER_CRASH, LEASE_WINDOW, STALE_LEASE, STEADY_AFTER_SYNC, nanos, say,
     secs,
@@ -50,14 +50,6 @@ struct Ctx<'a> {
 /// kubelets post Ready again and the controller takes its taints off; a
 /// deletion in this time is counted as after the heal.
 const AFTER_HEAL: Duration = Duration::from_secs(30);
-
-/// What `--zone-outage` measured of the zone.
-pub(super) struct ZoneFigures {
-    pub(super) seen: ZoneSeen,
-    pub(super) watch: ZoneWatch,
-    pub(super) evictions: Evictions,
-    pub(super) heal: i64,
-}
 
 /// The served cluster once it serves.
 struct Server {

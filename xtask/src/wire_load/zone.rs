@@ -266,6 +266,15 @@ impl ZoneSeen {
     }
 }
 
+/// What `--zone-outage` measured of the zone, for the report.
+pub(super) struct ZoneFigures {
+    pub(super) seen: ZoneSeen,
+    pub(super) watch: ZoneWatch,
+    pub(super) evictions: Evictions,
+    /// When the zone got the API server back, Unix nanoseconds.
+    pub(super) heal: i64,
+}
+
 /// What the harness keeps of the outage while it runs: the pods of each
 /// tainted zone node, the taints' times, and the controller's memory and
 /// write backlog, sampled.

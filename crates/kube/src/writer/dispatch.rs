@@ -466,6 +466,40 @@ mod tests {
         assert!(second[0].chained);
     }
 
+    /// A zone outage's shape: a status and a NoSchedule taint for each of
+    /// a thousand nodes, eight in line, one token at a time. Each node's
+    /// taint follows its status within a line's length, not behind every
+    /// other node's status.
+    #[test]
+    fn a_nodes_taint_follows_its_status_not_every_other_status() {
+        let mut d = Dispatch::new(8);
+        let now = Instant::now();
+        for i in 0..1000u64 {
+            let node = format!("n{i:04}");
+            d.push(status(i, &node), now);
+            let slot = nodewarden_engine::WriteSlot::NoScheduleTaints;
+            let taint = ActionKind::PatchNodeTaints { node, add: Vec::new(), remove: Vec::new(), slot };
+            d.push(act(10_000 + i, taint), now);
+        }
+        let mut in_line: VecDeque<Start> = d.next().into();
+        let mut order = Vec::new();
+        while order.len() < 100 {
+            // A token: the first in line is sent, and answered.
+            let Some(s) = in_line.pop_front() else { break };
+            let first = s.write.actions().next().expect("an action");
+            order.push(first.id.0);
+            let (object, _) = first.kind.slot().expect("a node write");
+            d.sent(WriteClass::Node);
+            d.finished(&object);
+            in_line.extend(d.next());
+        }
+        for i in 0..40 {
+            let status_at = order.iter().position(|&id| id == i).expect("sent");
+            let taint_at = order.iter().position(|&id| id == 10_000 + i).expect("its taint sent");
+            assert!(taint_at > status_at && taint_at - status_at <= 16, "n{i}: {status_at} then {taint_at}: {order:?}");
+        }
+    }
+
     #[test]
     fn a_noexecute_taint_goes_before_node_writes_not_started() {
         let mut d = Dispatch::new(1);
