@@ -63,6 +63,18 @@ pub trait ClusterApi {
         false
     }
 
+    /// How many writes decided but not yet built it has room for now: the
+    /// loop pulls that many from the engine after each tick
+    /// ([`Engine::pull`](nodewarden_engine::Engine::pull)), so a decision
+    /// waits as state in the engine, not as a write in the back end,
+    /// until the back end can send it. The default, no limit, is for a
+    /// back end that sends what it is handed at once (the simulator's
+    /// cluster and wire); the adapter's writer has room for a few beyond
+    /// what its rate limit is sending.
+    fn room(&self) -> usize {
+        usize::MAX
+    }
+
     /// The object as it is now (its upsert, or its deletion), for a sender
     /// that withdrew a write to it before sending it: node lifecycle
     /// applied the write to its own view when it decided, and the object

@@ -280,8 +280,9 @@ impl Controller {
         n
     }
 
-    /// One instant of the loop at `now`: tick the engine, judge each action
-    /// it issued, hold back those that would break an invariant, withdraw
+    /// One instant of the loop at `now`: tick the engine, pull what `api`
+    /// has room for of the writes decided and not yet built
+    /// ([`ClusterApi::room`]), judge each action, hold back those that would break an invariant, withdraw
     /// a write `api` would send at once that is no longer true
     /// ([`ClusterApi::sends_at_once`]), apply the rest through `api` in
     /// order and feed back what it answers. When a
@@ -297,7 +298,10 @@ impl Controller {
         let mut summary = StepSummary::default();
         for _ in 0..MAX_ANSWER_ROUNDS {
             let started = self.stopwatch.map(|clock| clock());
-            let actions = self.engine.tick(now);
+            let mut actions = self.engine.tick(now);
+            // Then what the back end has room for of the writes decided
+            // and not yet built (`ClusterApi::room`).
+            actions.extend(self.engine.pull(now, api.room()));
             let passes = self.engine.monitor_passes();
             if passes != self.passes_told {
                 self.passes_told = passes;

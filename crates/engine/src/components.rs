@@ -269,6 +269,12 @@ pub struct PodProgress {
     pub node_lost: bool,
     /// The `DisruptionTarget` condition was written (taint-based mode).
     pub disruption_target: bool,
+    /// Its not-ready mark is decided and not yet built: the pod waits in
+    /// the outbox's wanted marks (see [`Outbox::want_mark`]), and the mark
+    /// is built, from the pod as it then is, when a sender has room.
+    ///
+    /// [`Outbox::want_mark`]: crate::resources::Outbox::want_mark
+    pub mark_wanted: bool,
     /// Refused deletions so far (for backoff).
     pub failed_deletions: u32,
 }

@@ -477,6 +477,39 @@ impl Engine {
         crate::send_check::still_true(&self.world, kind)
     }
 
+    /// Builds up to `room` of the writes decided but not yet built (pods'
+    /// not-ready marks, oldest decision first) from the world as it is at
+    /// `now`, and returns them with their Events: what a sender pulls when
+    /// it has room. A decision that no longer stands (the node is Ready
+    /// again, the pod terminating or gone) is passed over, never built.
+    /// What was handed in so far is taken in first, as for
+    /// [`Engine::still_true`]. Decides nothing new.
+    ///
+    /// Why pulled: a zone outage decides a mark for every pod of the zone
+    /// at once, and a client rate sends them over minutes; built at once,
+    /// they were hundreds of megabytes of waiting writes, and many of them
+    /// were no longer true by their turn.
+    pub fn pull(&mut self, now: Timestamp, room: usize) -> Vec<crate::action::Action> {
+        if room == 0 || self.world.resource::<Outbox>().marks_wanted() == 0 {
+            return Vec::new();
+        }
+        self.absorb(now);
+        crate::systems::marks::build_marks(&mut self.world, room);
+        std::mem::take(&mut self.world.resource_mut::<Outbox>().ready)
+    }
+
+    /// Writes decided and not yet built ([`Engine::pull`]); some of them
+    /// may no longer stand and will not be built.
+    pub fn writes_wanted(&self) -> usize {
+        self.world.resource::<Outbox>().marks_wanted()
+    }
+
+    /// Bytes the writes decided and not yet built hold: the cost of a
+    /// backlog, apart from the objects themselves.
+    pub fn writes_wanted_bytes(&self) -> usize {
+        self.world.resource::<Outbox>().wanted_marks_bytes()
+    }
+
     /// How many health-monitor passes this engine has run: a heartbeat
     /// observed before the latest one is in its records. The safety
     /// interlock needs this to know which heartbeats the controller's

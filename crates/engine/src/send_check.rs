@@ -25,6 +25,7 @@ use crate::ingest::pod_named;
 use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 use crate::systems::legacy::heartbeat_since_last_pass;
+use crate::systems::marks::mark_stands;
 use crate::systems::node_handlers::{condition_taint, managed_key};
 use crate::systems::noexecute_taint_for;
 
@@ -48,22 +49,15 @@ pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), String> {
         // rescheduler's next pass to judge (it releases the node then).
         ActionKind::EvictForAddon { pod, uid, why, .. } => running_on(world, pod, uid, &why.node).map(|_| ()),
         ActionKind::MarkPodNotReady { pod, uid } => {
-            let (_, p) = pod_with_uid(world, pod, uid)?;
-            // Beyond upstream, which marks as it decided: once our own
-            // deletion of the pod went out (a writer sends a deletion
-            // ahead of a mark still waiting), the pod is terminating and
+            // The rule that decided and built it. Beyond upstream, which
+            // marks as it decided: once the pod is terminating (our own
+            // deletion, sent ahead of a mark still waiting, landed) it
             // has left its Services' ready endpoints; the mark would
             // spend a request on nothing.
-            if p.terminating && p.progress.deletion_requested {
-                return Err("the pod's deletion was sent: it is terminating".into());
-            }
+            let (_, p) = pod_with_uid(world, pod, uid)?;
             let node = p.node.as_deref().unwrap_or_default();
-            match node_entity(world, node).and_then(|e| world.get::<ReadyView>(e)) {
-                Some(ready) if ready.status == Some(ConditionStatus::True) => {
-                    Err(format!("node {node} is Ready again"))
-                }
-                _ => Ok(()),
-            }
+            let ready = node_entity(world, node).and_then(|e| world.get::<ReadyView>(e)).and_then(|r| r.status);
+            mark_stands(p, ready)
         }
         ActionKind::AddPodDisruptionTarget { pod, uid } | ActionKind::SetPodNodeLost { pod, uid, .. } => {
             let (e, p) = pod_with_uid(world, pod, uid)?;

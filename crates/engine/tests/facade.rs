@@ -268,7 +268,7 @@ fn until_issued(
     engine: &mut Engine,
     node: &mut NodeSnapshot,
     from: i64,
-    want: impl Fn(&ActionKind) -> bool,
+    mut want: impl FnMut(&ActionKind) -> bool,
 ) -> nodewarden_engine::Action {
     for now in (from..120_000).step_by(100) {
         if now % 10_000 == 0 {
@@ -377,8 +377,8 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
 /// A pod's not-ready mark still waiting when the pod's own deletion went
 /// out (a writer sends a deletion ahead of a mark that has not started) is
 /// no longer worth a request: the pod, observed terminating, has left its
-/// Services' ready endpoints. A pod terminating for another reason keeps
-/// its mark, as upstream marks every pod of the node.
+/// Services' ready endpoints. The rule is the one that decided the mark
+/// (`mark_stands`): a terminating pod is never marked, whoever deleted it.
 #[test]
 fn a_waiting_mark_is_withdrawn_once_the_pods_own_deletion_went_out() {
     let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
@@ -396,7 +396,7 @@ fn a_waiting_mark_is_withdrawn_once_the_pods_own_deletion_went_out() {
     p.version = 2;
     engine.observe(Observation::PodUpserted(p));
     let why = engine.still_true(Timestamp::from_millis(50_100), &mark).expect_err("terminating");
-    assert!(why.contains("deletion was sent"), "{why}");
+    assert!(why.contains("terminating"), "{why}");
 }
 
 /// Found by `rescheduler_steps`: a rescheduler eviction waiting behind an
@@ -508,4 +508,88 @@ fn a_warm_standby_judges_each_node_by_its_own_last_heartbeat() {
     cold.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(Timestamp::from_millis(10_000)) });
     // First seen at 30 s: a full grace from then, the 75 s pass.
     assert_eq!(unknown_at(&mut cold, 30_000), Some(75_000));
+}
+
+/// A zone outage decides a not-ready mark for every pod of its nodes at
+/// once; a client rate sends them over minutes. The marks wait as
+/// decisions (the pod's entity in line and a flag on the pod), not as
+/// built writes: a tick issues none, a sender pulls what it has room for,
+/// oldest decision first, each with its Event.
+#[test]
+fn marks_wait_as_decisions_and_are_built_when_pulled() {
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let mut n = two_zones(&mut engine);
+    for i in 0..200 {
+        engine.observe(plain_pod(&format!("default/p{i:03}"), "a"));
+    }
+    let status = until_issued(&mut engine, &mut n, 0, |k| matches!(k, ActionKind::UpdateNodeConditions { .. }));
+    let at = Timestamp::from_millis(45_100);
+    let ticked = engine.tick(at);
+    assert!(!ticked.iter().any(|a| matches!(a.kind, ActionKind::MarkPodNotReady { .. })), "no mark is built by a tick");
+    assert_eq!(engine.writes_wanted(), 200);
+    // What the backlog costs while it waits: its place in line, 8 bytes a
+    // pod (a built mark was a write of several hundred).
+    assert!(engine.writes_wanted_bytes() <= 200 * 16, "{} bytes for 200 marks", engine.writes_wanted_bytes());
+    assert!(engine.writes_in_flight() <= 3, "only the node's own writes are built: {}", engine.writes_in_flight());
+
+    let pulled = engine.pull(at, 5);
+    let marks: Vec<String> = pulled
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActionKind::MarkPodNotReady { pod, .. } => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marks, ["default/p000", "default/p001", "default/p002", "default/p003", "default/p004"]);
+    let events = pulled.iter().filter(|a| matches!(&a.kind, ActionKind::RecordEvent(e) if e.reason == "NodeNotReady"));
+    assert_eq!(events.count(), 5, "each mark with its Event");
+    assert_eq!(engine.writes_wanted(), 195);
+    // A built mark is a write in flight, judged at send time as ever.
+    assert_eq!(engine.still_true(at, &pulled[0].kind), Ok(()));
+    let _ = status;
+}
+
+/// A mark decided and not yet built when the node is seen Ready again is
+/// never built: nothing to withdraw, no request spent.
+#[test]
+fn a_mark_that_stopped_being_true_before_its_turn_is_never_built() {
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let mut n = two_zones(&mut engine);
+    for i in 0..10 {
+        engine.observe(plain_pod(&format!("default/p{i}"), "a"));
+    }
+    until_issued(&mut engine, &mut n, 0, |k| matches!(k, ActionKind::UpdateNodeConditions { .. }));
+    let at = Timestamp::from_millis(45_100);
+    let first = engine.pull(at, 2);
+    assert_eq!(first.iter().filter(|a| matches!(a.kind, ActionKind::MarkPodNotReady { .. })).count(), 2);
+    let Observation::NodeUpserted(ready) = zoned_node("a", "zone-a", 45_100) else { unreachable!() };
+    engine.observe(Observation::NodeUpserted(NodeSnapshot { version: n.version + 1, ..ready }));
+    let later = engine.pull(at + Span::from_millis(100), usize::MAX);
+    assert!(!later.iter().any(|a| a.kind.slot().is_some()), "nothing built for a Ready node: {later:?}");
+    assert_eq!(engine.writes_wanted(), 0);
+}
+
+/// A pod whose deletion comes due while its mark still waits gets the mark
+/// built just ahead of its `DisruptionTarget` condition, so a sender
+/// carries both in one status patch (the writer joins consecutive status
+/// writes to one pod), then the deletion.
+#[test]
+fn a_waiting_mark_goes_with_the_pods_deletion() {
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let mut n = two_zones(&mut engine);
+    engine.observe(plain_pod("default/p", "a"));
+    let mut pod_writes = Vec::new();
+    // Answer node writes as `until_issued` does, and never pull: the
+    // mark waits until the deletion takes it along.
+    let _ = until_issued(&mut engine, &mut n, 0, |k| {
+        if let Some((nodewarden_engine::ObjectRef::Pod(_), _)) = k.slot() {
+            pod_writes.push(k.name());
+        }
+        matches!(k, ActionKind::DeletePod { .. })
+    });
+    assert_eq!(pod_writes, ["mark_pod_not_ready", "add_pod_disruption_target", "delete_pod"]);
+    // Its place in line is passed over when its turn comes: built once.
+    let later = engine.pull(Timestamp::from_millis(120_000), usize::MAX);
+    assert!(!later.iter().any(|a| matches!(a.kind, ActionKind::MarkPodNotReady { .. })), "{later:?}");
+    assert_eq!(engine.writes_wanted(), 0);
 }

@@ -94,6 +94,13 @@ const BATCH: usize = 50_000;
 /// and decides nothing until it has caught up.
 pub const BACKLOG_METRIC: &str = "nodewarden_engine_input_backlog";
 
+/// Gauge: writes the engine has decided and not yet built, because the
+/// writer had no room for them (pods' not-ready marks through a zone
+/// outage; see `ClusterApi::room`). They wait as a flag on the pod and
+/// its place in line, not as writes: `nodewarden_write_queue_depth`
+/// counts the writes built and not yet sent.
+pub const WANTED_METRIC: &str = "nodewarden_writes_wanted";
+
 /// Being behind this long is logged (shorter spells, a re-list or a burst
 /// of pod events, are normal).
 const BEHIND_WARN: Duration = Duration::from_secs(2);
@@ -225,6 +232,7 @@ impl EngineThread {
                 // Not started: nothing is decided, nothing taken in.
             } else if state.waiting.is_empty() && !blind && !behind {
                 self.controller.step(at, api, events);
+                metrics::gauge!(WANTED_METRIC).set(self.controller.engine().writes_wanted() as f64);
             } else if taken > 0 {
                 // No decision yet, but what arrived is taken in now, in the
                 // engine's compact form: a first list of a million pods

@@ -180,6 +180,7 @@ impl Figures {
             "run_rss_at_outage_bytes": z.watch.rss_at_outage,
             "run_rss_max_in_outage_bytes": z.watch.rss_max,
             "write_queue_max": z.watch.queue_max,
+            "writes_wanted_max": z.watch.wanted_max,
             "zone_unknown_nodes": seen.unknown.len(),
             "zone_unknown_seconds": seen.all_unknown(),
             "zone_unknown_seconds_median": percentile(&seen.unknown, 0.5),
@@ -284,7 +285,8 @@ fn zone_notes() -> Vec<String> {
             .to_string(),
         "run_peak_rss_bytes is run's VmHWM at the end (its sync included); run_rss_max_in_outage_bytes the most \
          of its RSS sampled every 2 s from the outage, write_queue_max the most of nodewarden_write_queue_depth \
-         (summed over classes) on the same samples"
+         (summed over classes: writes built and not yet sent) and writes_wanted_max the most of \
+         nodewarden_writes_wanted (marks decided and not yet built) on the same samples"
             .to_string(),
         "deletions: from the served cluster's request journal (every request to one pod or node); a pod counts \
          as deleted at the first DELETE answered 2xx; due before the heal: pods of a tainted zone node (listed \

@@ -288,6 +288,9 @@ pub(super) struct ZoneWatch {
     pub(super) rss_max: u64,
     /// The most writes `nodewarden_write_queue_depth` said were waiting.
     pub(super) queue_max: f64,
+    /// The most writes `nodewarden_writes_wanted` said were decided and
+    /// not yet built (marks kept as decisions).
+    pub(super) wanted_max: f64,
     pub(super) samples: usize,
     last_sample: Option<std::time::Instant>,
 }
@@ -334,6 +337,7 @@ impl ZoneWatch {
                 .await
                 .unwrap_or_default();
             self.queue_max = self.queue_max.max(nodewarden_wire::metric_sum(&page, "nodewarden_write_queue_depth"));
+            self.wanted_max = self.wanted_max.max(nodewarden_wire::metric_sum(&page, "nodewarden_writes_wanted"));
             self.samples += 1;
         }
         for (node, added) in newly {

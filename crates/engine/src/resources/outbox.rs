@@ -1,9 +1,20 @@
-//! The outbox: the actions a tick issues, in order, and the writes still in
-//! flight. Apart from the other resources because it carries rules of its
-//! own that every system relies on: an identical write is not issued again
-//! while one is on its way, Events are never deduplicated, and a
-//! node-ordered section leaves sorted by node so a node's actions stay
-//! together whichever system issued them.
+//! The outbox: the actions a tick issues, in order, the writes still in
+//! flight, and the writes decided but not yet built. Apart from the other
+//! resources because it carries rules of its own that every system relies
+//! on: an identical write is not issued again while one is on its way,
+//! Events are never deduplicated, a node-ordered section leaves sorted by
+//! node so a node's actions stay together whichever system issued them,
+//! and a pod's not-ready mark is built only when a sender has room for it.
+//!
+//! Why marks wait as wanted rather than as writes: a zone outage decides
+//! one for every pod of the zone in one pass (333,336 at 40k nodes and
+//! 1M pods), and the client sends 20 requests a second, the node writes
+//! first. Held as built writes they were the bulk of a backlog of
+//! hundreds of megabytes; held as the pod's entity (8 bytes) and a flag
+//! on the pod, they cost nothing, and a mark that stopped being true
+//! before its turn (the node came back, the pod went) is never built.
+
+use std::collections::VecDeque;
 
 use bevy_ecs::prelude::*;
 
@@ -21,6 +32,9 @@ pub struct Outbox {
     by_object: HashMap<ObjectRef, Vec<ActionId>>,
     /// The open node-ordered section, if any (see [`Outbox::begin_ordered`]).
     ordered: Option<OrderedSection>,
+    /// Pods whose not-ready mark is decided and not yet built, in the
+    /// order decided (see [`Outbox::want_mark`]).
+    wanted_marks: VecDeque<Entity>,
 }
 
 /// Actions issued since [`Outbox::begin_ordered`], with their keys.
@@ -183,6 +197,40 @@ impl Outbox {
     /// Writes issued and not yet finished.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Records that pod `pod` is to be marked not ready. The caller set
+    /// the pod's `mark_wanted` flag, and enters each pod once while it is
+    /// set; the mark is built by [`build_marks`] when a sender pulls, or
+    /// at once by the system that is about to write the pod's status for
+    /// another reason (its deletion's).
+    ///
+    /// [`build_marks`]: crate::systems::marks::build_marks
+    pub fn want_mark(&mut self, pod: Entity) {
+        self.wanted_marks.push_back(pod);
+    }
+
+    /// The pod whose mark was wanted first, taken out. The pod may have
+    /// gone or changed since: the builder asks.
+    pub fn next_wanted_mark(&mut self) -> Option<Entity> {
+        let next = self.wanted_marks.pop_front();
+        if self.wanted_marks.is_empty() && self.wanted_marks.capacity() > 1024 {
+            // A zone's worth of entries, all built: give the memory back.
+            self.wanted_marks = VecDeque::new();
+        }
+        next
+    }
+
+    /// Marks decided and not yet built (some may no longer be wanted:
+    /// they are passed over when their turn comes).
+    pub fn marks_wanted(&self) -> usize {
+        self.wanted_marks.len()
+    }
+
+    /// Bytes the wanted marks hold: what a decided mark costs while it
+    /// waits for its turn.
+    pub fn wanted_marks_bytes(&self) -> usize {
+        self.wanted_marks.capacity() * std::mem::size_of::<Entity>()
     }
 }
 

@@ -437,7 +437,7 @@ fn mark_pods_if_not_ready(
         );
     }
     if own_transition || unknown_at_first_sight {
-        super::pods::mark_pods_not_ready(name, pod_index.on_node(name), pods, outbox);
+        super::marks::mark_pods_not_ready(name, pod_index.on_node(name), pods, outbox);
     }
 }
 

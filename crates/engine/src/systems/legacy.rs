@@ -221,6 +221,9 @@ pub fn delete_pods(
         if pod.node.as_deref() != Some(node) || pod.progress.deletion_requested {
             continue;
         }
+        // A not-ready mark still waiting for its turn goes now, just ahead
+        // of the `NodeLost` reason: a sender carries both in one patch.
+        super::marks::build_mark(&mut pod, Some(why.status), outbox);
         // The status write goes to terminating pods too: a status update on
         // a pod being deleted is an ordinary write the API server accepts,
         // and the reason tells whoever looks at the pod why it went.

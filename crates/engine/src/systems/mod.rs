@@ -12,6 +12,7 @@
 pub mod disruption;
 pub mod health;
 pub mod legacy;
+pub mod marks;
 pub mod node_handlers;
 mod params;
 pub mod pods;

@@ -1,38 +1,14 @@
-//! Pods on unhealthy nodes: `MarkPodsNotReady` and the pod-assignment path
+//! Pods newly bound to unhealthy nodes: the pod-assignment path
 //! (`processPod`).
 
 use bevy_ecs::prelude::*;
 use nodewarden_model::ConditionStatus;
 
-use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::monitor::Health;
 use crate::resources::*;
 
 use super::params::{Lookups, Tick};
-
-/// Sets Ready=False on every pod of `pods` bound to `node` that has a Ready
-/// condition not already False (H1). Terminating pods and pods being
-/// deleted are left alone (the controller never writes to them).
-pub fn mark_pods_not_ready(node: &str, pods: &[Entity], query: &mut Query<&mut Pod>, outbox: &mut Outbox) {
-    for &e in pods {
-        let Ok(mut pod) = query.get_mut(e) else { continue };
-        if pod.node.as_deref() != Some(node) || pod.terminating || pod.progress.deletion_requested {
-            continue;
-        }
-        if pod.ready != Some(true) {
-            continue;
-        }
-        pod.ready = Some(false);
-        outbox.write(ActionKind::MarkPodNotReady { pod: pod.key.to_string(), uid: pod.uid.to_string() });
-        outbox.event(
-            ObjectRef::Pod(pod.key.to_string()),
-            EventType::Warning,
-            "NodeNotReady",
-            "Node is not ready".to_string(),
-        );
-    }
-}
 
 /// `processPod`: a pod newly bound to a node the monitor has already seen
 /// not Ready is marked NotReady at once (H3); in legacy mode a pod found on
@@ -83,7 +59,7 @@ pub fn pod_assignment(
         let node_name = node_name.clone();
         let Ok((ready, health, flags, lease, in_zone)) = nodes.get(node) else { continue };
         let (Some(rec), Some(status)) = (health.record(&timers), ready.status) else { continue };
-        mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
+        super::marks::mark_pods_not_ready(&node_name, &[pod_entity], &mut pods, &mut outbox);
         // Beyond upstream: not on a node that has sent a heartbeat since the
         // last monitor pass (its health record is stale until the next one).
         if !settings.0.enable_taint_manager

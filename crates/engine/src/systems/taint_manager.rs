@@ -326,6 +326,10 @@ fn fire_due_deletions(
             due_at: deadline.fire_at,
             deleted_at: now,
         };
+        // A not-ready mark still waiting for its turn goes now, just
+        // ahead of the `DisruptionTarget` condition: a sender carries
+        // both in one status patch.
+        super::marks::build_mark(&mut p, known.and_then(|(_, r, _, _)| r.status), work.outbox);
         p.progress.deletion_requested = true;
         let line = why.one_line();
         tracing::info!(pod = %p.key, why = %line, "deleting pod: NoExecute taint no longer tolerated");

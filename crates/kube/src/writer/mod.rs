@@ -157,12 +157,46 @@ pub fn action_name(kind: &ActionKind) -> &'static str {
     kind.name()
 }
 
+/// Pods' not-ready marks the writer holds unsent at most, beyond which
+/// the engine keeps them as decisions ([`ClusterApi::room`]). Marks go
+/// after node writes and deletions, at the rate's remainder; this many is
+/// a few seconds' worth at the default 20 QPS, so the line never runs dry
+/// between two of the engine thread's wakes, and a mark that stops being
+/// true waits as a decision, never built, rather than as a write.
+pub const MARKS_HELD: usize = 64;
+
 /// The [`ClusterApi`] of a replica that writes: actions go to the async
 /// writer; their answers come back through the engine's channel.
 pub struct KubeApi {
     tx: mpsc::UnboundedSender<Action>,
     /// Events handed over and not yet started or dropped by the writer.
     events_waiting: Arc<AtomicUsize>,
+    /// Actions handed over and not yet sent, by class.
+    waiting: Arc<Waiting>,
+}
+
+/// Actions handed to the writer and not yet sent (nor ended unsent), by
+/// class: counted from the hand-over, so the engine thread reads what it
+/// has handed over whether or not the writer's task has taken it yet.
+#[derive(Default)]
+struct Waiting([AtomicI64; 4]);
+
+impl Waiting {
+    /// One more of `class` waits.
+    fn add(&self, class: WriteClass) {
+        let n = self.0[class as usize].fetch_add(1, Ordering::Relaxed) + 1;
+        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n as f64);
+    }
+
+    /// One of `class` went out, or ended unsent.
+    fn sub(&self, class: WriteClass) {
+        let n = self.0[class as usize].fetch_sub(1, Ordering::Relaxed) - 1;
+        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n.max(0) as f64);
+    }
+
+    fn of(&self, class: WriteClass) -> usize {
+        usize::try_from(self.0[class as usize].load(Ordering::Relaxed)).unwrap_or(0)
+    }
 }
 
 impl ClusterApi for KubeApi {
@@ -177,7 +211,10 @@ impl ClusterApi for KubeApi {
                 return Applied::default();
             }
         }
+        let class = WriteClass::of(&action.kind);
+        self.waiting.add(class);
         if self.tx.send(action.clone()).is_err() && action.kind.slot().is_some() {
+            self.waiting.sub(class);
             // The writer is gone (shutting down): nothing is sent, and the
             // engine must not wait for an answer that will not come.
             let why = "the writer has stopped".to_string();
@@ -191,6 +228,12 @@ impl ClusterApi for KubeApi {
             };
         }
         Applied::default()
+    }
+
+    /// Marks are pulled while fewer than [`MARKS_HELD`] wait unsent;
+    /// everything else is handed over as decided.
+    fn room(&self) -> usize {
+        MARKS_HELD.saturating_sub(self.waiting.of(WriteClass::PodStatus))
     }
 }
 
@@ -245,6 +288,7 @@ pub fn spawn_writer(
     let (tx, mut rx) = mpsc::unbounded_channel::<Action>();
     let events_waiting = Arc::new(AtomicUsize::new(0));
     let events_started = events_waiting.clone();
+    let waiting = Arc::new(Waiting::default());
     let (left_line, mut out_of_line) = mpsc::unbounded_channel::<tokio::task::Id>();
     let shared = Arc::new(Writer {
         left_line,
@@ -254,7 +298,7 @@ pub fn spawn_writer(
         core_events: AtomicBool::new(false),
         event_budget: EventBudget::default(),
         taints_seen: TaintsSeen::default(),
-        waiting: WriteClass::ALL.map(|_| AtomicI64::new(0)),
+        waiting: waiting.clone(),
         failures: FailureLog::default(),
         opts,
         fence,
@@ -296,7 +340,6 @@ pub fn spawn_writer(
                 next = rx.recv(), if open => match next {
                     None => open = false,
                     Some(action) => {
-                        shared.queued(&action);
                         let class = WriteClass::of(&action.kind);
                         match dispatch.push(action, Instant::now()) {
                             Pushed::Queued => {}
@@ -352,7 +395,7 @@ pub fn spawn_writer(
             }
         }
     });
-    (KubeApi { tx, events_waiting }, task)
+    (KubeApi { tx, events_waiting, waiting }, task)
 }
 
 struct Writer {
@@ -369,7 +412,7 @@ struct Writer {
     /// Nodes' taints as the last answers showed them.
     taints_seen: TaintsSeen,
     /// Actions handed over and not yet sent (nor ended unsent), by class.
-    waiting: [AtomicI64; 4],
+    waiting: Arc<Waiting>,
     /// Failed writes, logged once a burst.
     failures: FailureLog,
     opts: WriterOptions,
@@ -566,19 +609,10 @@ fn withdrawn_reason(e: &kube::Error) -> Option<String> {
 }
 
 impl Writer {
-    /// An action reached the writer: it waits (counted) until its first
-    /// request goes out.
-    fn queued(&self, action: &Action) {
-        let class = WriteClass::of(&action.kind);
-        let n = self.waiting[class as usize].fetch_add(1, Ordering::Relaxed) + 1;
-        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n as f64);
-    }
-
     /// An action that never reached the queue (an Event dropped at once)
     /// no longer waits.
     fn unqueued(&self, class: WriteClass) {
-        let n = self.waiting[class as usize].fetch_sub(1, Ordering::Relaxed) - 1;
-        metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(n.max(0) as f64);
+        self.waiting.sub(class);
     }
 
     /// The first request of the write under way goes out now (or it ends
