@@ -1,12 +1,21 @@
-//! The writer's client-side rate limit, handed out by priority.
+//! The writer's client-side rate limits, handed out by priority.
 //!
-//! One token bucket (client-go's flowcontrol limiter: `--kube-api-qps`
-//! tokens a second, at most `--kube-api-burst` saved) is shared by every
-//! request the writer sends. When requests wait for tokens, the most
-//! urgent [`WriteClass`] goes first: a node's status and taints, then pod
-//! deletions, then pods marked not ready, then Events. Without the order,
-//! the status writes of a large failure (one per pod) would hold the
-//! deletions that are due behind them for minutes at 20 requests a second.
+//! kube-controller-manager gives its node lifecycle controller and its
+//! taint-eviction controller a client each, built from the same
+//! `--kube-api-qps` and `--kube-api-burst`, so each has its own token
+//! bucket (client-go's flowcontrol limiter: that many tokens a second, at
+//! most the burst saved). [`Budgets`] keeps the same two: the deletions
+//! and the status writes that go with them spend the taint-eviction
+//! client's, everything else node lifecycle's. In legacy mode
+//! (`--enable-taint-manager=false`) node lifecycle deletes pods itself,
+//! through its own client: one bucket for everything.
+//!
+//! Within a bucket, when requests wait for tokens, the most urgent
+//! [`WriteClass`] goes first: a node's status and taints, then pod
+//! deletions (legacy mode), then pods marked not ready, then Events.
+//! Without the order, the status writes of a large failure (one per pod)
+//! would hold the writes that matter behind them for minutes at 20
+//! requests a second.
 //!
 //! Two guards keep the order from starving anyone who matters:
 //! - after [`NODE_STREAK`] node requests in a row, a waiting deletion goes
@@ -74,8 +83,9 @@ impl WriteClass {
 }
 
 /// Node requests granted in a row after which a waiting deletion goes
-/// next: node status and taints keep their precedence, and deletions still
-/// get at least a quarter of a saturated client.
+/// next, when both share a bucket (legacy mode): node status and taints
+/// keep their precedence, and deletions still get at least a quarter of a
+/// saturated client.
 pub const NODE_STREAK: u32 = 3;
 
 type Waiter = oneshot::Sender<()>;
@@ -203,6 +213,43 @@ impl Limiter {
     }
 }
 
+/// Whose client the deletions are sent through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EvictionClient {
+    /// The taint-eviction controller's own, as kube-controller-manager
+    /// builds it: a bucket of its own at the same rate and burst.
+    #[default]
+    Own,
+    /// Node lifecycle's (legacy mode, where node lifecycle deletes).
+    Shared,
+}
+
+/// The writer's buckets: node lifecycle's, and the taint-eviction
+/// controller's when it has its own client ([`EvictionClient`]).
+pub struct Budgets {
+    lifecycle: Limiter,
+    eviction: Option<Limiter>,
+}
+
+impl Budgets {
+    /// Starts the buckets' dispensers on the current tokio runtime.
+    pub fn new(qps: f64, burst: u32, eviction: EvictionClient) -> Budgets {
+        let eviction = match eviction {
+            EvictionClient::Own => Some(Limiter::new(qps, burst)),
+            EvictionClient::Shared => None,
+        };
+        Budgets { lifecycle: Limiter::new(qps, burst), eviction }
+    }
+
+    /// Waits for a token from the bucket `class` spends, at its turn.
+    pub async fn acquire(&self, class: WriteClass, continuing: bool) {
+        match (&self.eviction, class) {
+            (Some(eviction), WriteClass::Deletion) => eviction.acquire(class, continuing).await,
+            _ => self.lifecycle.acquire(class, continuing).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -262,6 +309,37 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(500), "the reserve was there: {:?}", started.elapsed());
         for t in tasks {
             t.abort();
+        }
+    }
+
+    /// A zone outage's node writes saturate node lifecycle's bucket; the
+    /// deletions due go through the taint-eviction client's own, as
+    /// kube-controller-manager's two controllers each have a client.
+    #[tokio::test]
+    async fn deletions_spend_a_bucket_of_their_own_unless_shared() {
+        for (eviction, own) in [(EvictionClient::Own, true), (EvictionClient::Shared, false)] {
+            // One token saved, then 5 a second; eight node requests wait
+            // behind the first.
+            let budgets = Arc::new(Budgets::new(5.0, 1, eviction));
+            budgets.acquire(WriteClass::Node, false).await;
+            let mut nodes = Vec::new();
+            for _ in 0..8 {
+                let b = budgets.clone();
+                nodes.push(tokio::spawn(async move { b.acquire(WriteClass::Node, false).await }));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let started = Instant::now();
+            budgets.acquire(WriteClass::Deletion, false).await;
+            let waited = started.elapsed();
+            if own {
+                assert!(waited < Duration::from_millis(100), "a full bucket of its own: {waited:?}");
+            } else {
+                // After NODE_STREAK node requests at 5 a second.
+                assert!(waited >= Duration::from_millis(400), "behind the node requests: {waited:?}");
+            }
+            for t in nodes {
+                t.abort();
+            }
         }
     }
 

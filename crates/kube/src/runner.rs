@@ -75,6 +75,11 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
         let fence = opts.fence.clone().unwrap_or_else(Fence::unfenced);
         let mut writer_opts = opts.writer;
         writer_opts.detail = if rescheduler { Detail::Scheduling } else { Detail::Lifecycle };
+        writer_opts.eviction_client = if opts.config.enable_taint_manager {
+            crate::limiter::EvictionClient::Own
+        } else {
+            crate::limiter::EvictionClient::Shared
+        };
         writer_opts.stale_after =
             Duration::from_nanos(u64::try_from(opts.config.node_monitor_period.as_nanos()).unwrap_or(0));
         let (mut api, writer) = spawn_writer(client, tx.clone(), writer_opts, fence);

@@ -50,7 +50,7 @@ use tokio::sync::mpsc;
 
 use crate::input::Input;
 use crate::leader::Fence;
-use crate::limiter::{Limiter, WriteClass};
+use crate::limiter::{Budgets, EvictionClient, WriteClass};
 use crate::trimmed::{Scheduled, Trimmed};
 use crate::write_log::{EventBudget, FailureLog};
 
@@ -104,6 +104,11 @@ pub struct WriterOptions {
     pub qps: f64,
     /// `--kube-api-burst`: requests allowed at once.
     pub burst: u32,
+    /// Whether deletions go through a client of their own (the
+    /// taint-eviction controller's, with the same rate and burst) or node
+    /// lifecycle's (legacy mode). `start` sets it from
+    /// `--enable-taint-manager`.
+    pub eviction_client: EvictionClient,
     /// First retry delay; doubles up to `max_backoff`.
     pub initial_backoff: Duration,
     /// Longest delay between retries (a `Retry-After` may ask for more).
@@ -140,6 +145,7 @@ impl Default for WriterOptions {
         WriterOptions {
             qps: 20.0,
             burst: 30,
+            eviction_client: EvictionClient::Own,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(10),
             give_up_after: Duration::from_secs(600),
@@ -294,7 +300,7 @@ pub fn spawn_writer(
         left_line,
         client,
         answers,
-        limiter: Limiter::new(opts.qps, opts.burst),
+        limiter: Budgets::new(opts.qps, opts.burst, opts.eviction_client),
         core_events: AtomicBool::new(false),
         event_budget: EventBudget::default(),
         taints_seen: TaintsSeen::default(),
@@ -404,7 +410,8 @@ struct Writer {
     left_line: mpsc::UnboundedSender<tokio::task::Id>,
     client: Client,
     answers: Sender<Input>,
-    limiter: Limiter,
+    /// Node lifecycle's bucket, and the taint-eviction client's.
+    limiter: Budgets,
     /// events.k8s.io is not served: record core/v1 Events.
     core_events: AtomicBool,
     /// Each object's allowance of Events.
