@@ -282,8 +282,9 @@ impl Controller {
 
     /// One instant of the loop at `now`: tick the engine, pull what `api`
     /// has room for of the writes decided and not yet built
-    /// ([`ClusterApi::room`]), judge each action, hold back those that would break an invariant, withdraw
-    /// a write `api` would send at once that is no longer true
+    /// ([`ClusterApi::room`]), judge each action, hold back those that
+    /// would break an invariant, withdraw a write `api` would send at
+    /// once that is no longer true
     /// ([`ClusterApi::sends_at_once`]), apply the rest through `api` in
     /// order and feed back what it answers. When a
     /// write was answered with the object's state, tick again at `now` (at most

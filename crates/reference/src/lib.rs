@@ -2,8 +2,8 @@
 //! runs it side by side with the real engine.
 //!
 //! - [`model`]: the upstream rules as one plain struct, no ECS, no
-//!   performance concern, written from `shared/specs/upstream-behaviour.md`
-//!   and `docs/semantics.md`.
+//!   performance concern, written from `docs/upstream.md` and
+//!   `docs/semantics.md`.
 //! - [`tolerations`] and [`model::queue`]: plain toleration matching and
 //!   rate-limited queue, the references for the `tolerations` and
 //!   `rate_queue` fuzz targets.

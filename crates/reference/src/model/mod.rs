@@ -3,7 +3,7 @@
 //! to it directly. No ECS, no indexes, no incremental bookkeeping beyond
 //! what the rules themselves remember (probe times, queues, deadlines).
 //!
-//! Written from `shared/specs/upstream-behaviour.md` and the choices in
+//! Written from `docs/upstream.md` and the choices in
 //! `docs/semantics.md`: decisions on the *current* Ready condition in the
 //! same pass, ties broken by node name, and within one instant the order
 //! pod assignment, health monitor (with disruption handling), NoSchedule

@@ -1,6 +1,6 @@
 //! A plain `RateLimitedTimedQueue` with a burst-1 token bucket: a `Vec`, a
 //! set of processed keys and the time the bucket was last emptied. Written
-//! from upstream-behaviour.md §E5, §E6 and §F, for clarity, not speed.
+//! from docs/upstream.md §E5, §E6 and §F, for clarity, not speed.
 
 use std::collections::BTreeSet;
 
