@@ -2,8 +2,12 @@
 //! posting Ready, through [`nodewarden_sim::KubeletApi`].
 //!
 //! Invariant: a kubelet writes only its own node and Lease, and only what
-//! a real kubelet writes (Ready and the pressure conditions, the Lease's
-//! renew time and holder); a node that is gone is left gone.
+//! a real kubelet writes (its Ready condition, the Lease's renew time and
+//! holder); a node that is gone is left gone. Its other conditions
+//! (memory, disk and PID pressure) are what the scenario says the node
+//! is: a file's `DiskPressure: "True"` stays True through every status
+//! post, as replay's kubelets leave it, so a file plays the same over the
+//! wire as in replay.
 
 use nodewarden_engine::Observation;
 use nodewarden_model::{ConditionStatus, Timestamp};
@@ -76,18 +80,7 @@ impl KubeletApi for StoreKubelets<'_> {
                         c["message"] = json!("kubelet is posting ready status");
                         c["lastHeartbeatTime"] = json!(at);
                     }
-                    t @ ("MemoryPressure" | "DiskPressure" | "PIDPressure") => {
-                        if c["status"] != "False" {
-                            c["lastTransitionTime"] = json!(at);
-                        }
-                        c["status"] = json!("False");
-                        c["reason"] = json!(match t {
-                            "MemoryPressure" => "KubeletHasSufficientMemory",
-                            "DiskPressure" => "KubeletHasNoDiskPressure",
-                            _ => "KubeletHasSufficientPID",
-                        });
-                        c["lastHeartbeatTime"] = json!(at);
-                    }
+                    // The node's other conditions are the scenario's.
                     _ => {}
                 }
             }
@@ -101,5 +94,51 @@ impl KubeletApi for StoreKubelets<'_> {
         }
         self.s.commit(Kind::Node, node, v, false);
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Store, StoreLimits};
+
+    /// A file's node under disk and memory pressure stays so through its
+    /// kubelet's status posts: only Ready is the kubelet's to write.
+    #[test]
+    fn status_posts_keep_the_nodes_other_conditions() {
+        let store = Store::new(StoreLimits::default());
+        let time = TimeBase::starting_now();
+        let at = time.time(Timestamp::from_secs(0));
+        let condition = |kind: &str, status: &str| {
+            json!({"type": kind, "status": status, "lastHeartbeatTime": at, "lastTransitionTime": at})
+        };
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}]},
+            "status": {"conditions": [
+                condition("Ready", "False"),
+                condition("DiskPressure", "True"),
+                condition("MemoryPressure", "True"),
+                condition("PIDPressure", "False"),
+            ]},
+        });
+        let mut s = store.lock();
+        s.commit(Kind::Node, "n1", node, false);
+        let mut kubelets = StoreKubelets { s: &mut s, time, lease_duration: 40 };
+        for i in 1..=3 {
+            kubelets.post_ready("n1", Timestamp::from_secs(10 * i));
+        }
+        let v = s.get(Kind::Node, "n1").expect("node").value();
+        let status = |kind: &str| {
+            v["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+                .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        };
+        assert_eq!(status("Ready").as_deref(), Some("True"));
+        assert_eq!(status("DiskPressure").as_deref(), Some("True"));
+        assert_eq!(status("MemoryPressure").as_deref(), Some("True"));
+        assert_eq!(status("PIDPressure").as_deref(), Some("False"));
+        assert_eq!(v["spec"]["taints"][0]["key"], "node.kubernetes.io/disk-pressure");
     }
 }
