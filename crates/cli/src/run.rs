@@ -23,8 +23,10 @@ pub(crate) struct RunArgs {
     /// How often node health is checked.
     #[arg(long, default_value = "5s")]
     node_monitor_period: Span,
-    /// How long a node may go without a heartbeat before it is Unknown.
-    #[arg(long, default_value = "40s")]
+    /// How long a node may go without a heartbeat before it is Unknown
+    /// (kube-controller-manager's default since 1.32; scenario files keep
+    /// their documented 40s).
+    #[arg(long, default_value = "50s")]
     node_monitor_grace_period: Span,
     /// Grace for a node that has just registered.
     #[arg(long, default_value = "1m")]
