@@ -50,7 +50,7 @@ pub use cluster::ServedCluster;
 pub use driver::StatusLine;
 pub use error::ApiError;
 pub use faults::{ApiFault, ApiFaults, FaultTarget, PlannedApiFault};
-pub use http::{RequestRecord, Security, ServerConfig, TlsError, WriteRecord};
+pub use http::{RequestRecord, Security, ServerConfig, TlsError, WriteRecord, check_san};
 pub use nodewarden_objects::TimeBase;
 pub use populate::ServeSource;
 pub use resource::Kind;

@@ -191,7 +191,7 @@ impl Served {
             cluster.hold_graceful_deletions();
         }
         let credentials = match opts.server.security {
-            Security::Https => Some(Arc::new(Credentials::generate(addr)?)),
+            Security::Https => Some(Arc::new(Credentials::generate(addr, &opts.server.tls_sans)?)),
             Security::PlainHttp => None,
         };
         let http = Arc::new(HttpState::new(cluster.clone(), opts.server.clone()));
@@ -239,10 +239,21 @@ impl Served {
     }
 
     /// A kubeconfig for it: over HTTPS, with its CA and bearer token, so
-    /// whoever holds it can use (and change) the cluster.
+    /// whoever holds it can use (and change) the cluster. With
+    /// `--tls-san`, its server is the first of those names at the bound
+    /// port: the kubeconfig is for the clients the names are for.
     pub fn kubeconfig(&self) -> String {
         match &self.credentials {
-            Some(c) => secure_kubeconfig(&self.url(), c.ca_pem(), c.token()),
+            Some(c) => {
+                let url = match self.http.config.tls_sans.first() {
+                    Some(host) => match host.parse::<std::net::IpAddr>() {
+                        Ok(ip) => format!("https://{}", SocketAddr::new(ip, self.addr.port())),
+                        Err(_) => format!("https://{host}:{}", self.addr.port()),
+                    },
+                    None => self.url(),
+                };
+                secure_kubeconfig(&url, c.ca_pem(), c.token())
+            }
             None => kubeconfig(&self.url()),
         }
     }

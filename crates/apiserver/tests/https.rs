@@ -95,6 +95,45 @@ async fn no_token_or_a_wrong_one_gets_401_and_nothing_else() {
     served.stop();
 }
 
+/// `--tls-san`: the certificate is valid for the extra names, and the
+/// kubeconfig names the first; a name it does not carry is refused at
+/// the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_names_are_in_the_certificate_and_the_kubeconfig_names_the_first() {
+    let mut opts = options(1, 1);
+    opts.server.tls_sans = vec!["sim.example.test".into(), "192.0.2.10".into()];
+    let served = start(opts).await;
+    let port = served.addr.port();
+    let kubeconfig = served.kubeconfig();
+    assert!(kubeconfig.contains(&format!("    server: https://sim.example.test:{port}\n")), "{kubeconfig}");
+    // Reached on loopback, verified as the name a remote client uses.
+    let as_name = |name: &str| {
+        let kubeconfig = kubeconfig.clone();
+        let name = name.to_string();
+        async move {
+            let mut config = config_of(&kubeconfig).await;
+            config.cluster_url = served_url(port);
+            config.tls_server_name = Some(name);
+            config.default_retry = false;
+            config
+        }
+    };
+    let c = kube::Client::try_from(as_name("sim.example.test").await).or_fail("client");
+    let nodes = Api::<Node>::all(c).list(&Default::default()).await.or_fail("list as sim.example.test");
+    assert_eq!(nodes.items.len(), 1);
+    let c = kube::Client::try_from(as_name("other.example.test").await).or_fail("client");
+    let e = match Api::<Node>::all(c).list(&Default::default()).await {
+        Ok(_) => panic!("a name the certificate does not carry got in"),
+        Err(e) => chain(&e),
+    };
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+    served.stop();
+}
+
+fn served_url(port: u16) -> hyper::Uri {
+    format!("https://127.0.0.1:{port}").parse().or_fail("url")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_trusting_another_ca_is_refused_at_the_handshake() {
     let served = start(options(1, 1)).await;

@@ -87,6 +87,7 @@ fn options(common: &CommonArgs, fleet: &FleetArgs, args: &ServeArgs) -> anyhow::
         heal_at,
         server: ServerConfig {
             security: if args.plain_http { Security::PlainHttp } else { Security::Https },
+            tls_sans: args.tls_san.clone(),
             ..ServerConfig::default()
         },
         ..ServeOptions::default()

@@ -200,6 +200,11 @@ pub struct ServeArgs {
     /// unless --insecure-allow-remote.
     #[arg(long, conflicts_with_all = WHAT_IF_SOURCES)]
     pub(crate) plain_http: bool,
+    /// Another name or address the serving certificate is valid for
+    /// (beyond localhost, loopback and the bound address), for clients on
+    /// other machines; repeatable. The kubeconfig written names the first.
+    #[arg(long, value_name = "NAME", value_parser = tls_san, conflicts_with_all = ["plain_http", "from_snapshot", "from_cluster"])]
+    pub(crate) tls_san: Vec<String>,
     /// With --plain-http: allow a non-loopback address. Plain HTTP has no
     /// authentication and no TLS: anyone who can reach it can change the
     /// simulated cluster. (Over HTTPS, the default, any address is
@@ -519,4 +524,9 @@ mod tests {
         }
         assert!(!help.contains("--start-at"), "hidden flags stay hidden:\n{help}");
     }
+}
+
+/// `--tls-san`: an IP address or a DNS name.
+fn tls_san(s: &str) -> Result<String, String> {
+    nodewarden_apiserver::check_san(s).map(|()| s.to_string())
 }

@@ -104,6 +104,16 @@ fn a_duration_without_a_unit_gets_a_suggestion_the_flag_takes() {
 }
 
 #[test]
+fn a_tls_san_that_is_no_name_is_refused_naming_it() {
+    let o = nodewarden(&["sim", "--serve", "127.0.0.1:0", "--tls-san", "sim_host"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(r#""sim_host" is neither an IP address nor a DNS name"#), "{err}");
+    let o = nodewarden(&["sim", "--serve", "127.0.0.1:0", "--plain-http", "--tls-san", "sim.example.test"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn a_bad_config_names_the_flag_once() {
     let config = temp_file("bad-flags.yaml", "node-monitor-grace-period: 5x\n");
     let o = nodewarden(&["sim", "--config", config.to_str().expect("utf-8 path")]);

@@ -37,4 +37,4 @@ pub(crate) use server::serve;
 pub(crate) use state::HttpState;
 pub use state::{ServerConfig, WriteRecord};
 pub(crate) use tls::Credentials;
-pub use tls::{Security, TlsError};
+pub use tls::{Security, TlsError, check_san};

@@ -41,6 +41,11 @@ pub struct ServerConfig {
     /// HTTPS with a bearer token (the default), or plain HTTP without
     /// authentication ([`Security`]).
     pub security: Security,
+    /// More names (DNS names or IP addresses) the serving certificate is
+    /// valid for, beyond loopback and the bound address
+    /// (`sim --serve --tls-san`): a client on another machine reaches the
+    /// server by a name of its own. The first is the kubeconfig's host.
+    pub tls_sans: Vec<String>,
 }
 
 /// One write the server accepted: when, by which client, what, so a test
@@ -69,6 +74,7 @@ impl Default for ServerConfig {
             record_requests: false,
             events_v1: true,
             security: Security::Https,
+            tls_sans: Vec::new(),
         }
     }
 }

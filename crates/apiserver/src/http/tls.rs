@@ -87,29 +87,58 @@ pub fn new_ca(common_name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, Tl
 }
 
 /// The names the serving certificate is valid for: `localhost`, both
-/// loopback addresses and the address actually bound (even `0.0.0.0`, so a
-/// kubeconfig naming it verifies; clients reaching the host by another
-/// name or address must use one of these).
-pub fn subject_alt_names(addr: SocketAddr) -> Vec<String> {
+/// loopback addresses, the address actually bound (even `0.0.0.0`, so a
+/// kubeconfig naming it verifies) and `extra` (`--tls-san`: the names and
+/// addresses clients on other machines reach the host by).
+pub fn subject_alt_names(addr: SocketAddr, extra: &[String]) -> Vec<String> {
     let mut names = vec![
         "localhost".to_string(),
         IpAddr::V4(Ipv4Addr::LOCALHOST).to_string(),
         IpAddr::V6(Ipv6Addr::LOCALHOST).to_string(),
     ];
-    let bound = addr.ip().to_string();
-    if !names.contains(&bound) {
-        names.push(bound);
+    for name in std::iter::once(addr.ip().to_string()).chain(extra.iter().cloned()) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
     }
     names
 }
 
+/// Whether `name` can be a subject alternative name: an IP address, or a
+/// DNS name (labels of letters, digits and inner hyphens, at most 63
+/// bytes each and 253 in all; a leading `*.` for a wildcard). `Err` says
+/// what is wrong, for the flag's error.
+pub fn check_san(name: &str) -> Result<(), String> {
+    if name.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let host = name.strip_prefix("*.").unwrap_or(name);
+    if host.is_empty() || name.len() > 253 {
+        return Err(format!("{name:?} is neither an IP address nor a DNS name"));
+    }
+    for label in host.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!(
+                "{name:?} is neither an IP address nor a DNS name (label {label:?}: letters, digits and inner hyphens, 1 to 63 of them)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Credentials {
-    /// A new CA, a serving certificate for `addr` signed by it, and a
-    /// random token (32 bytes from ring's system randomness, in hex).
-    pub fn generate(addr: SocketAddr) -> Result<Credentials, TlsError> {
+    /// A new CA, a serving certificate for `addr` (and the `extra` names,
+    /// [`subject_alt_names`]) signed by it, and a random token (32 bytes
+    /// from ring's system randomness, in hex).
+    pub fn generate(addr: SocketAddr, extra: &[String]) -> Result<Credentials, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let ca = new_ca(CA_COMMON_NAME)?;
-        let mut params = CertificateParams::new(subject_alt_names(addr))?;
+        let mut params = CertificateParams::new(subject_alt_names(addr, extra))?;
         params.distinguished_name = rcgen::DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, "nodewarden-sim");
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -169,7 +198,7 @@ mod tests {
 
     #[test]
     fn only_the_token_is_authorized() {
-        let c = Credentials::generate("127.0.0.1:6443".parse().expect("addr")).expect("credentials");
+        let c = Credentials::generate("127.0.0.1:6443".parse().expect("addr"), &[]).expect("credentials");
         assert_eq!(c.token().len(), 64);
         assert!(c.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
         let header = |s: &str| HeaderValue::from_str(s).expect("header");
@@ -180,17 +209,33 @@ mod tests {
         assert!(!c.authorized(Some(&header(&format!("Basic {}", c.token())))));
         assert!(!c.authorized(Some(&header(&format!("Bearer {}x", c.token())))));
         assert!(!c.authorized(Some(&header(&format!("Bearer {}", &c.token()[1..])))));
-        let other = Credentials::generate("127.0.0.1:6443".parse().expect("addr")).expect("credentials");
+        let other = Credentials::generate("127.0.0.1:6443".parse().expect("addr"), &[]).expect("credentials");
         assert_ne!(other.token(), c.token());
         assert_ne!(other.ca_pem(), c.ca_pem());
     }
 
     #[test]
     fn the_certificate_names_the_bound_address() {
-        assert_eq!(subject_alt_names("[::1]:1".parse().expect("addr")), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(subject_alt_names("[::1]:1".parse().expect("addr"), &[]), ["localhost", "127.0.0.1", "::1"]);
         assert_eq!(
-            subject_alt_names("10.0.0.7:1".parse().expect("addr")),
+            subject_alt_names("10.0.0.7:1".parse().expect("addr"), &[]),
             ["localhost", "127.0.0.1", "::1", "10.0.0.7"]
         );
+        let extra = ["sim.example.com".to_string(), "10.0.0.7".to_string(), "192.0.2.1".to_string()];
+        assert_eq!(
+            subject_alt_names("0.0.0.0:1".parse().expect("addr"), &extra),
+            ["localhost", "127.0.0.1", "::1", "0.0.0.0", "sim.example.com", "10.0.0.7", "192.0.2.1"]
+        );
+    }
+
+    #[test]
+    fn a_san_is_an_address_or_a_dns_name() {
+        for good in ["sim.example.com", "localhost", "*.example.com", "10.1.2.3", "fd00::1", "a-b.c"] {
+            assert_eq!(check_san(good), Ok(()), "{good}");
+        }
+        for bad in ["", "-a.com", "a..com", "a_b.com", "http://a.com", "a.com:6443", "*.", "a b"] {
+            let err = check_san(bad).expect_err(bad);
+            assert!(err.contains("neither an IP address nor a DNS name"), "{err}");
+        }
     }
 }
