@@ -328,6 +328,11 @@ impl ClockArgs {
     }
 }
 
+/// `--tls-san`: an IP address or a DNS name.
+fn tls_san(s: &str) -> Result<String, String> {
+    nodewarden_apiserver::check_san(s).map(|()| s.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
@@ -524,9 +529,4 @@ mod tests {
         }
         assert!(!help.contains("--start-at"), "hidden flags stay hidden:\n{help}");
     }
-}
-
-/// `--tls-san`: an IP address or a DNS name.
-fn tls_san(s: &str) -> Result<String, String> {
-    nodewarden_apiserver::check_san(s).map(|()| s.to_string())
 }
