@@ -2,12 +2,14 @@
 //! I/O (the async shell in [`super::spawn_writer`] starts what it hands out
 //! and reports back what finished).
 //!
-//! Why it exists: a large incident decides hundreds of thousands of writes
-//! at once (every pod of a zone marked not ready, then its deletions),
-//! and the client sends 20 a second. A task per waiting write cost about
-//! 9 KiB each (its future, its channels): 3.7 GiB for a 40k-node zone
-//! outage. Here a waiting write is its [`Action`] and a place in a queue,
-//! a few hundred bytes. A write is started (given a task, judged, put in
+//! Why it exists: a large incident decides tens of thousands of writes at
+//! once (a status and a NoSchedule taint for every node of a zone, then
+//! its deletions; its pods' not-ready marks wait in the engine as
+//! decisions, at most `MARKS_HELD` of them built here), and the client
+//! sends 20 a second. A task per waiting write cost about 9 KiB each (its
+//! future, its channels): 3.7 GiB for a 40k-node zone outage. Here a
+//! waiting write is its [`Action`] and a place in a queue, a few hundred
+//! bytes. A write is started (given a task, judged, put in
 //! line for a token) only when fewer than a few of its class are in line
 //! already ([`DEFAULT_CAP`]); once its first request has gone out it no
 //! longer counts, so the cap bounds the line, not the requests in flight,

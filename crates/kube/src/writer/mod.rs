@@ -17,7 +17,9 @@
 //! issued twice and nothing stays in flight.
 //!
 //! Order ([`dispatch`]): what waits is data, not tasks, so a backlog of
-//! hundreds of thousands of writes costs its actions and no more; a few
+//! tens of thousands of writes costs its actions and no more (pods'
+//! not-ready marks wait in the engine as decisions, pulled a few at a
+//! time: [`MARKS_HELD`]); a few
 //! writes per class at a time are in line for a token. Writes to
 //! different objects go out in parallel; writes to one object go out one
 //! after another in the order the engine issued them (a node is never
@@ -351,14 +353,14 @@ pub fn spawn_writer(
                             Pushed::Queued => {}
                             Pushed::EventDropped => {
                                 events_started.fetch_sub(1, Ordering::Relaxed);
-                                shared.unqueued(class);
+                                shared.waiting.sub(class);
                                 metrics::counter!(EVENTS_DROPPED_METRIC, "reason" => "backlog").increment(1);
                                 tracing::debug!("Event dropped: {MAX_QUEUED_EVENTS} already waiting");
                             }
                             Pushed::EventFolded => {
                                 // Counted in the similar Event it joined.
                                 events_started.fetch_sub(1, Ordering::Relaxed);
-                                shared.unqueued(class);
+                                shared.waiting.sub(class);
                             }
                             Pushed::Raise(object, class) => {
                                 if let Some(s) = by_object.get(&object) {
@@ -616,12 +618,6 @@ fn withdrawn_reason(e: &kube::Error) -> Option<String> {
 }
 
 impl Writer {
-    /// An action that never reached the queue (an Event dropped at once)
-    /// no longer waits.
-    fn unqueued(&self, class: WriteClass) {
-        self.waiting.sub(class);
-    }
-
     /// The first request of the write under way goes out now (or it ends
     /// without one): its actions no longer wait, and its lag is recorded.
     fn left_queue(&self, sending: &Sending, sent: bool) {
@@ -632,7 +628,7 @@ impl Writer {
             let _ = self.left_line.send(id);
         }
         for &class in &sending.counted {
-            self.unqueued(class);
+            self.waiting.sub(class);
         }
         if sent {
             let class = sending.counted.iter().min().copied().unwrap_or(WriteClass::Event);
