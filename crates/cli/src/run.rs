@@ -672,6 +672,21 @@ async fn serve_http(
 mod tests {
     use super::*;
 
+    /// `nodewarden run` stands in for the oldest supported
+    /// kube-controller-manager: with no flag its configuration is that
+    /// release's defaults, which a what-if on an unknown version plays too.
+    #[test]
+    fn runs_defaults_are_the_oldest_supported_kube_controller_managers() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(["run"]).expect("parses");
+        let upstream = ControllerConfig::of_kube_controller_manager(nodewarden_model::KubeVersion::OLDEST_SUPPORTED);
+        assert_eq!(config(&cli.run).expect("valid"), upstream);
+    }
+
     #[test]
     fn bind_address_takes_kube_controller_managers_bare_ip() {
         let ok = |text: &str| bind_address(text).unwrap_or_else(|e| panic!("{text}: {e}"));

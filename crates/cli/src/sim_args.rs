@@ -27,7 +27,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use nodewarden_model::{ControllerConfig, Span};
+use nodewarden_model::{ControllerConfig, KubeVersion, Span};
 
 /// Group id of the two flags that make a run a what-if (one at most).
 const WHAT_IF_SOURCE: &str = "what_if_source";
@@ -261,6 +261,12 @@ pub struct WhatIfArgs {
     /// (kube-controller-manager's flag names) and show both side by side.
     #[arg(long, value_name = "CONFIG_B", conflicts_with = "serve")]
     pub(crate) compare: Option<PathBuf>,
+    /// The cluster's Kubernetes version (1.31, v1.31.4): the flags a
+    /// config file leaves out take that kube-controller-manager's
+    /// defaults. Default: the snapshot's /version (--from-cluster, or a
+    /// version.json in the snapshot), else nodewarden run's defaults.
+    #[arg(long, value_name = "VERSION", conflicts_with = "serve")]
+    pub(crate) kube_version: Option<KubeVersion>,
 }
 
 /// One mode of `nodewarden sim` with the groups it reads and nothing else,

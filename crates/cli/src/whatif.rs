@@ -8,8 +8,8 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_sim::report;
-use nodewarden_whatif::TolerationDefaults;
 use nodewarden_whatif::{Comparison, compare};
+use nodewarden_whatif::{Defaults, TolerationDefaults};
 use nodewarden_whatif::{FailMode, Faults, Played, Snapshot};
 
 use crate::sim_args::{ClockArgs, CommonArgs, WhatIfArgs};
@@ -69,16 +69,25 @@ fn snapshot(args: &WhatIfArgs) -> anyhow::Result<Snapshot> {
     })
 }
 
-/// A configuration: the controller's flags and kube-apiserver's default
-/// toleration seconds (`nodewarden_whatif::read_config`); the defaults without
-/// a file.
-fn read_config(path: Option<&Path>, legacy: bool) -> anyhow::Result<(ControllerConfig, TolerationDefaults)> {
-    let (mut c, d) = match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            nodewarden_whatif::read_config(&text).with_context(|| format!("invalid config {}", path.display()))?
-        }
-        None => (ControllerConfig::default(), TolerationDefaults::default()),
+/// A configuration file's text, read before the snapshot so a missing
+/// file is said at once.
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// A configuration: the controller's flags over `defaults` and
+/// kube-apiserver's default toleration seconds
+/// (`nodewarden_whatif::read_config`); `defaults` themselves without a file.
+fn read_config(
+    file: Option<(&Path, &str)>,
+    defaults: &Defaults,
+    legacy: bool,
+) -> anyhow::Result<(ControllerConfig, TolerationDefaults)> {
+    let base = defaults.config();
+    let (mut c, d) = match file {
+        Some((path, text)) => nodewarden_whatif::read_config(text, &base)
+            .with_context(|| format!("invalid config {} (over {})", path.display(), defaults.describe()))?,
+        None => (base, TolerationDefaults::default()),
     };
     if legacy {
         c.enable_taint_manager = false;
@@ -116,13 +125,33 @@ fn html_section(title: &str, played: &Played) -> String {
 /// Runs a what-if; `Ok(true)` when every safety check held.
 pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow::Result<bool> {
     let faults = faults(common, clock, args)?;
-    let config_a = read_config(common.config.as_deref(), common.legacy)?;
-    let config_b = match &args.compare {
-        Some(path) => Some((path, read_config(Some(path), common.legacy)?)),
-        None => None,
-    };
+    let text_a = common.config.as_deref().map(read_text).transpose()?;
+    let text_b = args.compare.as_deref().map(read_text).transpose()?;
+    let file_a = common.config.as_deref().zip(text_a.as_deref());
+    let file_b = args.compare.as_deref().zip(text_b.as_deref());
+    // Checked before a listing that may take minutes, over the version the
+    // flag names or the newest defaults; read again over the snapshot's.
+    let early = Defaults::pick(args.kube_version, None);
+    read_config(file_a, &early, common.legacy)?;
+    if let Some(b) = file_b {
+        read_config(Some(b), &early, common.legacy)?;
+    }
     let started = std::time::Instant::now();
     let snap = snapshot(args)?;
+    let defaults = Defaults::pick(args.kube_version, snap.kube_version);
+    if !common.quiet {
+        eprintln!("sim: defaults: {}", defaults.describe());
+        if let (Some(flag), Some(own)) = (args.kube_version, snap.kube_version)
+            && flag != own
+        {
+            eprintln!("sim: --kube-version {flag} is played, though the snapshot says Kubernetes {own}");
+        }
+    }
+    let config_a = read_config(file_a, &defaults, common.legacy)?;
+    let config_b = match file_b {
+        Some((path, text)) => Some((path, read_config(Some((path, text)), &defaults, common.legacy)?)),
+        None => None,
+    };
     if !common.quiet {
         eprintln!("sim: {} (read in {:.1}s)", snap.summary(), started.elapsed().as_secs_f64());
         for p in snap.problems.iter().take(20) {
@@ -144,15 +173,15 @@ pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow:
     };
     let comparison: Option<(String, Comparison)> = b.as_ref().map(|(pb, b)| (pb.display().to_string(), compare(&a, b)));
     if let Some(path) = &clock.report {
-        write_report(path, &name_a, &a, b.as_ref(), comparison.as_ref())?;
+        write_report(path, (&name_a, &defaults), &a, b.as_ref(), comparison.as_ref())?;
         if !common.quiet {
             eprintln!("sim: report written to {}", path.display());
         }
     }
     let text = if clock.json {
-        json_text(&snap, &faults, &a, b.as_ref(), comparison.as_ref())?
+        json_text((&snap, &defaults), &faults, &a, b.as_ref(), comparison.as_ref())?
     } else {
-        plain_text(&name_a, &a, b.as_ref(), comparison.as_ref())
+        format!("Defaults: {}.\n\n{}", defaults.describe(), plain_text(&name_a, &a, b.as_ref(), comparison.as_ref()))
     };
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -164,21 +193,21 @@ pub fn run(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow:
 }
 
 /// The second run of a `--compare`: its config file and what it played.
-type SideB<'a> = (&'a std::path::PathBuf, Played);
+type SideB<'a> = (&'a Path, Played);
 
 /// The HTML page at `path`: run A's report, with the side-by-side table
 /// and each run's workloads before its first section.
 fn write_report(
     path: &Path,
-    name_a: &str,
+    (name_a, defaults): (&str, &Defaults),
     a: &Played,
     b: Option<&SideB<'_>>,
     comparison: Option<&(String, Comparison)>,
 ) -> anyhow::Result<()> {
     let mut page = report::render_html(&a.outcome, &a.run);
-    let mut sections = String::new();
+    let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let mut sections = format!("<h2>Defaults</h2><p>{}</p>", esc(&defaults.describe()));
     if let Some((name_b, c)) = comparison {
-        let esc = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
         let text = c.render_text(name_a, name_b, usize::MAX);
         sections.push_str(&format!("<h2>Side by side</h2><pre>{}</pre>", esc(&text)));
     }
@@ -197,7 +226,7 @@ fn write_report(
 /// The `--json` output: the snapshot's figures, the faults, each run and
 /// the comparison.
 fn json_text(
-    snap: &Snapshot,
+    (snap, defaults): (&Snapshot, &Defaults),
     faults: &Faults,
     a: &Played,
     b: Option<&SideB<'_>>,
@@ -214,6 +243,10 @@ fn json_text(
             "source": snap.source, "nodes": snap.nodes.len(), "pods": snap.pods.len(),
             "leases": snap.leases.len(), "daemonsets": snap.daemonsets.len(),
             "pod_disruption_budgets": snap.pdbs.len(), "skipped": snap.skipped, "problems": snap.problems,
+        },
+        "defaults": {
+            "kube_version": defaults.version.to_string(), "from": defaults.source_name(),
+            "node_monitor_grace_period": defaults.config().node_monitor_grace_period.to_string(),
         },
         "faults": faults.describe(),
         "a": one(a),

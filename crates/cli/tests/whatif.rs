@@ -125,7 +125,50 @@ fn json_compare_and_html() {
     ]);
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.starts_with("Side by side: A = default flags, B = "), "{out}");
+    assert!(out.contains("\n\nSide by side: A = default flags, B = "), "{out}");
+}
+
+/// A snapshot directory with the API server's `/version` body in it plays
+/// that kube-controller-manager's defaults: 1.31's 40 s grace taints, so
+/// evicts, 10 s sooner than 1.33's 50 s; `--kube-version` overrides it,
+/// and the report says which defaults it played and why.
+#[test]
+fn the_snapshots_version_picks_the_defaults_played() {
+    let dir = dir().join(format!("versioned-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::copy(snapshot(), dir.join("snapshot.json")).expect("copy");
+    std::fs::write(dir.join("version.json"), r#"{"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1000"}"#)
+        .expect("write");
+    let play = |extra: &[&str]| {
+        let mut args = vec!["sim", "--from-snapshot", dir.to_str().expect("utf-8"), "--fail-zone", "zone-a"];
+        args.extend(["--duration", "15m", "--api-latency", "none", "--json", "-q"]);
+        args.extend(extra);
+        let o = nodewarden(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let evicted = v["a"]["workloads"]["workloads"][0]["all_evicted_at"].as_f64().expect("evicted");
+        (v["defaults"].clone(), evicted)
+    };
+    let (own, at_31) = play(&[]);
+    assert_eq!(own, json!({"kube_version": "1.31", "from": "snapshot", "node_monitor_grace_period": "40s"}));
+    let (flag, at_33) = play(&["--kube-version", "v1.33.2"]);
+    assert_eq!(flag, json!({"kube_version": "1.33", "from": "flag", "node_monitor_grace_period": "50s"}));
+    assert!((at_33 - at_31 - 10.0).abs() < 1e-6, "{at_31} vs {at_33}");
+    // A config file changes only what it names: the grace stays 1.33's
+    // (the scenario format's default, under the file, would be 40 s).
+    let rate = write("rate.yaml", "secondary-node-eviction-rate: 0.02\n");
+    let (_, with_file) = play(&["--kube-version", "1.33", "--config", rate.to_str().expect("utf-8")]);
+    assert!((with_file - at_33).abs() < 1e-6, "{with_file} vs {at_33}");
+    // The text report opens with it.
+    let o = nodewarden(&["sim", "--from-snapshot", dir.to_str().expect("utf-8"), "--fail-zone", "zone-a", "-q"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with(
+            "Defaults: kube-controller-manager 1.31's defaults (the snapshot's /version): node-monitor-grace-period 40s."
+        ),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -145,6 +188,7 @@ fn bad_input_exits_2_with_a_message() {
         (vec!["sim", "--from-snapshot", s, "--fail-nodes-selector", "nolabel"], "LABEL=VALUE"),
         (vec!["sim", "--from-snapshot", s, "--fail-mode", "melt"], "--fail-mode"),
         (vec!["sim", "--fail-zone", "zone-a"], "<--from-snapshot <FILE|DIR>|--from-cluster>"),
+        (vec!["sim", "--from-snapshot", s, "--kube-version", "latest"], "\"latest\" is not a Kubernetes version"),
     ] {
         let o = nodewarden(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -6,6 +6,15 @@
 use serde::{Deserialize, Serialize};
 
 use crate::time::Span;
+use crate::version::KubeVersion;
+
+/// A configuration as a YAML mapping of flag names to values.
+fn to_mapping(config: &ControllerConfig) -> Result<serde_yaml_ng::Mapping, ConfigParseError> {
+    match serde_yaml_ng::to_value(config).map_err(ConfigParseError::Merge)? {
+        serde_yaml_ng::Value::Mapping(m) => Ok(m),
+        other => Err(ConfigParseError::Merge(serde::ser::Error::custom(format!("not a mapping: {other:?}")))),
+    }
+}
 
 /// Node-lifecycle configuration. Field names in files and on the command
 /// line are the upstream flag names without `--` (`node-monitor-period`).
@@ -125,6 +134,10 @@ pub enum ConfigParseError {
     /// kind; the message names the field path (and, for YAML, the line).
     #[error("{}", describe_syntax(.0))]
     Syntax(serde_path_to_error::Error<serde_yaml_ng::Error>),
+    /// The flags were read, but could not be laid over the base
+    /// configuration (not expected: both sides were read as flags).
+    #[error("cannot lay the flags over the defaults: {0}")]
+    Merge(serde_yaml_ng::Error),
     /// The flags were read, but a value cannot work.
     #[error("the engine refused the configuration: {0}")]
     Invalid(#[from] ConfigError),
@@ -162,14 +175,41 @@ impl ControllerConfig {
     /// names (`node-monitor-grace-period: 50s`); unknown flags are refused.
     /// Empty text is the default configuration. The result is validated.
     pub fn from_yaml(text: &str) -> Result<ControllerConfig, ConfigParseError> {
+        ControllerConfig::from_yaml_over(&ControllerConfig::default(), text)
+    }
+
+    /// As [`ControllerConfig::from_yaml`], but a flag the text does not
+    /// name keeps its value in `base` rather than the scenario format's
+    /// default: a what-if's config file over the defaults of the snapshot's
+    /// Kubernetes version.
+    pub fn from_yaml_over(base: &ControllerConfig, text: &str) -> Result<ControllerConfig, ConfigParseError> {
         let config: ControllerConfig = if text.trim().is_empty() {
-            ControllerConfig::default()
+            base.clone()
         } else {
+            // Read once in full, so a bad flag is named with its line ...
             let de = serde_yaml_ng::Deserializer::from_str(text);
-            serde_path_to_error::deserialize(de).map_err(ConfigParseError::Syntax)?
+            let read: ControllerConfig = serde_path_to_error::deserialize(de).map_err(ConfigParseError::Syntax)?;
+            // ... then only the flags the text names are laid over `base`.
+            let named: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(text).map_err(ConfigParseError::Merge)?;
+            let (mut merged, read) = (to_mapping(base)?, to_mapping(&read)?);
+            for key in named.keys() {
+                if let Some(v) = read.get(key) {
+                    merged.insert(key.clone(), v.clone());
+                }
+            }
+            serde_yaml_ng::from_value(serde_yaml_ng::Value::Mapping(merged)).map_err(ConfigParseError::Merge)?
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// The defaults of kube-controller-manager at `version`. One flag has
+    /// moved among those nodewarden takes: `node-monitor-grace-period`,
+    /// 40 s before 1.32 and 50 s since (kubernetes#126287). The rest, and
+    /// nodewarden's own flags, are [`ControllerConfig::default`]'s.
+    pub fn of_kube_controller_manager(version: KubeVersion) -> ControllerConfig {
+        let grace = if version >= KubeVersion::new(1, 32) { 50 } else { 40 };
+        ControllerConfig { node_monitor_grace_period: Span::from_secs(grace), ..ControllerConfig::default() }
     }
 
     /// Checks every flag; the first problem found is returned. A config that
@@ -349,5 +389,28 @@ mod tests {
     fn zero_rate_and_threshold_one_are_valid() {
         let c = ControllerConfig { node_eviction_rate: 0.0, unhealthy_zone_threshold: 1.0, ..Default::default() };
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_file_over_a_versions_defaults_changes_only_what_it_names() {
+        let old = ControllerConfig::of_kube_controller_manager(KubeVersion::new(1, 31));
+        let new = ControllerConfig::of_kube_controller_manager(KubeVersion::new(1, 32));
+        assert_eq!(old.node_monitor_grace_period, Span::from_secs(40));
+        assert_eq!(new.node_monitor_grace_period, Span::from_secs(50));
+        assert_eq!(ControllerConfig { node_monitor_grace_period: Span::from_secs(40), ..new.clone() }, old);
+
+        let c = ControllerConfig::from_yaml_over(&new, "node-eviction-rate: 0.05\n").unwrap();
+        assert_eq!((c.node_eviction_rate, c.node_monitor_grace_period), (0.05, Span::from_secs(50)));
+        let c = ControllerConfig::from_yaml_over(&new, "node-monitor-grace-period: 45s").unwrap();
+        assert_eq!(c.node_monitor_grace_period, Span::from_secs(45));
+        assert_eq!(ControllerConfig::from_yaml_over(&new, " ").unwrap(), new);
+        // Errors are named as without a base, with their line.
+        let e =
+            ControllerConfig::from_yaml_over(&new, "node-eviction-rate: 0.1\nnode-monitor-period: abc").unwrap_err();
+        assert!(e.to_string().starts_with("node-monitor-period (line 2, column 22)"), "{e}");
+        // The merged result is validated: a period the base's grace is
+        // shorter than is refused.
+        let e = ControllerConfig::from_yaml_over(&new, "node-monitor-period: 1m").unwrap_err();
+        assert!(e.to_string().contains("node-monitor-grace-period"), "{e}");
     }
 }

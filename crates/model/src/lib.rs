@@ -16,6 +16,7 @@ pub mod resources;
 pub mod scheduling;
 pub mod taint;
 pub mod time;
+pub mod version;
 pub mod wall;
 pub mod zone;
 
@@ -28,4 +29,5 @@ pub use resources::{QuantityError, Resources};
 pub use scheduling::{LabelSelector, NodeAffinity, Placement, PodScheduling};
 pub use taint::{Taint, TaintEffect, Toleration, TolerationOperator, TolerationVerdict};
 pub use time::{Clock, ManualClock, Span, SpanParseError, Timestamp};
+pub use version::{KubeVersion, VersionParseError};
 pub use zone::{ZoneKey, ZoneState};

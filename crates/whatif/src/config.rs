@@ -15,7 +15,7 @@
 //! be told apart and is rewritten too.
 
 use nodewarden_model::keys::{TAINT_NOT_READY, TAINT_UNREACHABLE};
-use nodewarden_model::{ControllerConfig, TaintEffect, TolerationOperator};
+use nodewarden_model::{ControllerConfig, KubeVersion, TaintEffect, TolerationOperator};
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::snapshot::Snapshot;
@@ -43,11 +43,75 @@ pub enum ConfigError {
     Controller(#[from] nodewarden_model::ConfigParseError),
 }
 
-/// Reads a what-if config: the controller's flags and the toleration
-/// defaults (unknown names are refused, as by `--config` elsewhere).
-pub fn read(text: &str) -> Result<(ControllerConfig, TolerationDefaults), ConfigError> {
+/// Where the Kubernetes version a what-if plays the defaults of came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionSource {
+    /// `--kube-version`.
+    Flag,
+    /// The snapshot's own `/version`.
+    Snapshot,
+    /// Neither says: `nodewarden run`'s defaults are played.
+    Unknown,
+}
+
+/// The defaults a what-if's config files are laid over: those of the
+/// kube-controller-manager of the snapshot's version, since a snapshot of
+/// a 1.31 cluster was running with 1.31's grace period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// Whose kube-controller-manager.
+    pub version: KubeVersion,
+    /// How that version was learnt.
+    pub source: VersionSource,
+}
+
+impl Defaults {
+    /// `--kube-version` when given, else the snapshot's, else the oldest
+    /// supported release, whose defaults are `nodewarden run`'s.
+    pub fn pick(flag: Option<KubeVersion>, snapshot: Option<KubeVersion>) -> Defaults {
+        match (flag, snapshot) {
+            (Some(version), _) => Defaults { version, source: VersionSource::Flag },
+            (None, Some(version)) => Defaults { version, source: VersionSource::Snapshot },
+            (None, None) => Defaults { version: KubeVersion::OLDEST_SUPPORTED, source: VersionSource::Unknown },
+        }
+    }
+
+    /// The configuration with no file.
+    pub fn config(&self) -> ControllerConfig {
+        ControllerConfig::of_kube_controller_manager(self.version)
+    }
+
+    /// One line for the report: which defaults, why, and the flag that
+    /// moved between versions.
+    pub fn describe(&self) -> String {
+        let why = match self.source {
+            VersionSource::Flag => "--kube-version",
+            VersionSource::Snapshot => "the snapshot's /version",
+            VersionSource::Unknown => "the snapshot does not say its version; --kube-version sets it",
+        };
+        format!(
+            "kube-controller-manager {}'s defaults ({why}): node-monitor-grace-period {}",
+            self.version,
+            self.config().node_monitor_grace_period
+        )
+    }
+
+    /// How the source is named in `--json`.
+    pub fn source_name(&self) -> &'static str {
+        match self.source {
+            VersionSource::Flag => "flag",
+            VersionSource::Snapshot => "snapshot",
+            VersionSource::Unknown => "unknown",
+        }
+    }
+}
+
+/// Reads a what-if config over `base` (what a flag it does not name is):
+/// the controller's flags and the toleration defaults (unknown names are
+/// refused, as by `--config` elsewhere).
+pub fn read(text: &str, base: &ControllerConfig) -> Result<(ControllerConfig, TolerationDefaults), ConfigError> {
     if text.trim().is_empty() {
-        return Ok((ControllerConfig::default(), TolerationDefaults::default()));
+        return Ok((base.clone(), TolerationDefaults::default()));
     }
     let mut map: Mapping = serde_yaml_ng::from_str(text)
         .map_err(|e| ConfigError::Syntax(format!("not a YAML mapping of flag names to values: {e}")))?;
@@ -67,7 +131,7 @@ pub fn read(text: &str) -> Result<(ControllerConfig, TolerationDefaults), Config
     } else {
         serde_yaml_ng::to_string(&map).map_err(|e| ConfigError::Syntax(e.to_string()))?
     };
-    Ok((ControllerConfig::from_yaml(&rest)?, defaults))
+    Ok((ControllerConfig::from_yaml_over(base, &rest)?, defaults))
 }
 
 impl TolerationDefaults {
@@ -117,9 +181,11 @@ impl TolerationDefaults {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodewarden_model::Span;
 
     #[test]
     fn flags_of_both_components_read_and_unknown_ones_are_refused() {
+        let read = |text: &str| read(text, &ControllerConfig::default());
         let (c, d) = read("node-eviction-rate: 0.05\ndefault-unreachable-toleration-seconds: 60\n").expect("reads");
         assert_eq!(c.node_eviction_rate, 0.05);
         assert_eq!(d, TolerationDefaults { not_ready: None, unreachable: Some(60) });
@@ -129,5 +195,21 @@ mod tests {
         assert!(read("default-unreachable-toleration-seconds: soon").is_err());
         assert!(read("- a list").is_err());
         assert_eq!(read("").expect("empty").1, TolerationDefaults::default());
+    }
+
+    #[test]
+    fn the_flag_then_the_snapshot_pick_the_version_and_files_lay_over_it() {
+        let (v31, v34) = (KubeVersion::new(1, 31), KubeVersion::new(1, 34));
+        assert_eq!(Defaults::pick(Some(v34), Some(v31)), Defaults { version: v34, source: VersionSource::Flag });
+        assert_eq!(Defaults::pick(None, Some(v31)), Defaults { version: v31, source: VersionSource::Snapshot });
+        let unknown = Defaults::pick(None, None);
+        assert_eq!(unknown.version, KubeVersion::OLDEST_SUPPORTED);
+        assert!(unknown.describe().contains("--kube-version sets it"), "{}", unknown.describe());
+        let old = Defaults::pick(None, Some(v31));
+        assert!(old.describe().ends_with("node-monitor-grace-period 40s"), "{}", old.describe());
+        let (c, _) = read("node-eviction-rate: 0.05", &old.config()).expect("reads");
+        assert_eq!((c.node_eviction_rate, c.node_monitor_grace_period), (0.05, Span::from_secs(40)));
+        let (c, _) = read("", &unknown.config()).expect("reads");
+        assert_eq!(c.node_monitor_grace_period, Span::from_secs(50));
     }
 }

@@ -36,7 +36,7 @@ use nodewarden_sim::report::RunInfo;
 use nodewarden_sim::{Outcome, SimOptions, Simulation, Source};
 
 pub use compare::{Comparison, compare};
-pub use config::{TolerationDefaults, read as read_config};
+pub use config::{Defaults, TolerationDefaults, VersionSource, read as read_config};
 pub use faults::{FailMode, Faults, check_events, scenario_events};
 pub use fleet::{prepare, snapshot_time};
 pub use live::list_cluster;

@@ -1,15 +1,17 @@
 //! `--from-cluster`: the same objects a snapshot file holds, listed from a
 //! live API server, read-only.
 //!
-//! Only paged `GET` list requests are sent (`limit=500` with `continue`),
-//! one resource after another; no watch is opened and nothing is written,
-//! so the permissions needed are `list` on nodes, pods, node Leases,
+//! `GET /version` first (its version picks the defaults played, see
+//! [`crate::Defaults`]), then only paged `GET` list requests (`limit=500`
+//! with `continue`), one resource after another; no watch is opened and
+//! nothing is written, so the permissions needed are `list` on nodes, pods, node Leases,
 //! DaemonSets, ReplicaSets and PodDisruptionBudgets. Nodes and pods are
 //! required; a resource the server does not serve or the user may not
 //! list (404, 403) is noted and left out, as a snapshot without it would
 //! be.
 
 use http::Request;
+use nodewarden_model::KubeVersion;
 
 use crate::snapshot::{Snapshot, SnapshotError};
 
@@ -49,6 +51,20 @@ fn request_failed(server: &str, what: &str, uri: &str, e: kube::Error) -> Snapsh
 /// source is `cluster <server>`).
 pub async fn list_cluster(client: &kube::Client, server: &str) -> Result<Snapshot, SnapshotError> {
     let mut snap = Snapshot::new(format!("cluster {server}"));
+    // The version picks the defaults played; without it the what-if says
+    // it played the newest ones, so a failure here is noted, not fatal.
+    match client.apiserver_version().await {
+        Ok(info) => match KubeVersion::from_info(&info.major, &info.minor).or_else(|_| info.git_version.parse()) {
+            Ok(v) => snap.kube_version = Some(v),
+            Err(e) => snap.problems.push(format!("GET /version: {e}")),
+        },
+        Err(e) => {
+            if let Some(cause) = nodewarden_kube::unreachable_cause(&e) {
+                return Err(SnapshotError::Unreachable { server: server.to_string(), cause });
+            }
+            snap.problems.push(format!("GET /version failed ({e}); the Kubernetes version is not known"));
+        }
+    }
     for (kind, path, required) in RESOURCES {
         let mut cont: Option<String> = None;
         loop {

@@ -26,7 +26,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
-use nodewarden_model::{BudgetAmounts, LabelSelector, Timestamp};
+use nodewarden_model::{BudgetAmounts, KubeVersion, LabelSelector, Timestamp};
 pub use nodewarden_objects::ControllerOwner;
 use nodewarden_objects::{
     Detail, NODE_LEASE_NAMESPACE, budget_amounts, controller_owner, label_selector_reading, lease_reading,
@@ -147,6 +147,11 @@ pub struct Snapshot {
     pub skipped: BTreeMap<String, usize>,
     /// Objects left out, each with its name and why.
     pub problems: Vec<String>,
+    /// The cluster's Kubernetes version, when the snapshot says it: the
+    /// API server's `/version` for `--from-cluster`, or a file holding its
+    /// body (`kubectl get --raw /version > version.json`). It picks the
+    /// defaults the what-if plays ([`crate::Defaults`]).
+    pub kube_version: Option<KubeVersion>,
 }
 
 /// The `seen_at` the adapter's readings get: an unreadable timestamp reads
@@ -298,6 +303,25 @@ impl Snapshot {
         self.pdbs.push(Pdb { namespace: ns.to_string(), name: name.to_string(), selector, budget });
     }
 
+    /// Takes the body of the API server's `/version` (`major`, `minor`,
+    /// `gitVersion`); two different versions are refused, since they name
+    /// two clusters.
+    fn take_version(&mut self, body: &Map<String, Value>, source: &str) -> Result<(), SnapshotError> {
+        let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default();
+        let read = KubeVersion::from_info(field("major"), field("minor"))
+            .or_else(|_| field("gitVersion").parse::<KubeVersion>())
+            .map_err(|e| not_k8s(source, &format!("a /version body without a readable version: {e}")))?;
+        match self.kube_version {
+            Some(v) if v != read => {
+                Err(not_k8s(source, &format!("says Kubernetes {read}, another file of the snapshot says {v}")))
+            }
+            _ => {
+                self.kube_version = Some(read);
+                Ok(())
+            }
+        }
+    }
+
     /// One line on what was read, skipped and left out.
     pub fn summary(&self) -> String {
         let mut s = format!(
@@ -311,6 +335,9 @@ impl Snapshot {
         );
         if !self.replicasets.is_empty() {
             s.push_str(&format!(", {} ReplicaSets", self.replicasets.len()));
+        }
+        if let Some(v) = self.kube_version {
+            s.push_str(&format!("; Kubernetes {v}"));
         }
         if !self.skipped.is_empty() {
             let kinds: Vec<String> = self.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
@@ -455,6 +482,7 @@ impl Top {
                 snap.add(&Value::Object(self.rest), None);
                 Ok(())
             }
+            (None, false) if self.rest.contains_key("gitVersion") => snap.take_version(&self.rest, source),
             _ => {
                 let keys: Vec<&str> = self.rest.keys().map(String::as_str).take(5).collect();
                 Err(not_k8s(source, &format!("an object without kind and apiVersion (keys: {})", keys.join(", "))))
@@ -525,5 +553,28 @@ impl<'de> Visitor<'de> for Items<'_> {
     }
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         Ok(()) // `"items": null`, as an empty list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_body_says_the_clusters_version_and_two_cannot_both_be_it() {
+        let mut snap = Snapshot::new("t");
+        read_bytes(br#"{"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1000"}"#, "v.json", &mut snap)
+            .expect("a /version body");
+        assert_eq!(snap.kube_version, Some(KubeVersion::new(1, 31)));
+        assert!(snap.summary().ends_with("; Kubernetes 1.31"), "{}", snap.summary());
+        // The same as YAML, with an empty minor: gitVersion is read.
+        read_bytes(b"major: \"1\"\nminor: \"\"\ngitVersion: v1.31.0\n", "v.yaml", &mut snap).expect("same version");
+        let e = read_bytes(br#"{"gitVersion": "v1.33.1"}"#, "other.json", &mut snap).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "other.json: not Kubernetes JSON or YAML: says Kubernetes 1.33, another file of the snapshot says 1.31"
+        );
+        let e = read_bytes(br#"{"gitVersion": "dev"}"#, "dev.json", &mut Snapshot::new("t")).unwrap_err();
+        assert!(e.to_string().contains("a /version body without a readable version"), "{e}");
     }
 }

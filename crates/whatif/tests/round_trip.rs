@@ -3,7 +3,7 @@
 //! installed) and listed live with `--from-cluster`'s code, then played
 //! with zone-a cut off from 1m to 50m, gives the same per-zone outcome as
 //! the same fleet simulated directly (the built-in zone-outage scenario),
-//! and the live listing neither writes nor watches.
+//! and the live listing neither writes nor watches (it reads `/version`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -83,8 +83,10 @@ async fn snapshot_of_a_served_fleet_plays_like_the_fleet_itself() {
     let requests = served.requests();
     assert!(!requests.is_empty());
     for r in &requests {
-        assert_eq!(r.verb, "list", "only list calls: {r:?}");
+        let version = r.verb == "get" && r.non_resource_path == "/version";
+        assert!(r.verb == "list" || version, "only list calls and GET /version: {r:?}");
     }
+    assert_eq!(live.kube_version, Some(nodewarden_model::KubeVersion::new(1, 33)), "the served /version");
 
     // kubectl's snapshot of the same cluster.
     let file = match kubectl_path() {
