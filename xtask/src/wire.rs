@@ -13,9 +13,9 @@ use nodewarden_wire::{DEFAULT_RATE, FileReport, Options};
 
 /// The part of `tests/scenarios/` CI plays (with every public conformance
 /// file): restarts, legacy mode, the Eviction API, the rescheduler, zone
-/// rates, the taint manager, and the two Unknown writes only the wire's
-/// send-time judgement could get wrong.
-pub const CI_SCENARIOS: [&str; 12] = [
+/// rates, the taint manager, the two Unknown writes only the wire's
+/// send-time judgement could get wrong, and a client rate.
+pub const CI_SCENARIOS: [&str; 13] = [
     "tests/scenarios/14-noexecute-swap-not-rate-limited.yaml",
     "tests/scenarios/21-more-than-two-not-ready.yaml",
     "tests/scenarios/34-restart-full-grace.yaml",
@@ -28,6 +28,7 @@ pub const CI_SCENARIOS: [&str; 12] = [
     "tests/scenarios/62-resched-refused-then-next-node.yaml",
     "tests/scenarios/71-never-posted-unknown-with-longer-monitor-grace.yaml",
     "tests/scenarios/72-ready-removed-unknown-with-longer-monitor-grace.yaml",
+    "tests/scenarios/74-client-rate-paces-deletions.yaml",
 ];
 
 /// Runs `cargo xtask wire [FILE...] [--ci] [--json] [--binary PATH]

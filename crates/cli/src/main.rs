@@ -88,8 +88,10 @@ struct ReplayArgs {
     explain: Option<String>,
     /// How slow the API server between the controller and the cluster is:
     /// `none` (each write lands at once), `realistic` (writes 20-200 ms,
-    /// watch events 50-500 ms late), or `write=MIN..MAX,watch=MIN..MAX`.
-    /// Overrides the file's `cluster.api`; without either, none. With
+    /// watch events 50-500 ms late), or `write=MIN..MAX,watch=MIN..MAX`;
+    /// add `,qps=N,burst=N` for the controller's client rate. Overrides
+    /// the file's `cluster.api` (its client rate stays unless this gives
+    /// one); without either, none. With
     /// latency an expectation holds when it comes true within a tolerance
     /// after its time (the summary line says how much).
     #[arg(long, value_name = "LATENCY")]

@@ -120,9 +120,11 @@ pub struct ClockArgs {
     /// How slow the simulated API server is: `realistic` (writes land
     /// 20-200 ms after they are sent, watch events 50-500 ms after the
     /// change), `none` (each write lands at once, each change is seen at
-    /// once), or `write=MIN..MAX,watch=MIN..MAX`. Default: realistic for
-    /// the built-in scenarios and what-if, a scenario file's own
-    /// `cluster.api` (none when absent).
+    /// once), or `write=MIN..MAX,watch=MIN..MAX`; add `,qps=N,burst=N`
+    /// for the controller's client rate (as run's --kube-api-qps and
+    /// --kube-api-burst). Default: realistic for the built-in scenarios
+    /// and what-if, a scenario file's own `cluster.api` (none when absent;
+    /// the file's client rate stays unless this gives one).
     #[arg(long, value_name = "LATENCY", conflicts_with = "serve")]
     pub(crate) api_latency: Option<nodewarden_sim::ApiLatency>,
     /// Print the figures as JSON on stdout instead of the summary.

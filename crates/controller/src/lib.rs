@@ -14,6 +14,10 @@
 //! sends it later, as it goes out; by the step, for one that sends it at
 //! once ([`ClusterApi::sends_at_once`]).
 //!
+//! The order writes go out in is here too ([`write_order`]): the queue
+//! and the client's token buckets, shared by every back end that sends
+//! under a client rate.
+//!
 //! This crate knows neither the scenario format nor Kubernetes types: the
 //! back end turns actions into writes and answers in
 //! [`Observation`](nodewarden_engine::Observation)s.
@@ -23,6 +27,7 @@ mod control_loop;
 #[cfg(test)]
 mod fixtures;
 pub mod invariants;
+pub mod write_order;
 
 pub use api::{Applied, ClusterApi};
 pub use control_loop::{

@@ -10,21 +10,10 @@
 //! (`--enable-taint-manager=false`) node lifecycle deletes pods itself,
 //! through its own client: one bucket for everything.
 //!
-//! Within a bucket, when requests wait for tokens, the most urgent
-//! [`WriteClass`] goes first: a node's status and taints, then pod
-//! deletions (legacy mode), then pods marked not ready, then Events.
-//! Without the order, the status writes of a large failure (one per pod)
-//! would hold the writes that matter behind them for minutes at 20
-//! requests a second.
-//!
-//! Two guards keep the order from starving anyone who matters:
-//! - after [`NODE_STREAK`] node requests in a row, a waiting deletion goes
-//!   next, so node writes that fail and come back every pass cannot hold
-//!   every deletion back;
-//! - Events only spend tokens above half the bucket: a quiet client keeps
-//!   half its burst for the writes that follow (startup's `RegisteredNode`
-//!   Events, one per node, cannot drain the bucket ahead of the first
-//!   Unknown statuses).
+//! Within a bucket, requests are handed tokens in the order
+//! [`Bucket`] gives (the most urgent class first, with its two guards):
+//! that order is shared with the simulated API server, which sends a
+//! scenario's writes under the same rate.
 //!
 //! The Lease is not renewed through this limiter (leader election has a
 //! client of its own, as kube-controller-manager's has), and a `Retry-After`
@@ -33,60 +22,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use nodewarden_engine::ActionKind;
+use nodewarden_controller::write_order::{Bucket, Turn};
+pub use nodewarden_controller::write_order::{EvictionClient, WriteClass};
 use tokio::sync::{mpsc, oneshot};
-
-/// How urgent a request is, most urgent first; also the `class` label of
-/// the write path's metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum WriteClass {
-    /// Node status, taints and labels.
-    Node = 0,
-    /// Pod deletions, and the status writes that go with one (the
-    /// `DisruptionTarget` condition, legacy mode's `NodeLost` reason):
-    /// they are sent just before it, to the same pod.
-    Deletion = 1,
-    /// Pods marked not ready.
-    PodStatus = 2,
-    /// Events.
-    Event = 3,
-}
-
-impl WriteClass {
-    /// Every class, most urgent first.
-    pub const ALL: [WriteClass; 4] = [WriteClass::Node, WriteClass::Deletion, WriteClass::PodStatus, WriteClass::Event];
-
-    /// The class of the requests an action makes.
-    pub fn of(kind: &ActionKind) -> WriteClass {
-        match kind {
-            ActionKind::UpdateNodeConditions { .. }
-            | ActionKind::PatchNodeTaints { .. }
-            | ActionKind::PatchNodeLabels { .. } => WriteClass::Node,
-            ActionKind::DeletePod { .. }
-            | ActionKind::EvictForAddon { .. }
-            | ActionKind::AddPodDisruptionTarget { .. }
-            | ActionKind::SetPodNodeLost { .. } => WriteClass::Deletion,
-            ActionKind::MarkPodNotReady { .. } => WriteClass::PodStatus,
-            ActionKind::RecordEvent(_) => WriteClass::Event,
-        }
-    }
-
-    /// The metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WriteClass::Node => "node",
-            WriteClass::Deletion => "deletion",
-            WriteClass::PodStatus => "pod_status",
-            WriteClass::Event => "event",
-        }
-    }
-}
-
-/// Node requests granted in a row after which a waiting deletion goes
-/// next, when both share a bucket (legacy mode): node status and taints
-/// keep their precedence, and deletions still get at least a quarter of a
-/// saturated client.
-pub const NODE_STREAK: u32 = 3;
 
 type Waiter = oneshot::Sender<()>;
 
@@ -133,15 +71,10 @@ impl Limiter {
     pub fn new(qps: f64, burst: u32) -> Limiter {
         // Tokens come per second of the process's clock, which runs faster
         // than real time under `cargo xtask wire` (`wall`).
-        let qps = qps.max(0.001) * nodewarden_model::wall::rate();
-        let burst = f64::from(burst.max(1));
-        // An Event takes a token only when the bucket holds this many: the
-        // half of the burst below it is kept for writes.
-        let event_need = (burst / 2.0 + 1.0).min(burst);
+        let mut bucket = Bucket::new(qps.max(0.001) * nodewarden_model::wall::rate(), burst);
         let (asks, mut rx) = mpsc::unbounded_channel::<Ask>();
         tokio::spawn(async move {
-            let (mut tokens, mut last) = (burst, Instant::now());
-            let mut node_streak = 0u32;
+            let mut last = Instant::now();
             let mut waiting = Waiting::default();
             let mut open = true;
             loop {
@@ -149,54 +82,36 @@ impl Limiter {
                     waiting.push(ask);
                 }
                 let now = Instant::now();
-                tokens = (tokens + now.duration_since(last).as_secs_f64() * qps).min(burst);
+                bucket.refill(now.duration_since(last).as_secs_f64());
                 last = now;
-                let write = if node_streak >= NODE_STREAK && waiting.has(WriteClass::Deletion) {
-                    Some(WriteClass::Deletion)
-                } else {
-                    [WriteClass::Node, WriteClass::Deletion, WriteClass::PodStatus]
-                        .into_iter()
-                        .find(|c| waiting.has(*c))
-                };
-                let (class, need) = match write {
-                    Some(c) => (Some(c), 1.0),
-                    None if waiting.has(WriteClass::Event) => (Some(WriteClass::Event), event_need),
-                    None => (None, 1.0),
-                };
-                let Some(class) = class else {
-                    // Idle: a streak is of requests that waited in a row.
-                    node_streak = 0;
-                    if !open {
-                        return;
-                    }
-                    match rx.recv().await {
-                        Some(ask) => waiting.push(ask),
-                        None => open = false,
-                    }
-                    continue;
-                };
-                if tokens < need {
-                    // Until the bucket holds enough, or a more urgent ask
-                    // arrives (an Event's wait is cut short by a write).
-                    let refill = Duration::from_secs_f64((need - tokens) / qps);
-                    tokio::select! {
-                        () = tokio::time::sleep(refill) => {}
-                        ask = rx.recv(), if open => match ask {
+                match bucket.turn(|c| waiting.has(c)) {
+                    Turn::Idle => {
+                        if !open {
+                            return;
+                        }
+                        match rx.recv().await {
                             Some(ask) => waiting.push(ask),
                             None => open = false,
-                        },
+                        }
                     }
-                    continue;
-                }
-                node_streak = match class {
-                    WriteClass::Node => node_streak + 1,
-                    _ => 0,
-                };
-                // A waiter that gave up (its task was aborted) costs nothing.
-                if let Some(w) = waiting.pop(class)
-                    && w.send(()).is_ok()
-                {
-                    tokens -= 1.0;
+                    Turn::Wait(_, seconds) => {
+                        // Until the bucket holds enough, or a more urgent
+                        // ask arrives (an Event's wait is cut short by a
+                        // write).
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+                            ask = rx.recv(), if open => match ask {
+                                Some(ask) => waiting.push(ask),
+                                None => open = false,
+                            },
+                        }
+                    }
+                    Turn::Go(class) => {
+                        // A waiter that gave up (its task was aborted)
+                        // costs nothing.
+                        let spent = waiting.pop(class).is_some_and(|w| w.send(()).is_ok());
+                        bucket.grant(class, spent);
+                    }
                 }
             }
         });
@@ -211,17 +126,6 @@ impl Limiter {
             let _ = rx.await;
         }
     }
-}
-
-/// Whose client the deletions are sent through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum EvictionClient {
-    /// The taint-eviction controller's own, as kube-controller-manager
-    /// builds it: a bucket of its own at the same rate and burst.
-    #[default]
-    Own,
-    /// Node lifecycle's (legacy mode, where node lifecycle deletes).
-    Shared,
 }
 
 /// The writer's buckets: node lifecycle's, and the taint-eviction
@@ -243,8 +147,8 @@ impl Budgets {
 
     /// Waits for a token from the bucket `class` spends, at its turn.
     pub async fn acquire(&self, class: WriteClass, continuing: bool) {
-        match (&self.eviction, class) {
-            (Some(eviction), WriteClass::Deletion) => eviction.acquire(class, continuing).await,
+        match &self.eviction {
+            Some(eviction) if class == WriteClass::Deletion => eviction.acquire(class, continuing).await,
             _ => self.lifecycle.acquire(class, continuing).await,
         }
     }
@@ -253,6 +157,8 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
+
+    use nodewarden_controller::write_order::NODE_STREAK;
 
     use super::*;
 

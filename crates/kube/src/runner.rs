@@ -8,6 +8,7 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use kube::Client;
 use nodewarden_controller::Controller;
+use nodewarden_controller::write_order::EvictionClient;
 use nodewarden_engine::Action;
 use nodewarden_model::{ConfigError, ControllerConfig};
 
@@ -75,11 +76,7 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
         let fence = opts.fence.clone().unwrap_or_else(Fence::unfenced);
         let mut writer_opts = opts.writer;
         writer_opts.detail = if rescheduler { Detail::Scheduling } else { Detail::Lifecycle };
-        writer_opts.eviction_client = if opts.config.enable_taint_manager {
-            crate::limiter::EvictionClient::Own
-        } else {
-            crate::limiter::EvictionClient::Shared
-        };
+        writer_opts.eviction_client = EvictionClient::for_mode(opts.config.enable_taint_manager);
         writer_opts.stale_after =
             Duration::from_nanos(u64::try_from(opts.config.node_monitor_period.as_nanos()).unwrap_or(0));
         let (mut api, writer) = spawn_writer(client, tx.clone(), writer_opts, fence);

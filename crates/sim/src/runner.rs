@@ -58,14 +58,16 @@ use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
 use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
 use crate::validate::validate;
 use crate::wire::{ApiLatency, Wire, Wired};
+use nodewarden_controller::write_order::EvictionClient;
 
 /// How much of the replay to report.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReplayOptions {
     /// Report only failed expectations, contract violations and the summary.
     pub quiet: bool,
     /// The API latency to replay with, instead of the file's own
-    /// (`cluster.api`; absent there: none).
+    /// (`cluster.api`; absent there: none); the file's client rate stays
+    /// unless this gives one ([`ApiLatency::over`]).
     pub api: Option<ApiLatency>,
     /// Seed of the latency draws (the same seed, the same run).
     pub seed: u64,
@@ -191,13 +193,14 @@ struct Runner<'a> {
 impl<'a> Runner<'a> {
     fn new(scenario: &'a Scenario, opts: &ReplayOptions, sink: &'a mut dyn FnMut(&Record)) -> Runner<'a> {
         let (cluster, kubelets) = Cluster::from_scenario(scenario);
-        let latency = opts.api.unwrap_or(scenario.cluster.api);
+        let latency = opts.api.map_or(scenario.cluster.api, |flag| flag.over(scenario.cluster.api));
         Runner {
             scenario,
             sink,
             cluster,
             kubelets,
-            wire: Wire::new(latency, opts.seed),
+            wire: Wire::new(latency, opts.seed)
+                .with_eviction_client(EvictionClient::for_mode(scenario.config.enable_taint_manager)),
             tolerance: latency.tolerance(scenario.config.node_monitor_period),
             largest_deviation: None,
             held_back: 0,
@@ -311,6 +314,9 @@ impl<'a> Runner<'a> {
             self.send(t, observations);
             self.arrive(t);
             self.tick(t);
+            // What the tick handed over and may go now goes now (a client
+            // rate's token at hand; a write with no latency lands now).
+            self.arrive(t);
             // What the controller's writes let the scheduler do lands in
             // the same instant (the engine hears of it at its next tick).
             let observations = self.cluster.housekeeping(t);

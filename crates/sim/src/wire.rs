@@ -6,11 +6,12 @@
 //! Node). Every delay is drawn from the run's seed, so a run is the same
 //! every time.
 //!
-//! Without latency ([`ApiLatency::NONE`]) nothing goes through here: the
-//! drivers apply each write at once and hand every change over in the
-//! same instant, as they always have, so transcripts stay as they are.
+//! Without latency or a client rate ([`ApiLatency::NONE`]) nothing goes
+//! through here: the drivers apply each write at once and hand every
+//! change over in the same instant, as they always have, so transcripts
+//! stay as they are.
 //!
-//! With latency, the [`Wire`] holds what is on its way:
+//! Otherwise the [`Wire`] holds what is on its way:
 //! - a write the controller issues ([`Wire::send`]) lands on the cluster
 //!   after a write latency ([`Wire::land`]); its answer (`WriteFinished`,
 //!   then the object as the write left it, or as it is after a refusal)
@@ -25,28 +26,40 @@
 //!   controller in the same instant, so a controller's loops start on the
 //!   grid the scenario contract gives them (t, t + period, ...), as one
 //!   whose caches have just synced;
-//! - writes to one object go out one after another: a write waits until
-//!   the previous one to the same object has landed, and is judged again
-//!   by the controller just before it goes out
+//! - writes wait in the queue `nodewarden run`'s writer uses
+//!   ([`Dispatch`]): one object's go out one after another, each once the
+//!   previous one to the object has landed; with a client rate
+//!   ([`ApiLatency::client_rate`]) they also wait for a token of the
+//!   client's buckets ([`Bucket`]: node lifecycle's, and the
+//!   taint-eviction controller's own), most urgent first. A write that
+//!   waited is judged again by the controller just before it goes out
 //!   ([`Controller::still_true`](nodewarden_controller::Controller::still_true)),
 //!   as the adapter's writer judges it; one no longer true is withdrawn
-//!   (answered `Withdrawn`, with the object as it is) and never lands;
+//!   (answered `Withdrawn`, with the object as it is), never lands and
+//!   spends no token;
 //! - a restarted controller gets no answer to what its previous life sent
 //!   ([`Wire::restart`]): those writes still land, as requests already on
 //!   the wire do; the writes its previous life had not sent yet die with
 //!   it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::str::FromStr;
 
+use nodewarden_controller::write_order::{
+    Bucket, DEFAULT_BURST, DEFAULT_QPS, Dispatch, EvictionClient, MARKS_HELD, Turn, WriteClass,
+};
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ObjectKind, ObjectRef, Observation};
 use nodewarden_model::{Span, Timestamp};
 use serde::{Deserialize, Deserializer};
 
 use crate::rng::Rng;
+
+/// The queue's cap on writes in line for a token: the wire starts a write
+/// only when it sends it, so nothing is ever in line.
+const NOTHING_IN_LINE: usize = 1;
 
 /// A range of delays, `min..max` (both included); one value is a fixed
 /// delay. Drawn uniformly.
@@ -118,7 +131,7 @@ impl<'de> Deserialize<'de> for SpanRange {
 
 /// How slow the simulated API server is (`cluster.api` in a scenario
 /// file, `--api-latency` on the command line).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ApiLatency {
     /// From a write's issue to its landing (and answer).
@@ -127,23 +140,73 @@ pub struct ApiLatency {
     /// From a change of the cluster to its delivery by the watch.
     #[serde(default)]
     pub watch_delay: SpanRange,
+    /// The controller's client rate, `--kube-api-qps`: writes go out at
+    /// most this many a second (per client: node lifecycle's, and the
+    /// taint-eviction controller's own), in the order `nodewarden run`'s
+    /// writer sends them. Unset (with `kube-api-burst` unset too): no
+    /// limit, as replay has always played.
+    #[serde(default)]
+    pub kube_api_qps: Option<f64>,
+    /// `--kube-api-burst`: requests a quiet client may send at once.
+    #[serde(default)]
+    pub kube_api_burst: Option<u32>,
 }
 
 impl ApiLatency {
     /// The instant world: every write lands at once and every change is
     /// seen in the same instant (what replay has always done).
-    pub const NONE: ApiLatency = ApiLatency { write_latency: SpanRange::ZERO, watch_delay: SpanRange::ZERO };
+    pub const NONE: ApiLatency = ApiLatency {
+        write_latency: SpanRange::ZERO,
+        watch_delay: SpanRange::ZERO,
+        kube_api_qps: None,
+        kube_api_burst: None,
+    };
 
     /// An API server under ordinary load: writes in 20-200 ms, watch
     /// events 50-500 ms after the change.
     pub const REALISTIC: ApiLatency = ApiLatency {
         write_latency: SpanRange::new(Span::from_millis(20), Span::from_millis(200)),
         watch_delay: SpanRange::new(Span::from_millis(50), Span::from_millis(500)),
+        kube_api_qps: None,
+        kube_api_burst: None,
     };
 
-    /// No delay anywhere.
+    /// No delay anywhere and no client rate: the drivers bypass the wire.
     pub fn is_instant(&self) -> bool {
         *self == ApiLatency::NONE
+    }
+
+    /// The client rate, `(qps, burst)`, when either is set; the other is
+    /// `nodewarden run`'s default.
+    pub fn client_rate(&self) -> Option<(f64, u32)> {
+        if self.kube_api_qps.is_none() && self.kube_api_burst.is_none() {
+            return None;
+        }
+        Some((self.kube_api_qps.unwrap_or(DEFAULT_QPS), self.kube_api_burst.unwrap_or(DEFAULT_BURST)))
+    }
+
+    /// This latency (`--api-latency`) over a file's `cluster.api`: the
+    /// delays are this one's; the client rate is this one's when it gives
+    /// one, else the file's (a file's rate is part of what it plays, as
+    /// its `config:` is).
+    pub fn over(self, file: ApiLatency) -> ApiLatency {
+        if self.client_rate().is_some() {
+            return self;
+        }
+        ApiLatency { kube_api_qps: file.kube_api_qps, kube_api_burst: file.kube_api_burst, ..self }
+    }
+
+    /// A rate that cannot work, said with its field name.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(qps) = self.kube_api_qps
+            && !(qps.is_finite() && qps >= 0.001)
+        {
+            return Err(format!("kube-api-qps: must be a number of requests a second of at least 0.001, got {qps}"));
+        }
+        if self.kube_api_burst == Some(0) {
+            return Err("kube-api-burst: must be at least 1".into());
+        }
+        Ok(())
     }
 
     /// How late an expectation may come true and still hold: a monitor
@@ -164,7 +227,11 @@ impl fmt::Display for ApiLatency {
         if self.is_instant() {
             return f.write_str("none");
         }
-        write!(f, "write {}, watch {}", self.write_latency, self.watch_delay)
+        write!(f, "write {}, watch {}", self.write_latency, self.watch_delay)?;
+        match self.client_rate() {
+            Some((qps, burst)) => write!(f, ", client {qps} QPS burst {burst}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -172,27 +239,37 @@ impl FromStr for ApiLatency {
     type Err = String;
 
     /// `none`, `realistic`, or `write=20ms..200ms,watch=50ms..500ms` (a part
-    /// left out is no delay).
+    /// left out is no delay), with a client rate `qps=20,burst=30` if
+    /// wanted (`realistic,qps=20`).
     fn from_str(s: &str) -> Result<ApiLatency, String> {
-        match s.trim() {
-            "none" => return Ok(ApiLatency::NONE),
-            "realistic" => return Ok(ApiLatency::REALISTIC),
-            _ => {}
-        }
         let mut latency = ApiLatency::NONE;
-        for part in s.split(',') {
-            let Some((name, range)) = part.split_once('=') else {
+        for (i, part) in s.split(',').enumerate() {
+            match part.trim() {
+                "none" if i == 0 => continue,
+                "realistic" if i == 0 => {
+                    latency = ApiLatency::REALISTIC;
+                    continue;
+                }
+                _ => {}
+            }
+            let Some((name, value)) = part.split_once('=') else {
                 return Err(format!(
-                    "{part:?}: expected none, realistic, or write=MIN..MAX,watch=MIN..MAX (such as write=20ms..200ms,watch=50ms..500ms)"
+                    "{part:?}: expected none, realistic, or write=MIN..MAX,watch=MIN..MAX (such as write=20ms..200ms,watch=50ms..500ms), then qps=N,burst=N if wanted"
                 ));
             };
-            let range: SpanRange = range.parse().map_err(|e| format!("{}: {e}", name.trim()))?;
-            match name.trim() {
-                "write" => latency.write_latency = range,
-                "watch" => latency.watch_delay = range,
-                other => return Err(format!("unknown part {other:?}: the parts are write and watch")),
+            let name = name.trim();
+            let number = |what: &str| format!("{name}: expected a number, got {:?}{what}", value.trim());
+            match name {
+                "write" => latency.write_latency = value.parse().map_err(|e| format!("{name}: {e}"))?,
+                "watch" => latency.watch_delay = value.parse().map_err(|e| format!("{name}: {e}"))?,
+                "qps" => latency.kube_api_qps = Some(value.trim().parse().map_err(|_| number(""))?),
+                "burst" => {
+                    latency.kube_api_burst = Some(value.trim().parse().map_err(|_| number(" (whole requests)"))?)
+                }
+                other => return Err(format!("unknown part {other:?}: the parts are write, watch, qps and burst")),
             }
         }
+        latency.check().map_err(|e| e.replacen("kube-api-", "", 1))?;
         Ok(latency)
     }
 }
@@ -206,16 +283,11 @@ struct ObjectTimes {
     changed_at: Timestamp,
     /// Its newest resourceVersion (0 before its first change on the wire).
     version: u64,
-    /// When the controller's latest write to it lands: writes to one
-    /// object go out one after another, each once the previous has landed,
-    /// as the adapter's writer sends them (a pod's status before its
-    /// deletion).
-    landed_by: Timestamp,
 }
 
 impl ObjectTimes {
     fn new(delivered_by: Timestamp, changed_at: Timestamp) -> ObjectTimes {
-        ObjectTimes { delivered_by, changed_at, version: 0, landed_by: Timestamp::MIN }
+        ObjectTimes { delivered_by, changed_at, version: 0 }
     }
 }
 
@@ -256,11 +328,60 @@ pub struct Wire {
     seq: u64,
     revision: u64,
     writes: BTreeMap<(Timestamp, u64), InFlight>,
-    /// Writes waiting for the write to the same object ahead of them to
-    /// land, by object.
-    queued: HashMap<u64, VecDeque<Action>>,
+    /// Writes not sent yet: behind a write to the same object on its way,
+    /// or waiting for a token. The adapter's writer's queue, so they go
+    /// out in its order.
+    unsent: Dispatch<Timestamp>,
+    /// Writes on their way, by object: when the last lands, the object's
+    /// next write may go.
+    on_way: HashMap<ObjectRef, u32>,
+    /// The client's token buckets, with a client rate.
+    client: Option<Client>,
     events: BTreeMap<(Timestamp, u64), Observation>,
     objects: HashMap<u64, ObjectTimes>,
+}
+
+/// The controller's clients under a rate: node lifecycle's bucket, the
+/// taint-eviction controller's own (as `nodewarden run` has them), and the
+/// marks held unsent ([`MARKS_HELD`]).
+#[derive(Clone, Debug)]
+struct Client {
+    qps: f64,
+    burst: u32,
+    eviction: EvictionClient,
+    lifecycle_bucket: Bucket,
+    eviction_bucket: Bucket,
+    /// When the buckets were last refilled.
+    refilled: Timestamp,
+    /// When the next token a waiting write needs comes.
+    next_token: Option<Timestamp>,
+    /// Not-ready marks handed over and not yet sent or withdrawn.
+    marks_unsent: usize,
+}
+
+impl Client {
+    fn new(qps: f64, burst: u32, eviction: EvictionClient) -> Client {
+        Client {
+            qps,
+            burst,
+            eviction,
+            lifecycle_bucket: Bucket::new(qps, burst),
+            eviction_bucket: Bucket::new(qps, burst),
+            refilled: Timestamp::MIN,
+            next_token: None,
+            marks_unsent: 0,
+        }
+    }
+
+    /// Whether `class` spends the taint-eviction client's bucket.
+    fn evicts(&self, class: WriteClass) -> bool {
+        self.eviction == EvictionClient::Own && class == WriteClass::Deletion
+    }
+}
+
+/// How many of `actions` are not-ready marks.
+fn marks(actions: &[Action]) -> usize {
+    actions.iter().filter(|a| matches!(a.kind, nodewarden_engine::ActionKind::MarkPodNotReady { .. })).count()
 }
 
 /// Asked just before a queued write goes out, at the instant it goes: `Err`
@@ -295,10 +416,21 @@ impl Wire {
             seq: 0,
             revision: 0,
             writes: BTreeMap::new(),
-            queued: HashMap::new(),
+            unsent: Dispatch::new(NOTHING_IN_LINE),
+            on_way: HashMap::new(),
+            client: latency.client_rate().map(|(qps, burst)| Client::new(qps, burst, EvictionClient::Own)),
             events: BTreeMap::new(),
             objects: HashMap::new(),
         }
+    }
+
+    /// Deletions spend node lifecycle's bucket (legacy mode, where node
+    /// lifecycle deletes), not a client of their own.
+    pub fn with_eviction_client(mut self, eviction: EvictionClient) -> Wire {
+        if let Some(c) = &mut self.client {
+            c.eviction = eviction;
+        }
+        self
     }
 
     /// The latency it models.
@@ -311,11 +443,23 @@ impl Wire {
         self.latency.is_instant()
     }
 
-    /// When something next lands or is delivered.
+    /// When something next lands or is delivered, or a waiting write's
+    /// token comes.
     pub fn next_due(&self) -> Option<Timestamp> {
         let write = self.writes.keys().next().map(|(t, _)| *t);
         let event = self.events.keys().next().map(|(t, _)| *t);
-        write.into_iter().chain(event).min()
+        let token = self.client.as_ref().and_then(|c| c.next_token);
+        write.into_iter().chain(event).chain(token).min()
+    }
+
+    /// How many more not-ready marks the controller may build now
+    /// ([`ClusterApi::room`]): without a client rate, all; with one, as
+    /// many as keep [`MARKS_HELD`] unsent, as the adapter's writer holds.
+    pub fn room(&self) -> usize {
+        match &self.client {
+            None => usize::MAX,
+            Some(c) => MARKS_HELD.saturating_sub(c.marks_unsent),
+        }
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -393,34 +537,44 @@ impl Wire {
         for w in self.writes.values_mut() {
             w.orphan = true;
         }
-        self.queued.clear();
+        // A new process: a new queue (its writes to an object still wait
+        // for the old life's writes to it to land) and full buckets.
+        self.unsent = Dispatch::new(NOTHING_IN_LINE);
+        for object in self.on_way.keys() {
+            self.unsent.went_out(object.clone());
+        }
+        if let Some(c) = &mut self.client {
+            *c = Client::new(c.qps, c.burst, c.eviction);
+        }
     }
 
-    /// The controller issues `action` at `now`: it goes out at once, or,
-    /// while a write to the same object is on its way, once that one has
-    /// landed (judged again then, in [`Wire::land`]). It lands after a
-    /// write latency. Events go too (they are writes to the API),
-    /// unanswered.
+    /// The controller issues `action` at `now`. Without a client rate it
+    /// goes out at once unless a write to the same object is on its way or
+    /// waits; with one, it waits its turn for a token. A write that waits
+    /// is judged when it goes out ([`Wire::pump`]). It lands after a write
+    /// latency. Events go too (they are writes to the API), unanswered.
     pub fn send(&mut self, now: Timestamp, action: &Action) {
-        if let Some(id) = self.waits(now, action) {
-            self.queued.entry(id).or_default().push_back(action.clone());
+        if self.goes_out_at_once(now, action) {
+            if let Some((object, _)) = action.kind.slot() {
+                self.unsent.went_out(object);
+            }
+            self.go_out(now, action.clone());
             return;
         }
-        self.go_out(now, action.clone());
+        if let Some(c) = &mut self.client {
+            c.marks_unsent += marks(std::slice::from_ref(action));
+        }
+        // A dropped Event (a thousand wait) is lost, as the adapter's.
+        let _ = self.unsent.push(action.clone(), now);
     }
 
-    /// The object `action` writes to, when a write to it is still on its
-    /// way at `now`, so that [`Wire::send`] queues `action` behind it.
-    fn waits(&self, now: Timestamp, action: &Action) -> Option<u64> {
-        object_of(action).filter(|id| self.objects.get(id).is_some_and(|t| t.landed_by > now))
-    }
-
-    /// Whether [`Wire::send`] at `now` sends `action` out at once: a write
-    /// that waits its turn is judged when it goes out ([`Wire::land`]),
-    /// one that goes at once is judged by the loop before it is handed
-    /// over ([`ClusterApi::sends_at_once`]).
-    pub fn goes_out_at_once(&self, now: Timestamp, action: &Action) -> bool {
-        self.waits(now, action).is_none()
+    /// Whether [`Wire::send`] at `now` sends `action` out at once: without
+    /// a client rate, when nothing of its object is on its way or waits.
+    /// A write that waits its turn is judged when it goes out
+    /// ([`Wire::pump`]), one that goes at once is judged by the loop
+    /// before it is handed over ([`ClusterApi::sends_at_once`]).
+    pub fn goes_out_at_once(&self, _now: Timestamp, action: &Action) -> bool {
+        self.client.is_none() && action.kind.slot().is_none_or(|(object, _)| !self.unsent.holds(&object))
     }
 
     /// `object` as `cluster` has it, at the version the wire last gave it
@@ -444,45 +598,93 @@ impl Wire {
 
     /// `action` leaves the controller at `now`.
     fn go_out(&mut self, now: Timestamp, action: Action) {
+        if let Some((object, _)) = action.kind.slot() {
+            *self.on_way.entry(object).or_default() += 1;
+        }
         let latency = self.latency.write_latency.draw(&mut self.rng);
         let at = now + latency;
-        let mut behind = false;
-        if let Some(id) = object_of(&action) {
-            let times = self.objects.entry(id).or_insert(ObjectTimes::new(Timestamp::MIN, Timestamp::MIN));
-            behind = times.delivered_by > now;
-            times.landed_by = at;
-        }
+        let behind = object_of(&action).and_then(|id| self.objects.get(&id)).is_some_and(|t| t.delivered_by > now);
         let seq = self.next_seq();
         self.writes.insert((at, seq), InFlight { action, sent_at: now, behind, orphan: false });
     }
 
-    /// The write to object `id` ahead of the queued ones landed at `at`:
-    /// the next one goes out then, if it is still true; the ones no longer
-    /// true are answered `Withdrawn`, with the object as it is.
-    fn release(
+    /// Sends what may go at `now`: without a client rate, every write whose
+    /// object has nothing on its way; with one, as many as the buckets
+    /// have tokens for, most urgent first, in the adapter's writer's
+    /// order. Each is judged as it goes out; one no longer true is answered
+    /// `Withdrawn` (with the object as it is) and never lands, and its
+    /// object's next write may go at once.
+    pub fn pump(
         &mut self,
-        id: u64,
-        at: Timestamp,
+        now: Timestamp,
         cluster: &mut dyn ClusterApi,
         judge: &mut Judge<'_>,
         answers: &mut Vec<Observation>,
     ) {
-        while let Some(next) = self.queued.get_mut(&id).and_then(VecDeque::pop_front) {
-            match judge(at, &next) {
-                Ok(()) => {
-                    self.go_out(at, next);
-                    return;
-                }
-                Err(why) => {
-                    let outcome = nodewarden_engine::WriteOutcome::Withdrawn(why);
-                    answers.push(Observation::WriteFinished { id: next.id, outcome });
-                    if let Some((object @ ObjectRef::Node(_), _)) = next.kind.slot() {
-                        answers.extend(self.read(cluster, &object));
+        if let Some(c) = &mut self.client {
+            let seconds = if c.refilled == Timestamp::MIN { 0.0 } else { (now - c.refilled).as_secs_f64() };
+            c.lifecycle_bucket.refill(seconds);
+            c.eviction_bucket.refill(seconds);
+            c.refilled = now;
+            c.next_token = None;
+        }
+        while let Some((class, start)) = self.turn(now).and_then(|c| self.unsent.start(c).map(|s| (c, s))) {
+            self.unsent.sent(start.class);
+            let actions = start.write.into_actions();
+            let object = actions.first().and_then(|a| a.kind.slot()).map(|(o, _)| o);
+            let unmarked = marks(&actions);
+            let mut sent = false;
+            for action in actions {
+                match judge(now, &action) {
+                    Ok(()) => {
+                        self.go_out(now, action);
+                        sent = true;
+                    }
+                    Err(why) => {
+                        let outcome = nodewarden_engine::WriteOutcome::Withdrawn(why);
+                        answers.push(Observation::WriteFinished { id: action.id, outcome });
+                        if let Some((object @ ObjectRef::Node(_), _)) = action.kind.slot() {
+                            answers.extend(self.read(cluster, &object));
+                        }
                     }
                 }
             }
+            // A write withdrawn whole sent no request: its token is kept.
+            if let Some(c) = &mut self.client {
+                c.marks_unsent = c.marks_unsent.saturating_sub(unmarked);
+                let bucket = if c.evicts(class) { &mut c.eviction_bucket } else { &mut c.lifecycle_bucket };
+                bucket.grant(class, sent);
+            }
+            if !sent && let Some(object) = object {
+                self.unsent.finished(&object);
+            }
         }
-        self.queued.remove(&id);
+    }
+
+    /// The class whose write goes next at `now`, if one may: without a
+    /// client rate, the most urgent that waits; with one, the most urgent
+    /// a bucket has a token for (noting when the next token comes for the
+    /// others).
+    fn turn(&mut self, now: Timestamp) -> Option<WriteClass> {
+        let unsent = &mut self.unsent;
+        let Some(c) = &mut self.client else {
+            return WriteClass::ALL.into_iter().find(|&class| unsent.has(class));
+        };
+        let mut go: Option<WriteClass> = None;
+        let split = c.eviction == EvictionClient::Own;
+        for own in [false, true] {
+            let bucket = if own { &mut c.eviction_bucket } else { &mut c.lifecycle_bucket };
+            match bucket.turn(|class| (split && class == WriteClass::Deletion) == own && unsent.has(class)) {
+                Turn::Idle => {}
+                Turn::Go(class) => go = Some(go.map_or(class, |g| g.min(class))),
+                Turn::Wait(_, seconds) => {
+                    // Rounded up, so that the bucket holds the token then.
+                    let at = now + Span::from_nanos((seconds * 1e9).ceil().max(1.0) as i64);
+                    c.next_token = Some(c.next_token.map_or(at, |t| t.min(at)));
+                }
+            }
+        }
+        go
     }
 
     /// Lands every write due by `now` on `cluster`, each at its own time,
@@ -498,15 +700,32 @@ impl Wire {
         judge: &mut Judge<'_>,
     ) -> Vec<Landed> {
         let mut landed = Vec::new();
-        while let Some(entry) = self.writes.first_entry() {
+        let mut pumped = false;
+        loop {
+            let Some(entry) = self.writes.first_entry().filter(|e| e.key().0 <= now) else {
+                // What may go now goes; without write latency it lands now
+                // too, so look again.
+                if pumped {
+                    break;
+                }
+                self.pump(now, cluster, judge, answers);
+                pumped = true;
+                continue;
+            };
             let (at, _) = *entry.key();
-            if at > now {
-                break;
-            }
+            pumped = false;
             let w = entry.remove();
             let w = self.land_one(at, w, cluster, answers);
-            if let Some(id) = object_of(&w.action) {
-                self.release(id, at, cluster, judge, answers);
+            if let Some((object, _)) = w.action.kind.slot()
+                && let Some(n) = self.on_way.get_mut(&object)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.on_way.remove(&object);
+                    // The object's next write goes out as this one lands.
+                    self.unsent.finished(&object);
+                    self.pump(at, cluster, judge, answers);
+                }
             }
             landed.push(w);
         }
@@ -618,6 +837,10 @@ impl ClusterApi for Wired<'_> {
     fn read(&mut self, object: &ObjectRef) -> Vec<Observation> {
         if self.wire.is_instant() { self.cluster.read(object) } else { self.wire.read(self.cluster, object) }
     }
+
+    fn room(&self) -> usize {
+        self.wire.room()
+    }
 }
 
 #[cfg(test)]
@@ -654,7 +877,14 @@ mod tests {
         assert_eq!(fixed.watch_delay, SpanRange::new(Span::from_millis(100), Span::from_millis(100)));
         assert_eq!(fixed.write_latency, SpanRange::ZERO);
         assert!("write=200ms..20ms".parse::<ApiLatency>().unwrap_err().contains("backwards"));
-        assert!("read=1s".parse::<ApiLatency>().unwrap_err().contains("write and watch"));
+        assert!("read=1s".parse::<ApiLatency>().unwrap_err().contains("write, watch, qps and burst"));
+        let rated: ApiLatency = "realistic,qps=5,burst=2".parse().unwrap();
+        assert_eq!((rated.write_latency, rated.client_rate()), (ApiLatency::REALISTIC.write_latency, Some((5.0, 2))));
+        assert_eq!("none,qps=5".parse::<ApiLatency>().unwrap().client_rate(), Some((5.0, DEFAULT_BURST)));
+        assert!(!"none,burst=5".parse::<ApiLatency>().unwrap().is_instant(), "a rate goes through the wire");
+        assert!("qps=0".parse::<ApiLatency>().unwrap_err().contains("qps: must be"));
+        assert!("burst=0".parse::<ApiLatency>().unwrap_err().contains("burst: must be at least 1"));
+        assert!("qps=many".parse::<ApiLatency>().unwrap_err().contains("qps: expected a number"));
         assert!("fast".parse::<ApiLatency>().unwrap_err().contains("realistic"));
         assert!("write=-1s".parse::<ApiLatency>().unwrap_err().contains("negative"));
         assert_eq!(ApiLatency::REALISTIC.to_string(), "write 0.02s..0.2s, watch 0.05s..0.5s");
@@ -794,5 +1024,100 @@ mod tests {
         wire.restart();
         let landed = wire.land(Timestamp::from_millis(10_000), &mut Api, &mut Vec::new(), &mut yes_judge());
         assert_eq!(landed.len(), 1, "only the write already sent lands");
+    }
+
+    fn taint(id: u64, node: &str, slot: nodewarden_engine::WriteSlot) -> Action {
+        let kind = ActionKind::PatchNodeTaints { node: node.into(), add: vec![], remove: vec![], slot };
+        Action { id: ActionId(id), kind }
+    }
+
+    fn mark(id: u64, pod: &str) -> Action {
+        Action { id: ActionId(id), kind: ActionKind::MarkPodNotReady { pod: pod.into(), uid: format!("u-{pod}") } }
+    }
+
+    /// A deletion-class write (the DisruptionTarget that goes just before
+    /// a deletion, on the same client).
+    fn disruption_target(id: u64, pod: &str) -> Action {
+        let kind = ActionKind::AddPodDisruptionTarget { pod: pod.into(), uid: format!("u-{pod}") };
+        Action { id: ActionId(id), kind }
+    }
+
+    /// Plays the wire until nothing is left: each step at its next due
+    /// time, as the drivers step. Returns (when it landed, action id).
+    fn drain(wire: &mut Wire, judge: &mut Judge<'_>) -> Vec<(Timestamp, u64)> {
+        let mut landed = Vec::new();
+        let mut t = Timestamp::from_millis(0);
+        let mut answers = Vec::new();
+        for _ in 0..1000 {
+            landed.extend(wire.land(t, &mut Api, &mut answers, judge).into_iter().map(|l| (l.at, l.action.id.0)));
+            wire.deliver(t, &mut Vec::new());
+            match wire.next_due() {
+                Some(n) if n > t => t = n,
+                _ => break,
+            }
+        }
+        landed
+    }
+
+    /// One request a second, none saved beyond one: node writes go out a
+    /// second apart, a NoExecute taint handed over last goes before the
+    /// NoSchedule ones, marks after them, and deletions spend a bucket of
+    /// their own.
+    #[test]
+    fn under_a_client_rate_writes_go_in_the_writers_order_at_its_pace() {
+        use nodewarden_engine::WriteSlot::{NoExecuteTaints, NoScheduleTaints};
+        let latency: ApiLatency = "write=10ms,qps=1,burst=1".parse().unwrap();
+        let mut wire = Wire::new(latency, 1);
+        let t0 = Timestamp::from_millis(0);
+        wire.send(t0, &mark(1, "ns/p1"));
+        wire.send(t0, &taint(2, "n1", NoScheduleTaints));
+        wire.send(t0, &taint(3, "n2", NoScheduleTaints));
+        wire.send(t0, &taint(4, "n3", NoExecuteTaints));
+        wire.send(t0, &disruption_target(5, "ns/p2"));
+        assert_eq!(wire.room(), MARKS_HELD - 1, "one mark unsent");
+        let sent = drain(&mut wire, &mut yes_judge());
+        // Sent at 0, 0, 1 s, 2 s and 3 s; each lands 10 ms later.
+        let s = |ms: i64, id: u64| (Timestamp::from_millis(ms + 10), id);
+        assert_eq!(sent, [s(0, 4), s(0, 5), s(1000, 2), s(2000, 3), s(3000, 1)], "{sent:?}");
+        assert_eq!(wire.room(), MARKS_HELD);
+    }
+
+    /// Legacy mode: node lifecycle deletes through its own client, so a
+    /// deletion waits its turn among the node writes (after a streak of
+    /// them at most).
+    #[test]
+    fn in_legacy_mode_deletions_share_node_lifecycles_bucket() {
+        use nodewarden_engine::WriteSlot::NoScheduleTaints;
+        let latency: ApiLatency = "qps=1,burst=1".parse().unwrap();
+        let mut wire = Wire::new(latency, 1).with_eviction_client(EvictionClient::Shared);
+        let t0 = Timestamp::from_millis(0);
+        for (i, n) in ["n1", "n2", "n3", "n4", "n5"].iter().enumerate() {
+            wire.send(t0, &taint(i as u64 + 1, n, NoScheduleTaints));
+        }
+        wire.send(t0, &disruption_target(9, "ns/p"));
+        let sent = drain(&mut wire, &mut yes_judge());
+        let at = sent.iter().find(|(_, id)| *id == 9).map(|(t, _)| *t);
+        assert_eq!(at, Some(Timestamp::from_millis(3000)), "after three node writes: {sent:?}");
+    }
+
+    /// A write that waited for its token is judged when it goes: one no
+    /// longer true then is withdrawn, and the next write of its object
+    /// goes in its place.
+    #[test]
+    fn a_write_waiting_for_a_token_is_judged_when_its_token_comes() {
+        let latency: ApiLatency = "qps=2,burst=1".parse().unwrap();
+        let mut wire = Wire::new(latency, 1);
+        let t0 = Timestamp::from_millis(0);
+        wire.send(t0, &patch());
+        wire.send(t0, &Action { id: ActionId(2), ..patch() });
+        wire.send(t0, &Action { id: ActionId(3), ..patch() });
+        let mut asked = Vec::new();
+        let mut judge = |at: Timestamp, a: &Action| {
+            asked.push((at, a.id.0));
+            if a.id == ActionId(2) { Err("no longer true".to_string()) } else { Ok(()) }
+        };
+        let sent = drain(&mut wire, &mut judge);
+        assert_eq!(sent, [(t0, 1), (Timestamp::from_millis(500), 3)], "{sent:?}");
+        assert_eq!(asked, [(t0, 1), (Timestamp::from_millis(500), 2), (Timestamp::from_millis(500), 3)]);
     }
 }

@@ -2,6 +2,7 @@
 //! spelled out, so `run`'s defaults never decide for the file.
 
 use nodewarden_model::{ControllerConfig, DeletionMode, Span};
+use nodewarden_sim::ApiLatency;
 
 fn span(s: Span) -> String {
     format!("{}ns", s.as_nanos())
@@ -43,6 +44,17 @@ pub fn run_flags(c: &ControllerConfig) -> Vec<String> {
     flags.into_iter().map(|(k, v)| format!("--{k}={v}")).collect()
 }
 
+/// The file's client rate (`cluster.api.kube-api-qps` and
+/// `kube-api-burst`), as `run`'s flags, so the wire sends under the rate
+/// replay plays; none when the file gives no rate (then `run` sends at its
+/// defaults, 20 and 30, where replay has no limit).
+pub fn client_flags(api: &ApiLatency) -> Vec<String> {
+    match api.client_rate() {
+        Some((qps, burst)) => vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={burst}")],
+        None => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +75,12 @@ mod tests {
         assert_eq!(f.len(), 16);
         let off = ControllerConfig { taint_eviction: false, ..ControllerConfig::default() };
         assert!(run_flags(&off).contains(&"--controllers=*,-taint-eviction-controller".to_string()));
+    }
+
+    #[test]
+    fn a_files_client_rate_is_runs_and_no_rate_leaves_runs_defaults() {
+        let rated: ApiLatency = "qps=5".parse().expect("parses");
+        assert_eq!(client_flags(&rated), ["--kube-api-qps=5", "--kube-api-burst=30"]);
+        assert!(client_flags(&ApiLatency::REALISTIC).is_empty());
     }
 }

@@ -219,7 +219,7 @@ pub fn run_file(path: &Path, opts: &Options, slot: usize) -> FileReport {
                 binary: &opts.binary,
                 rate: opts.rate,
                 until,
-                flags: flags::run_flags(&scenario.config),
+                flags: [flags::run_flags(&scenario.config), flags::client_flags(&scenario.cluster.api)].concat(),
                 dir: &dir,
             },
         )?;

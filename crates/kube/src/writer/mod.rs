@@ -56,10 +56,15 @@ use crate::limiter::{Budgets, EvictionClient, WriteClass};
 use crate::trimmed::{Scheduled, Trimmed};
 use crate::write_log::{EventBudget, FailureLog};
 
-mod dispatch;
 mod requests;
 
-use dispatch::{Dispatch, MAX_QUEUED_EVENTS, Pushed, Write};
+use nodewarden_controller::write_order::MARKS_HELD;
+use nodewarden_controller::write_order::{DEFAULT_BURST, DEFAULT_CAP, DEFAULT_QPS, MAX_QUEUED_EVENTS, Pushed};
+
+/// The queue, on the process's clock.
+type Dispatch = nodewarden_controller::write_order::Dispatch<Instant>;
+/// A waiting write, on the process's clock.
+type Write = nodewarden_controller::write_order::Write<Instant>;
 
 use nodewarden_objects::{Detail, node_reading, pod_reading, wall_clock_now};
 use requests::{get_reading, pod_name};
@@ -138,15 +143,15 @@ pub struct WriterOptions {
     pub detail: Detail,
     /// Writes per class in line for a token at once; the rest wait as
     /// data, where later decisions can still merge into them or go ahead
-    /// of them (`writer/dispatch.rs`).
+    /// of them (`nodewarden_controller::write_order`).
     pub in_line: usize,
 }
 
 impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
-            qps: 20.0,
-            burst: 30,
+            qps: DEFAULT_QPS,
+            burst: DEFAULT_BURST,
             eviction_client: EvictionClient::Own,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(10),
@@ -155,7 +160,7 @@ impl Default for WriterOptions {
             component: "node-controller".into(),
             instance: String::new(),
             detail: Detail::Lifecycle,
-            in_line: dispatch::DEFAULT_CAP,
+            in_line: DEFAULT_CAP,
         }
     }
 }
@@ -164,14 +169,6 @@ impl Default for WriterOptions {
 pub fn action_name(kind: &ActionKind) -> &'static str {
     kind.name()
 }
-
-/// Pods' not-ready marks the writer holds unsent at most, beyond which
-/// the engine keeps them as decisions ([`ClusterApi::room`]). Marks go
-/// after node writes and deletions, at the rate's remainder; this many is
-/// a few seconds' worth at the default 20 QPS, so the line never runs dry
-/// between two of the engine thread's wakes, and a mark that stops being
-/// true waits as a decision, never built, rather than as a write.
-pub const MARKS_HELD: usize = 64;
 
 /// The [`ClusterApi`] of a replica that writes: actions go to the async
 /// writer; their answers come back through the engine's channel.
@@ -328,7 +325,7 @@ pub fn spawn_writer(
         let mut by_object: HashMap<ObjectRef, Arc<Sending>> = HashMap::new();
         let mut open = true;
         loop {
-            for start in dispatch.next() {
+            for start in dispatch.starts() {
                 if start.class == WriteClass::Event {
                     events_started.fetch_sub(1, Ordering::Relaxed);
                 }

@@ -317,6 +317,30 @@ impl Harness {
         self.instant()
     }
 
+    /// With latency or a client rate: what lands and arrives by `now` (the
+    /// answers, then the watch events) reaches the engine; the first
+    /// contract violation a landing write showed, if any.
+    fn arrive(&mut self, now: Timestamp) -> Option<Failure> {
+        if self.wire.is_instant() {
+            return None;
+        }
+        let mut failure = None;
+        let mut answers = Vec::new();
+        let mut api = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
+        let controller = &mut self.controller;
+        let mut judge = |at: Timestamp, action: &nodewarden_engine::Action| controller.still_true(at, action);
+        for landed in self.wire.land(now, &mut api, &mut answers, &mut judge) {
+            if let Some(what) = landed.applied.violation {
+                failure.get_or_insert(Failure::Contract { step: self.step, at: landed.at, what });
+            }
+        }
+        let mut events = Vec::new();
+        self.wire.deliver(now, &mut events);
+        self.controller.observe_all(now, answers);
+        self.controller.observe_all(now, events);
+        failure
+    }
+
     /// One instant: kubelets, then the engine (and its actions), then the
     /// model, then the comparison.
     fn instant(&mut self) -> Result<(), Failure> {
@@ -327,23 +351,8 @@ impl Harness {
         if self.compare {
             self.model_world.kubelets.run_due(now, &mut self.model_world.cluster);
         }
-        let mut failure = None;
-        if !self.wire.is_instant() {
-            // What lands and arrives by now reaches the engine first.
-            let mut answers = Vec::new();
-            let mut api = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
-            let controller = &mut self.controller;
-            let mut judge = |at: Timestamp, action: &nodewarden_engine::Action| controller.still_true(at, action);
-            for landed in self.wire.land(now, &mut api, &mut answers, &mut judge) {
-                if let Some(what) = landed.applied.violation {
-                    failure.get_or_insert(Failure::Contract { step: self.step, at: landed.at, what });
-                }
-            }
-            let mut events = Vec::new();
-            self.wire.deliver(now, &mut events);
-            self.controller.observe_all(now, answers);
-            self.controller.observe_all(now, events);
-        }
+        // What lands and arrives by now reaches the engine first.
+        let mut failure = self.arrive(now);
         let mut trace = Vec::new();
         let tracing = self.trace.is_some();
         let (step, invariants) = (self.step, self.checks.invariants);
@@ -367,6 +376,10 @@ impl Harness {
         });
         if let Some(t) = &mut self.trace {
             t.extend(trace);
+        }
+        // What the step handed over and may go now goes now.
+        if let Some(f) = self.arrive(now) {
+            failure.get_or_insert(f);
         }
         if failure.is_none()
             && invariants

@@ -55,6 +55,7 @@ use crate::scenario::Scenario;
 use crate::statistics::Statistics;
 pub use crate::statistics::{Outcome, Progress, SlowPass};
 use crate::wire::{ApiLatency, Wire, Wired};
+use nodewarden_controller::write_order::EvictionClient;
 
 /// The engine's tainting grid: steps land on it.
 pub const STEP: Span = Span::from_millis(100);
@@ -240,10 +241,11 @@ impl Simulation {
     /// Builds the cluster and the fault plan; the engine starts at the
     /// first step (t=0).
     pub fn new(opts: SimOptions) -> Result<Simulation, SimError> {
-        let latency = opts.api.unwrap_or(match &opts.source {
-            Source::File(scenario) => scenario.cluster.api,
-            Source::Builtin(..) | Source::Prepared(_) => ApiLatency::REALISTIC,
-        });
+        let latency = match (&opts.source, opts.api) {
+            (Source::File(scenario), Some(flag)) => flag.over(scenario.cluster.api),
+            (Source::File(scenario), None) => scenario.cluster.api,
+            (Source::Builtin(..) | Source::Prepared(_), flag) => flag.unwrap_or(ApiLatency::REALISTIC),
+        };
         let World { name, description, config, admission, timing, cluster, kubelets, plan, layout, end } = match opts
             .source
         {
@@ -251,6 +253,7 @@ impl Simulation {
             Source::File(scenario) => World::file(&scenario, opts.duration)?,
             Source::Prepared(p) => World::prepared(*p, opts.config, opts.duration)?,
         };
+        let eviction = EvictionClient::for_mode(config.enable_taint_manager);
         let mut sim = Simulation {
             name,
             description,
@@ -274,7 +277,7 @@ impl Simulation {
             delivered: Vec::new(),
             pipeline_from: PIPELINE_FROM,
             absorbed: std::time::Duration::ZERO,
-            wire: Wire::new(latency, opts.seed),
+            wire: Wire::new(latency, opts.seed).with_eviction_client(eviction),
         };
         sim.addons = AddonTracker::new(&sim.cluster);
         sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
@@ -550,6 +553,9 @@ impl Simulation {
         self.delivered = obs;
         self.arrive(t);
         self.tick(t);
+        // What the tick handed over and may go now goes now (a client
+        // rate's token at hand; a write with no latency lands now).
+        self.arrive(t);
         let obs = self.cluster.housekeeping(t);
         self.send(t, obs);
         if !self.addons.is_empty() {

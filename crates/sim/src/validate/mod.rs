@@ -73,6 +73,10 @@ fn check_settings(s: &Scenario) -> Result<(), ScenarioError> {
             return Err(err(format!("cluster.kubelet.{field}"), format!("must be positive, got {span}")));
         }
     }
+    if let Err(e) = s.cluster.api.check() {
+        let (field, problem) = e.split_once(": ").unwrap_or(("", e.as_str()));
+        return Err(err(format!("cluster.api.{field}"), problem));
+    }
     if let Some(r) = s.run_until
         && r.is_negative()
     {
@@ -146,6 +150,8 @@ mod tests {
                 "positive",
             ),
             ("run-until: -1s", "run-until", "before t=0"),
+            ("cluster: {api: {kube-api-qps: 0}}", "cluster.api.kube-api-qps", "at least 0.001"),
+            ("cluster: {api: {kube-api-burst: 0}}", "cluster.api.kube-api-burst", "at least 1"),
             ("run-until: 5s\nexpect: [{at: 6s, zone: z, tainted: 0}]", "expect[0].at", "after run-until"),
             ("nodes: [{name: a, heartbeat: 0s}]", "nodes[0].heartbeat", "`ready` is not given"),
             ("nodes: [{name: a, conditions: {Ready: 'True'}}]", "nodes[0].conditions.Ready", "`ready` field"),

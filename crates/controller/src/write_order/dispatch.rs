@@ -1,6 +1,8 @@
 //! Which write starts next: the writer's queue, as a state machine with no
-//! I/O (the async shell in [`super::spawn_writer`] starts what it hands out
-//! and reports back what finished).
+//! I/O and no clock. The kube adapter's writer (an async shell) starts what
+//! it hands out and reports back what finished; the simulated API server
+//! with a client rate (`nodewarden_sim`'s `Wire`) does the same on the
+//! virtual clock, so replay and `nodewarden run` send in one order.
 //!
 //! Why it exists: a large incident decides tens of thousands of writes at
 //! once (a status and a NoSchedule taint for every node of a zone, then
@@ -46,11 +48,10 @@
 //!   upstream's event correlator sends for a run of similar Events).
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
 
 use nodewarden_engine::{Action, ActionKind, ObjectRef};
 
-use crate::limiter::WriteClass;
+use super::WriteClass;
 
 /// Writes per class in line for a token at once, by default. Enough that
 /// the limiter always has one of each class to hand a token to (a started
@@ -64,21 +65,22 @@ pub const DEFAULT_CAP: usize = 8;
 pub const MAX_QUEUED_EVENTS: usize = 1000;
 
 /// One write as it waits: an action, or several pod status actions to one
-/// pod carried by one request, and when the first was handed over. The
-/// first action is kept inline: most writes are one action, and a backlog
-/// is hundreds of thousands of them.
+/// pod carried by one request, and when the first was handed over (`D`:
+/// the adapter's `Instant`, the simulation's `Timestamp`). The first
+/// action is kept inline: most writes are one action, and a backlog is
+/// hundreds of thousands of them.
 #[derive(Debug)]
-pub struct Write {
+pub struct Write<D> {
     first: Action,
     more: Vec<Action>,
     /// When the first was handed to the writer.
-    pub decided: Instant,
+    pub decided: D,
     /// For an Event: how many similar Events were folded into it.
     pub folded: u32,
 }
 
-impl Write {
-    fn new(action: Action, decided: Instant) -> Write {
+impl<D> Write<D> {
+    fn new(action: Action, decided: D) -> Write<D> {
         Write { first: action, more: Vec::new(), decided, folded: 0 }
     }
 
@@ -175,14 +177,14 @@ fn is_deletion(kind: &ActionKind) -> bool {
 
 /// One object's writes: whether one is under way, and those waiting.
 #[derive(Debug)]
-struct Chain {
+struct Chain<D> {
     busy: bool,
     /// Once a write of it finished: its next goes as a chain under way.
     continued: bool,
-    waiting: VecDeque<Write>,
+    waiting: VecDeque<Write<D>>,
 }
 
-impl Chain {
+impl<D> Chain<D> {
     /// The class its next write waits at: the most urgent of all waiting.
     fn class(&self) -> Option<WriteClass> {
         self.waiting.iter().map(Write::class).min()
@@ -191,9 +193,9 @@ impl Chain {
 
 /// A write to start now, and how it stands.
 #[derive(Debug)]
-pub struct Start {
+pub struct Start<D> {
     /// The write.
-    pub write: Write,
+    pub write: Write<D>,
     /// The class it waits at (its own, or one lent by writes behind it).
     pub class: WriteClass,
     /// The object's previous write finished just before: its requests go
@@ -217,9 +219,9 @@ pub enum Pushed {
 
 /// See the module's description.
 #[derive(Debug)]
-pub struct Dispatch {
+pub struct Dispatch<D> {
     cap: usize,
-    chains: HashMap<ObjectRef, Chain>,
+    chains: HashMap<ObjectRef, Chain<D>>,
     /// Objects whose next write may start, by the class it waits at.
     /// An entry may be stale (the object's class was raised since, or it
     /// started): it is checked when popped.
@@ -230,7 +232,7 @@ pub struct Dispatch {
     /// first. Checked when popped, as `ready` is.
     first: VecDeque<ObjectRef>,
     /// Events waiting (they touch no object: no chain, no order).
-    events: VecDeque<Write>,
+    events: VecDeque<Write<D>>,
     /// Where each Event waiting is: its number (the count of Events
     /// queued before it), by key; those started are `< events_started`.
     event_at: HashMap<EventKey, u64>,
@@ -242,9 +244,9 @@ pub struct Dispatch {
     in_line: [usize; 4],
 }
 
-impl Dispatch {
+impl<D> Dispatch<D> {
     /// A queue with at most `cap` writes per class in line for a token.
-    pub fn new(cap: usize) -> Dispatch {
+    pub fn new(cap: usize) -> Dispatch<D> {
         Dispatch {
             cap: cap.max(1),
             chains: HashMap::new(),
@@ -259,7 +261,7 @@ impl Dispatch {
     }
 
     /// Hands an action over.
-    pub fn push(&mut self, action: Action, decided: Instant) -> Pushed {
+    pub fn push(&mut self, action: Action, decided: D) -> Pushed {
         let Some((object, _)) = action.kind.slot() else {
             return self.push_event(action, decided);
         };
@@ -304,7 +306,7 @@ impl Dispatch {
 
     /// An Event: folded into a similar one waiting, else queued unless
     /// the queue is full.
-    fn push_event(&mut self, action: Action, decided: Instant) -> Pushed {
+    fn push_event(&mut self, action: Action, decided: D) -> Pushed {
         let key = event_key(&action.kind);
         let waiting = key.as_ref().and_then(|k| self.event_at.get(k)).copied().filter(|&n| n >= self.events_started);
         if let Some(n) = waiting
@@ -326,38 +328,92 @@ impl Dispatch {
 
     /// The writes to start now, most urgent class first, within each
     /// class's cap. Each is counted in line until [`Dispatch::sent`].
-    pub fn next(&mut self) -> Vec<Start> {
+    pub fn starts(&mut self) -> Vec<Start<D>> {
         let mut out = Vec::new();
         for class in WriteClass::ALL {
-            let c = class as usize;
-            while self.in_line[c] < self.cap {
-                if class == WriteClass::Event {
-                    let Some(write) = self.events.pop_front() else { break };
-                    if let Some(k) = event_key(&write.first.kind)
-                        && self.event_at.get(&k) == Some(&self.events_started)
-                    {
-                        self.event_at.remove(&k);
-                    }
-                    self.events_started += 1;
-                    self.in_line[c] += 1;
-                    out.push(Start { write, class, chained: false });
-                    continue;
-                }
-                let first = if class == WriteClass::Node { self.first.pop_front() } else { None };
-                let Some(object) = first.or_else(|| self.ready[c].pop_front()) else { break };
-                let Some(chain) = self.chains.get_mut(&object) else { continue };
-                // Stale: started already, or waiting at another class now.
-                if chain.busy || chain.class() != Some(class) {
-                    continue;
-                }
-                let Some(write) = chain.waiting.pop_front() else { continue };
-                chain.busy = true;
-                let lent = chain.class().map_or(class, |l| l.min(write.class()));
-                self.in_line[c] += 1;
-                out.push(Start { write, class: lent, chained: std::mem::take(&mut chain.continued) });
+            while self.in_line[class as usize] < self.cap {
+                let Some(start) = self.start(class) else { break };
+                out.push(start);
             }
         }
         out
+    }
+
+    /// The next write of `class` to start, whatever the cap (a sender that
+    /// starts a write only when it has a token for it, as the simulated
+    /// API server does, keeps nothing in line). Counted in line until
+    /// [`Dispatch::sent`].
+    pub fn start(&mut self, class: WriteClass) -> Option<Start<D>> {
+        let c = class as usize;
+        if class == WriteClass::Event {
+            let write = self.events.pop_front()?;
+            if let Some(k) = event_key(&write.first.kind)
+                && self.event_at.get(&k) == Some(&self.events_started)
+            {
+                self.event_at.remove(&k);
+            }
+            self.events_started += 1;
+            self.in_line[c] += 1;
+            return Some(Start { write, class, chained: false });
+        }
+        loop {
+            let first = if class == WriteClass::Node { self.first.pop_front() } else { None };
+            let object = first.or_else(|| self.ready[c].pop_front())?;
+            let Some(chain) = self.chains.get_mut(&object) else { continue };
+            // Stale: started already, or waiting at another class now.
+            if chain.busy || chain.class() != Some(class) {
+                continue;
+            }
+            let Some(write) = chain.waiting.pop_front() else { continue };
+            chain.busy = true;
+            let lent = chain.class().map_or(class, |l| l.min(write.class()));
+            self.in_line[c] += 1;
+            return Some(Start { write, class: lent, chained: std::mem::take(&mut chain.continued) });
+        }
+    }
+
+    /// Whether a write of `class` may start now ([`Dispatch::start`] would
+    /// give one). Drops the stale entries it passes.
+    pub fn has(&mut self, class: WriteClass) -> bool {
+        let c = class as usize;
+        if class == WriteClass::Event {
+            return !self.events.is_empty();
+        }
+        let startable = |chains: &HashMap<ObjectRef, Chain<D>>, o: &ObjectRef| {
+            chains.get(o).is_some_and(|ch| !ch.busy && ch.class() == Some(class) && !ch.waiting.is_empty())
+        };
+        if class == WriteClass::Node {
+            while let Some(o) = self.first.front() {
+                if startable(&self.chains, o) {
+                    return true;
+                }
+                self.first.pop_front();
+            }
+        }
+        while let Some(o) = self.ready[c].front() {
+            if startable(&self.chains, o) {
+                return true;
+            }
+            self.ready[c].pop_front();
+        }
+        false
+    }
+
+    /// A write of `object` went out without waiting here (nothing of the
+    /// object was queued, and the sender had a token): later writes to the
+    /// object wait until [`Dispatch::finished`], as behind a started one.
+    pub fn went_out(&mut self, object: ObjectRef) {
+        let chain = self.chains.entry(object).or_insert_with(|| Chain {
+            busy: false,
+            continued: false,
+            waiting: VecDeque::with_capacity(1),
+        });
+        chain.busy = true;
+    }
+
+    /// Whether a write of `object` is under way or waits.
+    pub fn holds(&self, object: &ObjectRef) -> bool {
+        self.chains.contains_key(object)
     }
 
     /// A write that started at `class` is out of line: its first request
@@ -433,29 +489,29 @@ mod tests {
         act(id, ActionKind::UpdateNodeConditions { node: node.into(), conditions: Vec::new(), version: 0 })
     }
 
-    fn ids(starts: &[Start]) -> Vec<Vec<u64>> {
+    fn ids(starts: &[Start<Timestamp>]) -> Vec<Vec<u64>> {
         starts.iter().map(|s| s.write.actions().map(|a| a.id.0).collect()).collect()
     }
 
     #[test]
     fn at_most_cap_writes_per_class_are_in_line_and_the_rest_wait_as_actions() {
         let mut d = Dispatch::new(2);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         for i in 0..5 {
             d.push(mark(i, &format!("ns/p{i}")), now);
         }
         d.push(status(10, "n1"), now);
-        let started = d.next();
+        let started = d.starts();
         assert_eq!(ids(&started), vec![vec![10], vec![0], vec![1]], "the node first, then two marks");
-        assert!(d.next().is_empty(), "every class at its cap");
+        assert!(d.starts().is_empty(), "every class at its cap");
         d.sent(WriteClass::PodStatus);
-        assert_eq!(ids(&d.next()), vec![vec![2]], "one left the line: the next starts, before the first finished");
+        assert_eq!(ids(&d.starts()), vec![vec![2]], "one left the line: the next starts, before the first finished");
     }
 
     #[test]
     fn one_objects_writes_go_one_at_a_time_in_order_and_a_chain_under_way_goes_first() {
         let mut d = Dispatch::new(1);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         let taint = act(
             2,
             ActionKind::PatchNodeTaints {
@@ -469,12 +525,12 @@ mod tests {
         d.push(taint, now);
         d.push(status(3, "n2"), now);
         d.push(status(4, "n3"), now);
-        assert_eq!(ids(&d.next()), vec![vec![1]]);
+        assert_eq!(ids(&d.starts()), vec![vec![1]]);
         d.sent(WriteClass::Node);
-        assert_eq!(ids(&d.next()), vec![vec![3]], "n1's taint waits for its status to finish; n2 goes meanwhile");
+        assert_eq!(ids(&d.starts()), vec![vec![3]], "n1's taint waits for its status to finish; n2 goes meanwhile");
         d.finished(&ObjectRef::Node("n1".into()));
         d.sent(WriteClass::Node);
-        let second = d.next();
+        let second = d.starts();
         assert_eq!(ids(&second), vec![vec![2]], "n1's taint before n3's status: its chain is under way");
         assert!(second[0].chained);
     }
@@ -486,7 +542,7 @@ mod tests {
     #[test]
     fn a_nodes_taint_follows_its_status_not_every_other_status() {
         let mut d = Dispatch::new(8);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         for i in 0..1000u64 {
             let node = format!("n{i:04}");
             d.push(status(i, &node), now);
@@ -494,7 +550,7 @@ mod tests {
             let taint = ActionKind::PatchNodeTaints { node, add: Vec::new(), remove: Vec::new(), slot };
             d.push(act(10_000 + i, taint), now);
         }
-        let mut in_line: VecDeque<Start> = d.next().into();
+        let mut in_line: VecDeque<Start<Timestamp>> = d.starts().into();
         let mut order = Vec::new();
         while order.len() < 100 {
             // A token: the first in line is sent, and answered.
@@ -504,7 +560,7 @@ mod tests {
             let (object, _) = first.kind.slot().expect("a node write");
             d.sent(WriteClass::Node);
             d.finished(&object);
-            in_line.extend(d.next());
+            in_line.extend(d.starts());
         }
         for i in 0..40 {
             let status_at = order.iter().position(|&id| id == i).expect("sent");
@@ -516,7 +572,7 @@ mod tests {
     #[test]
     fn a_noexecute_taint_goes_before_node_writes_not_started() {
         let mut d = Dispatch::new(1);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         let noexecute = |id, node: &str| {
             act(
                 id,
@@ -537,7 +593,7 @@ mod tests {
         d.push(noexecute(10, "n2"), now);
         let mut order = Vec::new();
         for _ in 0..6 {
-            let started = d.next();
+            let started = d.starts();
             for s in &started {
                 let object = s.write.actions().next().and_then(|a| a.kind.slot()).map(|(o, _)| o);
                 order.extend(s.write.actions().map(|a| a.id.0));
@@ -559,12 +615,12 @@ mod tests {
     #[test]
     fn a_noexecute_taint_takes_its_nodes_waiting_writes_ahead() {
         let mut d = Dispatch::new(1);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         let taint = |id, node: &str, slot| {
             act(id, ActionKind::PatchNodeTaints { node: node.into(), add: Vec::new(), remove: Vec::new(), slot })
         };
         d.push(status(1, "n1"), now);
-        let started = d.next();
+        let started = d.starts();
         assert_eq!(ids(&started), vec![vec![1]]);
         d.sent(WriteClass::Node);
         d.finished(&ObjectRef::Node("n1".into()));
@@ -575,7 +631,7 @@ mod tests {
         d.push(taint(102, "n1", nodewarden_engine::WriteSlot::NoExecuteTaints), now);
         let mut order = Vec::new();
         for _ in 0..4 {
-            for s in d.next() {
+            for s in d.starts() {
                 let object = s.write.actions().next().and_then(|a| a.kind.slot()).map(|(o, _)| o);
                 order.extend(s.write.actions().map(|a| a.id.0));
                 d.sent(WriteClass::Node);
@@ -590,10 +646,10 @@ mod tests {
     #[test]
     fn pod_status_writes_waiting_together_are_one_write_at_the_most_urgent_class() {
         let mut d = Dispatch::new(8);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         d.push(mark(1, "ns/a"), now);
         d.push(target(2, "ns/a"), now);
-        let started = d.next();
+        let started = d.starts();
         assert_eq!(ids(&started), vec![vec![1, 2]]);
         assert_eq!(started[0].class, WriteClass::Deletion, "the DisruptionTarget's class");
     }
@@ -601,21 +657,21 @@ mod tests {
     #[test]
     fn a_pods_deletion_goes_before_a_mark_that_has_not_started() {
         let mut d = Dispatch::new(8);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         d.push(mark(1, "ns/a"), now);
         d.push(delete(2, "ns/a"), now);
-        assert_eq!(ids(&d.next()), vec![vec![2]]);
+        assert_eq!(ids(&d.starts()), vec![vec![2]]);
         d.sent(WriteClass::Deletion);
         d.finished(&ObjectRef::Pod("ns/a".into()));
-        assert_eq!(ids(&d.next()), vec![vec![1]], "the mark follows, to be judged against the terminating pod");
+        assert_eq!(ids(&d.starts()), vec![vec![1]], "the mark follows, to be judged against the terminating pod");
     }
 
     #[test]
     fn a_write_behind_one_under_way_lends_it_its_class_once() {
         let mut d = Dispatch::new(8);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         d.push(mark(1, "ns/a"), now);
-        assert_eq!(d.next().len(), 1);
+        assert_eq!(d.starts().len(), 1);
         assert_eq!(d.push(delete(2, "ns/a"), now), Pushed::Raise(ObjectRef::Pod("ns/a".into()), WriteClass::Deletion));
         assert_eq!(d.push(delete(3, "ns/a"), now), Pushed::Queued, "no more urgent than what waits");
     }
@@ -632,7 +688,7 @@ mod tests {
         )
     }
 
-    fn folded(start: &Start) -> (u32, String) {
+    fn folded(start: &Start<Timestamp>) -> (u32, String) {
         let ActionKind::RecordEvent(e) = &start.write.actions().next().expect("an action").kind else {
             panic!("not an Event")
         };
@@ -642,12 +698,12 @@ mod tests {
     #[test]
     fn similar_events_waiting_are_one_with_a_count() {
         let mut d = Dispatch::new(1);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         assert_eq!(d.push(event(1, "a", "NodeNotReady", "m1"), now), Pushed::Queued);
         assert_eq!(d.push(event(2, "b", "NodeNotReady", "m1"), now), Pushed::Queued, "another object");
         assert_eq!(d.push(event(3, "a", "RemovingNode", "m1"), now), Pushed::Queued, "another reason");
         assert_eq!(d.push(event(4, "a", "NodeNotReady", "m1"), now), Pushed::EventFolded);
-        let first = d.next();
+        let first = d.starts();
         assert_eq!(folded(&first[0]), (1, "m1".to_string()), "the same message, counted twice");
         // Once it started, a similar Event waits on its own.
         assert_eq!(d.push(event(5, "a", "NodeNotReady", "m2"), now), Pushed::Queued);
@@ -655,10 +711,10 @@ mod tests {
         assert_eq!(d.push(event(7, "a", "NodeNotReady", "m3"), now), Pushed::EventFolded);
         for _ in 0..2 {
             d.sent(WriteClass::Event);
-            let _ = d.next();
+            let _ = d.starts();
         }
         d.sent(WriteClass::Event);
-        let last = d.next();
+        let last = d.starts();
         assert_eq!(folded(&last[0]), (2, format!("{COMBINED}m3")), "messages differed: combined");
         assert!(d.event_at.is_empty(), "nothing waits");
     }
@@ -666,15 +722,15 @@ mod tests {
     #[test]
     fn events_beyond_the_bound_are_dropped() {
         let mut d = Dispatch::new(1);
-        let now = Instant::now();
+        let now = Timestamp::EPOCH;
         let ev = |i| event(i, &format!("n{i}"), "R", "");
         for i in 0..MAX_QUEUED_EVENTS as u64 {
             assert_eq!(d.push(ev(i), now), Pushed::Queued);
         }
         assert_eq!(d.push(ev(5000), now), Pushed::EventDropped);
-        assert_eq!(d.next().len(), 1);
-        assert!(d.next().is_empty(), "one Event in line at a time");
+        assert_eq!(d.starts().len(), 1);
+        assert!(d.starts().is_empty(), "one Event in line at a time");
         d.sent(WriteClass::Event);
-        assert_eq!(d.next().len(), 1, "the next goes once the first was sent");
+        assert_eq!(d.starts().len(), 1, "the next goes once the first was sent");
     }
 }
