@@ -22,6 +22,7 @@ use nodewarden_controller::{ClusterApi, Controller, StepEvent};
 use nodewarden_model::{Span, Timestamp, wall};
 
 use crate::input::{Input, Watched};
+use crate::probe::Probe;
 
 /// The engine's time: Unix nanoseconds at start, then the monotonic clock
 /// (at the rate of the process's clock, [`wall`]: faster than real time
@@ -190,9 +191,9 @@ impl EngineThread {
     /// `Controller::step` through `api`, both at the wake's time
     /// ([`step_time`]: the due instant on a slightly late wake, else now).
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
-        // After the API server answers again, one grace period without a
-        // decision: every node has that long to be heard from again, as at
-        // a controller's start (a heartbeat stalled in a frozen server is
+        // After the API server answers again, no decision for as long as it
+        // was silent, at most a grace period: every node has that long to
+        // be heard from again (a heartbeat stalled in a frozen server is
         // no sign of a dead node).
         let settle = Duration::from_nanos(
             u64::try_from(self.controller.config().node_monitor_grace_period.as_nanos()).unwrap_or(0),
@@ -327,13 +328,17 @@ impl EngineThread {
                 }
                 state.quiet.unanswered = true;
             }
-            Input::ApiAnswered => {
+            Input::ApiAnswered { silence } => {
                 if state.quiet.unanswered {
+                    // The silence ran on the real clock; the grace is on
+                    // the process's.
+                    let settle = Probe::settle(silence, wall::real(state.settle));
                     tracing::info!(
-                        settle_ms = state.settle.as_millis() as u64,
+                        silence_ms = silence.as_millis() as u64,
+                        settle_ms = settle.as_millis() as u64,
                         "the API server answers again: deciding once the watches have caught up"
                     );
-                    state.quiet.settled_at = Some(Instant::now() + wall::real(state.settle));
+                    state.quiet.settled_at = Some(Instant::now() + settle);
                 }
                 state.quiet.unanswered = false;
             }

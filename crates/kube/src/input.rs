@@ -42,9 +42,13 @@ pub enum Input {
     /// watches may be stalled without an error (a frozen server keeps its
     /// connections open), so what the engine knows is getting old.
     ApiUnanswered,
-    /// The API server answers again; decisions resume once the watches
-    /// have had time to deliver what happened meanwhile.
-    ApiAnswered,
+    /// The API server answers again after a silence this long; decisions
+    /// resume once the watches have had time to deliver what happened
+    /// meanwhile (as long as the silence, at most a grace period).
+    ApiAnswered {
+        /// From the first unanswered probe to this answer.
+        silence: std::time::Duration,
+    },
     /// This replica won the election: a warm standby's engine starts
     /// deciding now, from the records it kept ([`Controller::take_over`](nodewarden_controller::Controller::take_over)).
     TakeOver,

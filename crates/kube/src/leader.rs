@@ -219,6 +219,26 @@ impl Fence {
         }
     }
 
+    /// Waits for a request that has left, for no longer than writes are
+    /// allowed: `None` when the fence closed first (its deadline passed
+    /// with no renewal), the request then dropped, so none of this
+    /// replica's requests outlives its leadership by more than the time it
+    /// takes to cut the connection. A renewal meanwhile moves the deadline.
+    pub async fn bound<T>(&self, request: impl std::future::Future<Output = T>) -> Option<T> {
+        let mut request = std::pin::pin!(request);
+        loop {
+            let Some(deadline) = self.deadline() else { return Some(request.await) };
+            tokio::select! {
+                answer = &mut request => return Some(answer),
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    if !self.allows() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
     /// Allows writes until `at` (never moves the deadline back).
     fn extend_to(&self, at: Instant) {
         let n = nanos_since(self.base, at).min(u64::MAX - 1);
@@ -736,6 +756,30 @@ mod tests {
         f.close();
         assert!(!f.allows());
         assert!(Fence::unfenced().allows_at(Instant::now() + Duration::from_secs(1_000_000)));
+    }
+
+    /// A request still unanswered when the fence closes is given up; one
+    /// whose fence is renewed meanwhile is waited for. (The fence reads
+    /// the real clock, so this runs on it: a few hundred milliseconds.)
+    #[tokio::test]
+    async fn a_request_is_waited_for_no_longer_than_the_fence_allows() {
+        let f = Fence::closed();
+        f.extend_to(Instant::now() + Duration::from_millis(200));
+        let started = Instant::now();
+        assert_eq!(f.bound(std::future::pending::<()>()).await, None, "cut off when the fence closed");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+
+        let f = Fence::closed();
+        f.extend_to(Instant::now() + Duration::from_secs(1));
+        let answer = f.bound(async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            // The renewal, while the request is on its way.
+            f.extend_to(Instant::now() + Duration::from_secs(10));
+            tokio::time::sleep(Duration::from_millis(1400)).await;
+            7
+        });
+        assert_eq!(answer.await, Some(7), "renewed at 0.1 s, answered at 1.5 s");
+        assert_eq!(Fence::unfenced().bound(async { 1 }).await, Some(1));
     }
 
     #[test]

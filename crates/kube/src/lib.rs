@@ -22,6 +22,7 @@ mod input;
 mod leader;
 mod limiter;
 mod prefetch;
+mod probe;
 mod runner;
 mod trimmed;
 mod watch;

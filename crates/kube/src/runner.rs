@@ -16,6 +16,7 @@ use crate::engine_thread::{EngineClock, EngineThread, Health};
 use crate::input::Input;
 use crate::input::Watched;
 use crate::leader::Fence;
+use crate::probe::{Change, Outcome, PROBE_METRIC, Probe};
 use crate::watch::{Watches, spawn_watchers};
 use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
 use nodewarden_objects::Detail;
@@ -119,11 +120,11 @@ impl Running {
 /// Asks the API server for its version every half second, each ask allowed
 /// one `--node-monitor-period` (and at least a second of real time: the
 /// network and the server do not run faster when the process's clock does,
-/// as under `cargo xtask wire`) to be answered, and
-/// tells the engine thread when the answers stop and start again
-/// ([`Input::ApiUnanswered`], [`Input::ApiAnswered`]). A watch reports a
-/// server that refuses or drops it; only a request with a deadline notices
-/// one that has stopped answering.
+/// as under `cargo xtask wire`), and tells the engine thread when the
+/// server goes silent and when it is back ([`Input::ApiUnanswered`],
+/// [`Input::ApiAnswered`]), as [`crate::probe::Probe`] reads the answers.
+/// A watch reports a server that refuses or drops it; only a request with
+/// a deadline notices one that has stopped answering.
 async fn probe_api(client: Client, tx: Sender<Input>, monitor_period: nodewarden_model::Span) {
     // On the process's clock (`wall`), as everything the engine waits for,
     // but never under a second of real time: at 20 times real time a
@@ -133,16 +134,24 @@ async fn probe_api(client: Client, tx: Sender<Input>, monitor_period: nodewarden
         nodewarden_model::wall::real(Duration::from_nanos(u64::try_from(monitor_period.as_nanos()).unwrap_or(0)))
             .max(Duration::from_secs(1));
     let every = nodewarden_model::wall::real(Duration::from_millis(500));
-    let mut answered = true;
+    let mut probe = Probe::new(allowed);
     loop {
         let started = tokio::time::Instant::now();
-        let ok = matches!(tokio::time::timeout(allowed, client.apiserver_version()).await, Ok(Ok(_)));
-        if ok != answered {
-            answered = ok;
-            let input = if ok { Input::ApiAnswered } else { Input::ApiUnanswered };
-            if tx.send(input).is_err() {
-                return;
-            }
+        let result = tokio::time::timeout(allowed, client.apiserver_version()).await.ok();
+        let outcome = Outcome::of(result.as_ref());
+        if outcome != Outcome::Answered {
+            metrics::counter!(PROBE_METRIC, "outcome" => outcome.as_str()).increment(1);
+        }
+        let change = probe.observe(outcome, started.into_std(), std::time::Instant::now());
+        let input = match change {
+            None => None,
+            Some(Change::Silent) => Some(Input::ApiUnanswered),
+            Some(Change::Back { silence }) => Some(Input::ApiAnswered { silence }),
+        };
+        if let Some(input) = input
+            && tx.send(input).is_err()
+        {
+            return;
         }
         tokio::time::sleep_until(started + every).await;
     }

@@ -316,7 +316,9 @@ impl<'a> Runner<'a> {
             self.tick(t);
             // What the tick handed over and may go now goes now (a client
             // rate's token at hand; a write with no latency lands now).
-            self.arrive(t);
+            if self.wire.busy_at(t) {
+                self.arrive(t);
+            }
             // What the controller's writes let the scheduler do lands in
             // the same instant (the engine hears of it at its next tick).
             let observations = self.cluster.housekeeping(t);

@@ -452,6 +452,15 @@ impl Wire {
         write.into_iter().chain(event).chain(token).min()
     }
 
+    /// Whether anything is due by `now`: a write to land, a watch event
+    /// to deliver, or a write waiting to go. The drivers let the wire
+    /// work again after a step only then.
+    pub fn busy_at(&self, now: Timestamp) -> bool {
+        self.writes.keys().next().is_some_and(|(t, _)| *t <= now)
+            || self.events.keys().next().is_some_and(|(t, _)| *t <= now)
+            || self.unsent.queued() > 0
+    }
+
     /// How many more not-ready marks the controller may build now
     /// ([`ClusterApi::room`]): without a client rate, all; with one, as
     /// many as keep [`MARKS_HELD`] unsent, as the adapter's writer holds.

@@ -242,6 +242,9 @@ pub struct Dispatch<D> {
     /// Writes started and not yet sent (in line for a token), by the
     /// class they started at.
     in_line: [usize; 4],
+    /// Writes waiting, not started (an absorbed or folded action is part
+    /// of a write already counted).
+    queued: usize,
 }
 
 impl<D> Dispatch<D> {
@@ -257,6 +260,7 @@ impl<D> Dispatch<D> {
             events_queued: 0,
             events_started: 0,
             in_line: [0; 4],
+            queued: 0,
         }
     }
 
@@ -284,8 +288,10 @@ impl<D> Dispatch<D> {
                 // is terminating they are withdrawn when judged.
                 let at = chain.waiting.iter().rposition(|w| !w.only_marks()).map_or(0, |i| i + 1);
                 chain.waiting.insert(at, Write::new(action, decided));
+                self.queued += 1;
             } else {
                 chain.waiting.push_back(Write::new(action, decided));
+                self.queued += 1;
             }
         }
         if chain.busy {
@@ -323,6 +329,7 @@ impl<D> Dispatch<D> {
         }
         self.events_queued += 1;
         self.events.push_back(Write::new(action, decided));
+        self.queued += 1;
         Pushed::Queued
     }
 
@@ -354,6 +361,7 @@ impl<D> Dispatch<D> {
             }
             self.events_started += 1;
             self.in_line[c] += 1;
+            self.queued -= 1;
             return Some(Start { write, class, chained: false });
         }
         loop {
@@ -368,6 +376,7 @@ impl<D> Dispatch<D> {
             chain.busy = true;
             let lent = chain.class().map_or(class, |l| l.min(write.class()));
             self.in_line[c] += 1;
+            self.queued -= 1;
             return Some(Start { write, class: lent, chained: std::mem::take(&mut chain.continued) });
         }
     }
@@ -409,6 +418,34 @@ impl<D> Dispatch<D> {
             waiting: VecDeque::with_capacity(1),
         });
         chain.busy = true;
+    }
+
+    /// When the oldest write waiting (not started) of each class was
+    /// handed over, by a write's own class (a mark waiting behind its
+    /// pod's deletion counts as a mark). One pass over what waits: for a
+    /// gauge read every few seconds, not for every write.
+    pub fn oldest(&self) -> [Option<D>; 4]
+    where
+        D: Copy + Ord,
+    {
+        let mut out = [None; 4];
+        let mut note = |class: WriteClass, at: D| {
+            let o: &mut Option<D> = &mut out[class as usize];
+            *o = Some(o.map_or(at, |x| x.min(at)));
+        };
+        for w in self.chains.values().flat_map(|c| &c.waiting) {
+            note(w.class(), w.decided);
+        }
+        // Events wait in the order they came: the first is the oldest.
+        if let Some(e) = self.events.front() {
+            note(WriteClass::Event, e.decided);
+        }
+        out
+    }
+
+    /// Writes waiting that have not started.
+    pub fn queued(&self) -> usize {
+        self.queued
     }
 
     /// Whether a write of `object` is under way or waits.
@@ -483,6 +520,20 @@ mod tests {
                 }),
             },
         )
+    }
+
+    #[test]
+    fn the_oldest_write_waiting_is_found_per_class() {
+        let mut d = Dispatch::new(8);
+        let at = |s: i64| Timestamp::from_millis(s * 1000);
+        d.push(status(1, "n1"), at(5));
+        d.push(status(2, "n2"), at(3));
+        d.push(mark(3, "ns/p"), at(4));
+        assert_eq!(d.oldest(), [Some(at(3)), None, Some(at(4)), None]);
+        let started = d.starts();
+        assert_eq!(started.len(), 3);
+        assert_eq!(d.oldest(), [None; 4], "started writes no longer wait here");
+        assert_eq!(d.queued(), 0);
     }
 
     fn status(id: u64, node: &str) -> Action {

@@ -86,6 +86,15 @@ pub const WRITE_LAG_METRIC: &str = "nodewarden_write_lag_seconds";
 /// Gauge {class}: writes decided and not yet sent.
 pub const QUEUE_DEPTH_METRIC: &str = "nodewarden_write_queue_depth";
 
+/// Gauge {class}: seconds since the oldest write still waiting was handed
+/// to the writer (0 when none waits). Unlike the lag histogram, which is
+/// recorded when a write goes out, it grows while nothing goes: a stalled
+/// queue shows.
+pub const OLDEST_METRIC: &str = "nodewarden_write_oldest_seconds";
+
+/// How often [`OLDEST_METRIC`] is taken (a pass over what waits).
+const OLDEST_EVERY: Duration = Duration::from_secs(2);
+
 /// Counter of API requests retried, by reason (`throttled`, `server_error`,
 /// `transport`).
 pub const RETRY_METRIC: &str = "nodewarden_api_retries_total";
@@ -307,9 +316,11 @@ pub fn spawn_writer(
         failures: FailureLog::default(),
         opts,
         fence,
+        not_before: NotBefore::default(),
     });
     for class in WriteClass::ALL {
         metrics::gauge!(QUEUE_DEPTH_METRIC, "class" => class.as_str()).set(0.0);
+        metrics::gauge!(OLDEST_METRIC, "class" => class.as_str()).set(0.0);
     }
     let task = tokio::spawn(async move {
         // What waits is kept as data in `dispatch` (a few hundred bytes a
@@ -324,6 +335,8 @@ pub fn spawn_writer(
         let mut tasks: HashMap<tokio::task::Id, (Arc<Sending>, Option<WriteClass>)> = HashMap::new();
         let mut by_object: HashMap<ObjectRef, Arc<Sending>> = HashMap::new();
         let mut open = true;
+        let mut oldest_tick = tokio::time::interval(OLDEST_EVERY);
+        oldest_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             for start in dispatch.starts() {
                 if start.class == WriteClass::Event {
@@ -367,6 +380,21 @@ pub fn spawn_writer(
                         }
                     }
                 },
+                _ = oldest_tick.tick() => {
+                    // Waiting here, or started and still in line for a
+                    // token.
+                    let mut oldest = dispatch.oldest();
+                    for (sending, in_line) in tasks.values() {
+                        if let Some(class) = in_line {
+                            let o = &mut oldest[*class as usize];
+                            *o = Some(o.map_or(sending.decided, |x| x.min(sending.decided)));
+                        }
+                    }
+                    for class in WriteClass::ALL {
+                        let age = oldest[class as usize].map_or(0.0, |at| wall::since(at).as_secs_f64());
+                        metrics::gauge!(OLDEST_METRIC, "class" => class.as_str()).set(age);
+                    }
+                }
                 Some(id) = out_of_line.recv() => {
                     if let Some((_, in_line)) = tasks.get_mut(&id)
                         && let Some(class) = in_line.take()
@@ -425,6 +453,37 @@ struct Writer {
     /// Asked before every request: a replica that may not be the leader
     /// any more sends nothing.
     fence: Arc<Fence>,
+    /// Objects the API server asked to be left alone until then (a
+    /// `Retry-After` longer than the write that got it could wait): the
+    /// write decided next for the object waits it out before its first
+    /// request.
+    not_before: NotBefore,
+}
+
+/// See [`Writer::not_before`]. An entry is taken when the object's next
+/// write starts; the rare ones left behind (an object never written
+/// again) are dropped once past, when the map grows.
+#[derive(Default)]
+struct NotBefore(std::sync::Mutex<HashMap<ObjectRef, Instant>>);
+
+impl NotBefore {
+    /// Entries kept before the past ones are dropped.
+    const PRUNE_AT: usize = 4096;
+
+    fn set(&self, object: ObjectRef, until: Instant) {
+        let Ok(mut map) = self.0.lock() else { return };
+        if map.len() >= Self::PRUNE_AT {
+            let now = Instant::now();
+            map.retain(|_, t| *t > now);
+        }
+        let t = map.entry(object).or_insert(until);
+        *t = (*t).max(until);
+    }
+
+    /// When `object` may be written again, if it must wait.
+    fn take(&self, object: &ObjectRef) -> Option<Instant> {
+        self.0.lock().ok()?.remove(object).filter(|t| *t > Instant::now())
+    }
 }
 
 /// Nodes as the writer's own requests last returned them (a node's status
@@ -460,6 +519,12 @@ impl TaintsSeen {
 #[error("not sent: this replica's leadership has lapsed (renew deadline passed)")]
 pub struct Fenced;
 
+/// The error of a request cut off when the fence closed while it was on
+/// its way: it may or may not have been applied.
+#[derive(Debug, thiserror::Error)]
+#[error("given up: this replica's leadership lapsed while the request was unanswered (it may have been applied)")]
+pub struct FencedInFlight;
+
 /// How one attempt ended.
 enum Attempt {
     /// Accepted; the object as it now is (if known).
@@ -467,6 +532,10 @@ enum Attempt {
     /// Refused for good (precondition, not found, budget); the object's
     /// state as far as known.
     Refused(String, Vec<Observation>),
+    /// Nothing done: the object was already gone (a deletion answered
+    /// 404). Reported withdrawn, so it is not counted as the controller's
+    /// deletion, with the object's absence.
+    Gone(Vec<Observation>),
 }
 
 type ApiResult<T> = Result<T, kube::Error>;
@@ -687,32 +756,33 @@ impl Writer {
     /// A request of the write under way that changes the cluster (or
     /// reads it for one): [`Writer::call`], with the write judged again
     /// by the engine right before each attempt goes out.
-    async fn send<T, F, Fut>(&self, since: Instant, f: F) -> ApiResult<T>
+    async fn send<T, F, Fut>(&self, f: F) -> ApiResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ApiResult<T>>,
     {
-        self.request(since, true, f).await
+        self.request(true, f).await
     }
 
     /// A request that is not itself judged (a read after a refusal, an
     /// Event).
-    async fn call<T, F, Fut>(&self, since: Instant, f: F) -> ApiResult<T>
+    async fn call<T, F, Fut>(&self, f: F) -> ApiResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ApiResult<T>>,
     {
-        self.request(since, false, f).await
+        self.request(false, f).await
     }
 
     /// One request under the rate limit, at the class of the action under
-    /// way, retried while the error is retriable, the write is younger
-    /// than `give_up_after` and, unless it is a pod deletion, the request
-    /// has been failing for less than `stale_after` (time spent queued
-    /// behind the rate limit does not count: a decision is not stale
-    /// because the client is busy; a judged write is checked again before
-    /// every attempt anyway). A `Retry-After` delays this request only.
-    async fn request<T, F, Fut>(&self, since: Instant, judged: bool, mut f: F) -> ApiResult<T>
+    /// way, retried while the error is retriable and the request has been
+    /// failing for less than its budget: `give_up_after`, or, unless it is
+    /// a pod deletion, `stale_after` (time spent queued behind the rate
+    /// limit or behind other writes does not count: a decision is not
+    /// stale because the client is busy, and a judged write is checked
+    /// again before every attempt anyway). A `Retry-After` delays this
+    /// request only, and never past its budget.
+    async fn request<T, F, Fut>(&self, judged: bool, mut f: F) -> ApiResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ApiResult<T>>,
@@ -721,6 +791,10 @@ impl Writer {
         let mut failing_since: Option<Instant> = None;
         let holds = HOLDS_THROUGH_OUTAGES.try_with(|h| *h).unwrap_or(false);
         let sending = SENDING.try_with(Arc::clone).ok();
+        // A Retry-After an earlier write to the object could not wait out.
+        if let Some(until) = sending.as_ref().and_then(|s| s.object.as_ref()).and_then(|o| self.not_before.take(o)) {
+            tokio::time::sleep_until(until.into()).await;
+        }
         loop {
             match &sending {
                 Some(s) => {
@@ -734,38 +808,65 @@ impl Writer {
                 }
                 None => self.limiter.acquire(WriteClass::Node, false).await,
             }
-            // Asked after the rate limiter's wait, right before sending.
+            if let Some(s) = &sending
+                && judged
+                && let Err(e) = self.judge_write(s).await
+            {
+                self.left_queue(s, false);
+                return Err(e);
+            }
+            // Asked after the rate limiter's wait and after every
+            // judgement (a round trip to a busy engine thread can take
+            // seconds), right before the request leaves.
             if !self.fence.allows() {
                 metrics::counter!(FENCED_METRIC).increment(1);
+                if let Some(s) = &sending {
+                    self.left_queue(s, false);
+                }
                 return Err(kube::Error::Service(Box::new(Fenced)));
             }
             if let Some(s) = &sending {
-                if judged && let Err(e) = self.judge_write(s).await {
-                    self.left_queue(s, false);
-                    return Err(e);
-                }
                 self.left_queue(s, true);
             }
-            let result = f().await;
+            let Some(result) = self.fence.bound(f()).await else {
+                metrics::counter!(FENCED_METRIC).increment(1);
+                return Err(kube::Error::Service(Box::new(FencedInFlight)));
+            };
             metrics::counter!(REQUEST_METRIC, "code" => code_class(&result)).increment(1);
             match result {
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     let Some((asked, why)) = retry_after(&e) else { return Err(e) };
                     let first = *failing_since.get_or_insert_with(Instant::now);
-                    if wall::since(since) >= self.opts.give_up_after
-                        || (!holds && wall::since(first) >= self.opts.stale_after)
+                    let budget = self.retry_budget(holds);
+                    let left = budget.saturating_sub(wall::since(first));
+                    // A Retry-After past the budget: give the write up now
+                    // (it is decided again on fresh facts), and hold the
+                    // object's next write until the server's time.
+                    if let Some(asked) = asked.filter(|a| *a > left)
+                        && let Some(object) = sending.as_ref().and_then(|s| s.object.clone())
                     {
+                        self.not_before.set(object, Instant::now() + wall::real(asked));
+                        return Err(e);
+                    }
+                    if left.is_zero() {
                         return Err(e);
                     }
                     metrics::counter!(RETRY_METRIC, "reason" => why).increment(1);
-                    let wait = asked.map_or(backoff, |a| a.max(backoff));
+                    let wait = asked.map_or(backoff, |a| a.max(backoff)).min(left);
                     tracing::debug!(error = %e, wait_ms = wait.as_millis() as u64, "API request failed; retrying");
                     tokio::time::sleep(wall::real(wait)).await;
                     backoff = (backoff * 2).min(self.opts.max_backoff);
                 }
             }
         }
+    }
+
+    /// How long a request may go on failing: `give_up_after`, and for a
+    /// write that does not hold through outages (all but pod deletions)
+    /// no longer than `stale_after`, after which it is decided again.
+    fn retry_budget(&self, holds_through_outages: bool) -> Duration {
+        if holds_through_outages { self.opts.give_up_after } else { self.opts.give_up_after.min(self.opts.stale_after) }
     }
 
     async fn carry_out(&self, sending: Arc<Sending>) {
@@ -808,7 +909,7 @@ impl Writer {
             return;
         }
         let holds = matches!(first.kind, ActionKind::DeletePod { .. });
-        let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(since, sending)).await;
+        let result = HOLDS_THROUGH_OUTAGES.scope(holds, self.write(sending)).await;
         // How it ended, and the object's state to send back after the
         // answers; `None` when the state must be read (after a failure or
         // a withdrawal).
@@ -816,6 +917,9 @@ impl Writer {
             Ok(Attempt::Done(state)) => {
                 self.failures.succeeded();
                 (Finish::Done, Some(state))
+            }
+            Ok(Attempt::Gone(state)) => {
+                (Finish::Withdrawn("already gone (404): nothing to delete".into()), Some(state))
             }
             Ok(Attempt::Refused(why, state)) => {
                 metrics::counter!("nodewarden_write_refusals_total", "action" => name).increment(1);

@@ -171,22 +171,20 @@ impl Writer {
     /// One action as its API requests: one `match` over every action kind, so
     /// the compiler checks each has its requests; the longer ones are steps
     /// of their own below.
-    pub(super) async fn write(&self, since: Instant, sending: &Sending) -> ApiResult<Attempt> {
+    pub(super) async fn write(&self, sending: &Sending) -> ApiResult<Attempt> {
         let Some(first) = sending.first() else { return Ok(Attempt::Done(Vec::new())) };
         let kind = &first.kind;
         match kind {
             ActionKind::UpdateNodeConditions { node, conditions, version } => {
-                self.update_node_conditions(since, node, conditions, *version).await
+                self.update_node_conditions(node, conditions, *version).await
             }
-            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
-                self.patch_node_taints(since, node, add, remove).await
-            }
+            ActionKind::PatchNodeTaints { node, add, remove, .. } => self.patch_node_taints(node, add, remove).await,
             ActionKind::PatchNodeLabels { node, labels } => {
                 let api = Api::<Node>::all(self.client.clone());
                 let patch = json!({"metadata": {"labels": labels}});
                 let pp = PatchParams::default();
                 let merge = Patch::Merge(&patch);
-                match self.send(since, || api.patch(node, &pp, &merge)).await {
+                match self.send(|| api.patch(node, &pp, &merge)).await {
                     Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
                     Err(e) if code(&e) == Some(404) => {
                         Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)))
@@ -196,10 +194,10 @@ impl Writer {
             }
             ActionKind::MarkPodNotReady { pod, uid }
             | ActionKind::SetPodNodeLost { pod, uid, .. }
-            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(since, pod, uid, sending).await,
-            ActionKind::DeletePod { pod, uid, mode, .. } => self.delete_pod(since, pod, uid, *mode, None).await,
+            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(pod, uid, sending).await,
+            ActionKind::DeletePod { pod, uid, mode, .. } => self.delete_pod(pod, uid, *mode, None).await,
             ActionKind::EvictForAddon { pod, uid, grace, .. } => {
-                self.delete_pod(since, pod, uid, DeletionMode::Evict, *grace).await
+                self.delete_pod(pod, uid, DeletionMode::Evict, *grace).await
             }
             ActionKind::RecordEvent(_) => Ok(Attempt::Done(Vec::new())),
         }
@@ -209,7 +207,6 @@ impl Writer {
     /// one guarded request with its own answer to a conflict.
     async fn update_node_conditions(
         &self,
-        since: Instant,
         node: &str,
         conditions: &[NodeCondition],
         version: u64,
@@ -239,13 +236,13 @@ impl Writer {
         }
         let pp = PatchParams::default();
         let patch = Patch::Strategic(&body);
-        match self.send(since, || api.patch_status(node, &pp, &patch)).await {
+        match self.send(|| api.patch_status(node, &pp, &patch)).await {
             Ok(n) => {
                 self.taints_seen.remember(&n);
                 Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)))
             }
             Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
-                let fresh = self.call(since, || api.get_opt(node)).await;
+                let fresh = self.call(|| api.get_opt(node)).await;
                 Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
             }
             Err(e) => Err(e),
@@ -258,13 +255,7 @@ impl Writer {
     /// answer shows its taints); read, recompute and patch again when
     /// that guard fails or nothing was remembered, at most
     /// [`CONFLICT_ATTEMPTS`] times. Its own step for that loop.
-    async fn patch_node_taints(
-        &self,
-        since: Instant,
-        node: &str,
-        add: &[Taint],
-        remove: &[Taint],
-    ) -> ApiResult<Attempt> {
+    async fn patch_node_taints(&self, node: &str, add: &[Taint], remove: &[Taint]) -> ApiResult<Attempt> {
         let api = Api::<Node>::all(self.client.clone());
         let mut last = String::new();
         // Guarded by the taints it read, not by the whole node's
@@ -285,7 +276,7 @@ impl Writer {
             let (old, cur, seen_version) = match from_memory {
                 Some(seen) => (seen.taints, None, seen.version),
                 None => {
-                    let Some(cur) = self.send(since, || api.get_opt(node)).await? else {
+                    let Some(cur) = self.send(|| api.get_opt(node)).await? else {
                         return Ok(Attempt::Refused(
                             format!("nodes {node:?} not found"),
                             node_state(node, None, self.opts.detail),
@@ -327,7 +318,7 @@ impl Writer {
                 (None, None) => continue,
             };
             let pp = PatchParams::default();
-            match self.send(since, || api.patch(node, &pp, &patch)).await {
+            match self.send(|| api.patch(node, &pp, &patch)).await {
                 Ok(n) => {
                     self.taints_seen.remember(&n);
                     return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)));
@@ -351,7 +342,7 @@ impl Writer {
                 Err(e) => return Err(e),
             }
         }
-        let fresh = self.call(since, || api.get_opt(node)).await;
+        let fresh = self.call(|| api.get_opt(node)).await;
         Ok(Attempt::Refused(last, node_read(node, fresh, self.opts.detail)))
     }
 
@@ -359,7 +350,6 @@ impl Writer {
     /// on the pod's uid, with `grace` as `gracePeriodSeconds` when given.
     async fn delete_pod(
         &self,
-        since: Instant,
         pod: &str,
         uid: &str,
         mode: DeletionMode,
@@ -373,11 +363,11 @@ impl Writer {
             ..DeleteParams::default()
         };
         let result = match mode {
-            DeletionMode::Delete => self.send(since, || api.delete(name, &dp)).await.map(|r| r.left()),
+            DeletionMode::Delete => self.send(|| api.delete(name, &dp)).await.map(|r| r.left()),
             DeletionMode::Evict => {
                 let eviction = eviction(ns, name, uid, dp.grace_period_seconds);
                 let pp = PostParams::default();
-                self.send(since, || api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
+                self.send(|| api.create_subresource::<_, serde_json::Value>("eviction", name, &pp, &eviction))
                     .await
                     .map(|_| None)
             }
@@ -387,10 +377,11 @@ impl Writer {
                 Ok(Attempt::Done(pod_state(pod, Some(&p), self.opts.detail)))
             }
             Ok(_) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
-            // Already gone: what the deletion wanted.
-            Err(e) if code(&e) == Some(404) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
+            // Already gone: what the deletion wanted, but not a deletion
+            // of ours (it is not counted as one).
+            Err(e) if code(&e) == Some(404) => Ok(Attempt::Gone(pod_state(pod, None, self.opts.detail))),
             Err(e) if matches!(code(&e), Some(409 | 429)) => {
-                let fresh = self.call(since, || api.get_opt(name)).await;
+                let fresh = self.call(|| api.get_opt(name)).await;
                 Ok(Attempt::Refused(e.to_string(), pod_read(pod, fresh, self.opts.detail)))
             }
             Err(e) => Err(e),
@@ -408,12 +399,12 @@ impl Writer {
     /// uid in the patch is upstream's precondition (`PatchPodStatus`): a
     /// pod re-created under the same name answers 409, and the write is
     /// refused with the pod as it now is.
-    async fn pod_status(&self, since: Instant, key: &str, uid: &str, sending: &Sending) -> ApiResult<Attempt> {
+    async fn pod_status(&self, key: &str, uid: &str, sending: &Sending) -> ApiResult<Attempt> {
         let (ns, name) = pod_name(key);
         let api = Api::<Pod>::namespaced(self.client.clone(), ns);
         let pp = PatchParams::default();
         let result = self
-            .send(since, || {
+            .send(|| {
                 // Built at each attempt from the actions still in the
                 // write: one withdrawn at the last judgement is not sent.
                 let body = pod_status_patch(uid, &sending.live(), wall_clock_now());
@@ -425,7 +416,7 @@ impl Writer {
         match result {
             Ok(p) => Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
             Err(e) if matches!(code(&e), Some(404 | 409)) => {
-                let fresh = self.call(since, || api.get_opt(name)).await;
+                let fresh = self.call(|| api.get_opt(name)).await;
                 Ok(Attempt::Refused(e.to_string(), pod_read(key, fresh, self.opts.detail)))
             }
             Err(e) => Err(e),
@@ -489,7 +480,7 @@ impl Writer {
                 ..KEvent::default()
             };
             let api = Api::<KEvent>::namespaced(self.client.clone(), &ns);
-            match self.call(since, || api.create(&POST, &e)).await {
+            match self.call(|| api.create(&POST, &e)).await {
                 Ok(_) => return Ok(()),
                 Err(e)
                     if code(&e) == Some(404)
@@ -519,7 +510,7 @@ impl Writer {
             ..Default::default()
         };
         let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
-        self.call(since, || api.create(&POST, &e)).await.map(|_| ())
+        self.call(|| api.create(&POST, &e)).await.map(|_| ())
     }
 }
 

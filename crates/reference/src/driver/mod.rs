@@ -378,7 +378,7 @@ impl Harness {
             t.extend(trace);
         }
         // What the step handed over and may go now goes now.
-        if let Some(f) = self.arrive(now) {
+        if let Some(f) = self.wire.busy_at(now).then(|| self.arrive(now)).flatten() {
             failure.get_or_insert(f);
         }
         if failure.is_none()

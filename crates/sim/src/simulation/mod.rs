@@ -555,7 +555,9 @@ impl Simulation {
         self.tick(t);
         // What the tick handed over and may go now goes now (a client
         // rate's token at hand; a write with no latency lands now).
-        self.arrive(t);
+        if self.wire.busy_at(t) {
+            self.arrive(t);
+        }
         let obs = self.cluster.housekeeping(t);
         self.send(t, obs);
         if !self.addons.is_empty() {
