@@ -432,7 +432,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
     let election = if elect { Some(election(args, &identity)?) } else { None };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let ended = rt.block_on(async {
-        let (server, client, election_client) = clients(args, &identity).await?;
+        let (server, Clients { controller: client, election: election_client, probe: probe_client }) =
+            clients(args, &identity).await?;
         let role = serve_endpoints(args, &client, &server).await?;
         let signal = wait_for_signal();
         tokio::pin!(signal);
@@ -452,6 +453,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
                 fence: fence.clone(),
                 start_at,
                 standby,
+                probe_client: Some(nodewarden_kube::ProbeClient(probe_client.clone())),
             };
             nodewarden_kube::start(client.clone(), options).context("invalid controller flags")
         };
@@ -539,12 +541,34 @@ async fn serve_endpoints(args: &RunArgs, client: &kube::Client, server: &str) ->
     Ok(role)
 }
 
-/// The kubeconfig's server, a client for the controller's watches and
-/// writes, and one of its own for leader election (its own connections,
-/// as kube-controller-manager's: the Lease is renewed whatever the
-/// writer's backlog, rate limit or throttling), each with a User-Agent
-/// naming this replica.
-async fn clients(args: &RunArgs, identity: &str) -> anyhow::Result<(String, kube::Client, kube::Client)> {
+/// The clients of one replica: the controller's (watches and writes),
+/// leader election's and the API probe's.
+struct Clients {
+    controller: kube::Client,
+    /// Its own connections, as kube-controller-manager's: the Lease is
+    /// renewed whatever the writer's backlog, rate limit or throttling.
+    election: kube::Client,
+    /// Its own connections too: a probe queued behind the writer's
+    /// requests on a saturated connection would read a busy client as a
+    /// silent server.
+    probe: kube::Client,
+}
+
+/// A client of `kconfig` whose User-Agent says what it is for.
+fn client_for(kconfig: &kube::Config, agent: &str, what: &str) -> anyhow::Result<kube::Client> {
+    let mut config = kconfig.clone();
+    config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+    config.headers.push((
+        http::header::USER_AGENT,
+        format!("{agent} {what}").parse().context("the replica's identity is not a valid User-Agent header")?,
+    ));
+    kube::Client::try_from(nodewarden_kube::controller_config(config))
+        .with_context(|| format!("kube client for {what}"))
+}
+
+/// The kubeconfig's server and the replica's clients ([`Clients`]), each
+/// with a User-Agent naming this replica.
+async fn clients(args: &RunArgs, identity: &str) -> anyhow::Result<(String, Clients)> {
     let mut kconfig = kube_config(args.kubeconfig.as_deref()).await?;
     let server = nodewarden_kube::server_url(&kconfig);
     // The API server's audit log (and our test server) tell replicas
@@ -554,18 +578,10 @@ async fn clients(args: &RunArgs, identity: &str) -> anyhow::Result<(String, kube
         http::header::USER_AGENT,
         agent.parse().context("the replica's identity is not a valid User-Agent header")?,
     ));
-    let mut election_config = kconfig.clone();
-    election_config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
-    election_config.headers.push((
-        http::header::USER_AGENT,
-        format!("{agent} leader-election")
-            .parse()
-            .context("the replica's identity is not a valid User-Agent header")?,
-    ));
-    let election_client = kube::Client::try_from(nodewarden_kube::controller_config(election_config))
-        .context("kube client for leader election")?;
-    let client = nodewarden_kube::controller_client(kconfig).context("kube client")?;
-    Ok((server, client, election_client))
+    let election = client_for(&kconfig, &agent, "leader-election")?;
+    let probe = client_for(&kconfig, &agent, "probe")?;
+    let controller = nodewarden_kube::controller_client(kconfig).context("kube client")?;
+    Ok((server, Clients { controller, election, probe }))
 }
 
 /// Says why the run ends, stops the controller (a dry run lists what it

@@ -256,6 +256,9 @@ async fn the_active_rbac_grants_exactly_what_nodewarden_run_uses() {
     if let Err(errors) = check(&rules, &requests) {
         panic!("{}", report(errors, &rules));
     }
+    // The API probe asks through a client of its own, named as such.
+    let probes = requests.iter().filter(|r| r.non_resource_path == "/version" && r.user_agent.ends_with(" probe"));
+    assert!(probes.count() > 0, "no /version request from the probe's own client");
 }
 
 /// `--enable-rescheduler` adds the budget watch to what nodewarden uses;

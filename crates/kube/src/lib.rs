@@ -33,7 +33,7 @@ pub use engine_thread::{EngineClock, EngineThread, Health};
 pub use input::{Input, Watched};
 pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign, process_identity};
 pub use nodewarden_objects::Detail;
-pub use runner::{RunOptions, Running, start};
+pub use runner::{ProbeClient, RunOptions, Running, start};
 pub use trimmed::{Readable, Scheduled, Trimmed};
 pub use watch::{Watches, spawn_watchers};
 pub use writer::{DryRunApi, KubeApi, WRITE_LAG_METRIC, WriterOptions, spawn_writer};

@@ -40,6 +40,20 @@ pub struct RunOptions {
     /// Start as a warm standby ([`Controller::stand_by`]): watch and keep
     /// health records, decide nothing until [`Running::take_over`].
     pub standby: bool,
+    /// The client the API probe asks `/version` through: one of its own
+    /// (its own connections), so a probe never waits behind the writer's
+    /// requests on a saturated connection. `None`: the controller's.
+    pub probe_client: Option<ProbeClient>,
+}
+
+/// A client for the API probe alone ([`RunOptions::probe_client`]).
+#[derive(Clone)]
+pub struct ProbeClient(pub Client);
+
+impl std::fmt::Debug for ProbeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProbeClient")
+    }
 }
 
 /// A running controller.
@@ -64,7 +78,8 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     let health = Arc::new(Health::default());
     let rescheduler = opts.config.enable_rescheduler;
     let mut tasks = spawn_watchers(&client, &tx, Watches { rescheduler });
-    tasks.push(tokio::spawn(probe_api(client.clone(), tx.clone(), opts.config.node_monitor_period)));
+    let probe_client = opts.probe_client.clone().map_or_else(|| client.clone(), |p| p.0);
+    tasks.push(tokio::spawn(probe_api(probe_client, tx.clone(), opts.config.node_monitor_period)));
     let watches = Watched::needed(rescheduler);
     let mut thread = EngineThread { controller, clock, health: health.clone(), watches, start_at: opts.start_at };
     let engine = if opts.dry_run {
