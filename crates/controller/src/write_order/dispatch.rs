@@ -420,6 +420,18 @@ impl<D> Dispatch<D> {
         chain.busy = true;
     }
 
+    /// Takes out the writes of `object` that wait (not started), for a
+    /// sender that answers them itself (a write of the object ended in a
+    /// way its successors must not follow). The object's chain is left as
+    /// it was otherwise; [`Dispatch::finished`] still ends the write under
+    /// way.
+    pub fn drop_waiting(&mut self, object: &ObjectRef) -> Vec<Write<D>> {
+        let Some(chain) = self.chains.get_mut(object) else { return Vec::new() };
+        let dropped: Vec<Write<D>> = chain.waiting.drain(..).collect();
+        self.queued -= dropped.len();
+        dropped
+    }
+
     /// When the oldest write waiting (not started) of each class was
     /// handed over, by a write's own class (a mark waiting behind its
     /// pod's deletion counts as a mark). One pass over what waits: for a
@@ -520,6 +532,23 @@ mod tests {
                 }),
             },
         )
+    }
+
+    #[test]
+    fn an_objects_waiting_writes_can_be_taken_out() {
+        let mut d = Dispatch::new(8);
+        d.push(status(1, "n1"), Timestamp::EPOCH);
+        let started = d.starts();
+        assert_eq!(ids(&started), vec![vec![1]]);
+        d.push(status(2, "n1"), Timestamp::EPOCH);
+        d.push(status(3, "n2"), Timestamp::EPOCH);
+        let n1 = ObjectRef::Node("n1".into());
+        let dropped: Vec<u64> = d.drop_waiting(&n1).iter().flat_map(|w| w.actions().map(|a| a.id.0)).collect();
+        assert_eq!(dropped, [2]);
+        assert_eq!(d.queued(), 1);
+        d.finished(&n1);
+        assert!(!d.holds(&n1), "nothing of n1 left");
+        assert_eq!(ids(&d.starts()), vec![vec![3]]);
     }
 
     #[test]

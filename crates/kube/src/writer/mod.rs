@@ -154,6 +154,11 @@ pub struct WriterOptions {
     /// data, where later decisions can still merge into them or go ahead
     /// of them (`nodewarden_controller::write_order`).
     pub in_line: usize,
+    /// A fault for tests to inject: the task carrying out the write with
+    /// this action id panics once it is judged, before its first request,
+    /// to show a panicking write is contained. `None` outside tests.
+    #[doc(hidden)]
+    pub panic_on: Option<u64>,
 }
 
 impl Default for WriterOptions {
@@ -170,6 +175,7 @@ impl Default for WriterOptions {
             instance: String::new(),
             detail: Detail::Lifecycle,
             in_line: DEFAULT_CAP,
+            panic_on: None,
         }
     }
 }
@@ -414,9 +420,21 @@ pub fn spawn_writer(
                     if let Err(e) = done {
                         // Nothing panics on purpose; if a write did, its
                         // object must not wait for ever, nor the engine
-                        // for its answer.
+                        // for its answer: the write and those queued
+                        // behind it (decided on what it would have done)
+                        // fail, and the engine decides again.
                         tracing::error!(error = %e, "a write's task ended without finishing it");
-                        shared.answer_all(&sending, &Finish::Failed(format!("the write's task ended: {e}")));
+                        let why = format!("the write's task ended: {e}");
+                        shared.answer_all(&sending, &Finish::Failed(why.clone()));
+                        if let Some(o) = &sending.object {
+                            let queued = dispatch.drop_waiting(o);
+                            for w in &queued {
+                                for class in w.actions().map(|a| WriteClass::of(&a.kind)) {
+                                    shared.waiting.sub(class);
+                                }
+                            }
+                            shared.fail_unsent(queued.into_iter().flat_map(Write::into_actions), &why);
+                        }
                     }
                     if let Some(o) = &sending.object {
                         if by_object.get(o).is_some_and(|s| Arc::ptr_eq(s, &sending)) {
@@ -804,6 +822,11 @@ impl Writer {
                         self.left_queue(s, false);
                         return Err(e);
                     }
+                    if let Some(id) = self.opts.panic_on
+                        && s.live().iter().any(|a| a.id.0 == id)
+                    {
+                        panic!("a test injected a panic into write {id}");
+                    }
                     self.acquire_as(s).await;
                 }
                 None => self.limiter.acquire(WriteClass::Node, false).await,
@@ -875,6 +898,15 @@ impl Writer {
         self.left_queue(&sending, false);
     }
 
+    /// `WriteFinished`, failed for `why`, for actions that were never
+    /// started (Events excepted: they are not writes).
+    fn fail_unsent(&self, actions: impl Iterator<Item = Action>, why: &str) {
+        for action in actions.filter(|a| a.kind.slot().is_some()) {
+            let outcome = WriteOutcome::Failed(format!("not sent: {why}"));
+            let _ = self.answers.send(Input::Observe(Observation::WriteFinished { id: action.id, outcome }));
+        }
+    }
+
     /// `WriteFinished` for every action of the write: `how` for those
     /// still in it, `Withdrawn` for those taken out before it went.
     fn answer_all(&self, sending: &Sending, how: &Finish) {
@@ -896,6 +928,7 @@ impl Writer {
     async fn carry_out_now(&self, sending: &Sending) {
         let since = sending.decided;
         let Some(first) = sending.first() else { return };
+
         let name = action_name(&first.kind);
         if let ActionKind::RecordEvent(ev) = &first.kind {
             if !self.event_budget.allows(&ev.object.to_string(), Instant::now()) {
