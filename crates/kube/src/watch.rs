@@ -202,6 +202,20 @@ impl Backoff for WatchBackoff {
     }
 }
 
+/// When a failing watch counts as caught up again, if nothing else
+/// happens first: [`SETTLE`] after it first delivered again, [`QUIET`]
+/// after its last error, and never while it re-lists (a re-list of a
+/// million pods takes longer than [`QUIET`], and the engine must not
+/// decide from half of it: it is up when the list is done).
+fn up_at(failing: Option<Instant>, delivering: Option<Instant>, listing: bool) -> Option<Instant> {
+    match (failing, delivering) {
+        _ if listing => None,
+        (Some(_), Some(first)) => Some(first + SETTLE),
+        (Some(last_error), None) => Some(last_error + QUIET),
+        _ => None,
+    }
+}
+
 async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
     let config = watcher::Config::default().page_size(500);
     let mut stream = watcher::watcher(api, config).backoff(WatchBackoff(Duration::from_millis(250))).boxed();
@@ -211,11 +225,7 @@ async fn run<K: WatchedKind>(api: Api<Trimmed<K>>, tx: Sender<Input>) {
     let mut failing: Option<Instant> = None;
     let mut delivering: Option<Instant> = None;
     loop {
-        let up_at = match (failing, delivering) {
-            (Some(_), Some(first)) => Some(first + SETTLE),
-            (Some(last_error), None) => Some(last_error + QUIET),
-            _ => None,
-        };
+        let up_at = up_at(failing, delivering, keys.listing);
         let wake = up_at.map(tokio::time::Instant::from_std);
         let item = tokio::select! {
             item = stream.next() => item,
@@ -268,6 +278,17 @@ mod tests {
     use nodewarden_engine::Observation;
     use nodewarden_model::Timestamp;
     use serde_json::json;
+
+    #[test]
+    fn a_watch_re_listing_is_not_up_until_its_list_is_done() {
+        let t = Instant::now();
+        let later = t + Duration::from_secs(2);
+        assert_eq!(up_at(Some(t), None, false), Some(t + QUIET), "quiet after its last error");
+        assert_eq!(up_at(Some(t), Some(later), false), Some(later + SETTLE), "settled after delivering again");
+        assert_eq!(up_at(Some(t), None, true), None, "a re-list under way, however long");
+        assert_eq!(up_at(Some(t), Some(later), true), None);
+        assert_eq!(up_at(None, None, false), None, "not failing");
+    }
 
     fn node(name: &str) -> Trimmed<Node> {
         Trimmed::from_json(&json!({"metadata": {"name": name}}), Timestamp::EPOCH)
