@@ -4,7 +4,7 @@
 //! mode's timeout) give it, and any write against those already in flight.
 //! Judging changes nothing, so the interlock may ask first.
 
-use nodewarden_engine::{Action, ActionKind, ObjectRef, WriteSlot, ZoneReport};
+use nodewarden_engine::{Action, ActionKind, ZoneReport};
 use nodewarden_model::{ConditionStatus, Span, Taint, TaintEffect, Timestamp, keys};
 
 use super::mirror::{NO_NODE, PodMirror, is_controller_noexecute};
@@ -58,18 +58,16 @@ impl InvariantChecker {
         let violate = |out: &mut Vec<Violation>, invariant, detail| out.push(Violation { invariant, at: now, detail });
         let Some(mirror) = self.nodes.get(node) else { return };
         // The node as the API will have it when this patch lands: writes to
-        // one object land in order, so the taint patches sent before it in
-        // this step land first, whether or not their answers are back yet.
+        // one object land in order, so the NoExecute patches committed
+        // before it and not answered yet land first (in this step, or,
+        // behind latency or a client rate, steps ago).
         let patch = |taints: &mut Vec<Taint>, add: &[Taint], remove: &[Taint]| {
             taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
             taints.extend(add.iter().cloned());
         };
         let mut before: Vec<Taint> = mirror.taints.clone();
-        let sent = self.step_writes.get(&(ObjectRef::Node(node.to_string()), WriteSlot::NoExecuteTaints));
-        for w in sent.into_iter().flatten() {
-            if let ActionKind::PatchNodeTaints { add, remove, .. } = w {
-                patch(&mut before, add, remove);
-            }
+        for (_, add, remove) in self.noexecute_in_flight.get(node).into_iter().flatten() {
+            patch(&mut before, add, remove);
         }
         let mut after = before.clone();
         patch(&mut after, add, remove);
@@ -170,6 +168,7 @@ mod tests {
 
     use super::*;
     use crate::fixtures::{delete, node, pod, t, taint_patch, unreachable, zone};
+    use nodewarden_engine::{ActionId, Observation, WriteOutcome};
 
     #[test]
     fn deletion_before_the_toleration_ends_is_caught() {
@@ -215,12 +214,49 @@ mod tests {
         c.observe(t(0), &node("b", ConditionStatus::Unknown, vec![]));
         assert!(c.check_action(t(1), &taint_patch("b", vec![unreachable()], vec![]), &zone(0.1), false).is_empty());
         c.end_step(false);
-        let swap = taint_patch("a", vec![unreachable()], vec![not_ready]);
+        let swap = Action { id: ActionId(2), ..taint_patch("a", vec![unreachable()], vec![not_ready]) };
         assert!(c.check_action(t(2), &swap, &zone(0.1), false).is_empty());
         c.end_step(false);
-        let both = taint_patch("a", vec![unreachable()], vec![]);
-        let v = c.check_action(t(3), &both, &zone(0.1), false);
+        // While the swap is on its way, a later patch lands after it: adding
+        // unreachable again brings nothing together.
+        let again = Action { id: ActionId(3), ..taint_patch("a", vec![unreachable()], vec![]) };
+        assert!(c.check_action(t(3), &again, &zone(0.1), false).is_empty(), "after the swap in flight");
+        c.end_step(false);
+        // The swap was refused (and the patch behind it withdrawn): the
+        // node still carries not-ready, and a patch adding unreachable
+        // alone would give it both.
+        let refused = WriteOutcome::Failed("conflict".into());
+        c.observe(t(4), &Observation::WriteFinished { id: swap.id, outcome: refused });
+        c.observe(t(4), &Observation::WriteFinished { id: again.id, outcome: WriteOutcome::Withdrawn("x".into()) });
+        let both = Action { id: ActionId(4), ..taint_patch("a", vec![unreachable()], vec![]) };
+        let v = c.check_action(t(5), &both, &zone(0.1), false);
         assert!(v.iter().any(|v| v.invariant == Invariant::NeverBothNoExecuteTaints), "{v:?}");
+    }
+
+    /// Behind a client rate a node's first NoExecute taint can still be on
+    /// its way when the engine swaps it: the swap is judged against the
+    /// node as it will be when it lands (tainted, so no zone token is
+    /// needed), not as last observed.
+    #[test]
+    fn a_swap_of_a_taint_still_in_flight_is_a_swap() {
+        let mut c = InvariantChecker::new(&ControllerConfig::default());
+        let not_ready = Taint::new(keys::TAINT_NOT_READY, TaintEffect::NoExecute);
+        c.observe(t(0), &node("a", ConditionStatus::Unknown, vec![]));
+        let first = taint_patch("a", vec![unreachable()], vec![]);
+        assert!(c.check_action(t(1), &first, &zone(0.1), false).is_empty());
+        c.end_step(false);
+        // The zone stopped tainting; the first taint has not landed.
+        let swap = Action { id: ActionId(2), ..taint_patch("a", vec![not_ready.clone()], vec![unreachable()]) };
+        assert!(c.check_action(t(6), &swap, &zone(0.0), false).is_empty(), "a swap needs no token");
+        c.end_step(false);
+        // Both refused: the node is as observed, untainted, and the same
+        // patch is a first taint, which the paused zone forbids.
+        let refused = WriteOutcome::Failed("conflict".into());
+        c.observe(t(7), &Observation::WriteFinished { id: first.id, outcome: refused.clone() });
+        c.observe(t(7), &Observation::WriteFinished { id: swap.id, outcome: refused });
+        let again = Action { id: ActionId(3), ..taint_patch("a", vec![not_ready], vec![unreachable()]) };
+        let v = c.check_action(t(8), &again, &zone(0.0), false);
+        assert!(v.iter().any(|v| v.invariant == Invariant::ZoneRateRespected), "{v:?}");
     }
 
     #[test]

@@ -32,11 +32,14 @@ use std::fmt;
 /// renewal per node every 10 s), never iterated in an order that matters.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-use nodewarden_engine::{Action, ActionKind, ObjectRef, WriteSlot, ZoneReport};
-use nodewarden_model::{CompactName, ControllerConfig, Timestamp, Toleration, ZoneKey};
+use nodewarden_engine::{Action, ActionId, ActionKind, ObjectRef, WriteSlot, ZoneReport};
+use nodewarden_model::{CompactName, ControllerConfig, Taint, Timestamp, Toleration, ZoneKey};
 
 use mirror::{NodeMirror, Pods, Shared};
 use zones::ZoneBucket;
+
+/// A taint patch in flight: its action, what it adds, what it removes.
+type TaintPatch = (ActionId, Vec<Taint>, Vec<Taint>);
 
 /// One rule the controller must never break.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -153,6 +156,11 @@ pub struct InvariantChecker {
     /// Keyed by object and slot, so the check costs O(1) per write even
     /// when one tick issues hundreds of thousands.
     step_writes: HashMap<(ObjectRef, WriteSlot), Vec<ActionKind>>,
+    /// NoExecute taint patches committed and not yet answered, by node, in
+    /// the order issued: they land before any later patch to the node,
+    /// whenever their answers come (behind a client rate, steps later).
+    /// Taken out by their `WriteFinished`.
+    noexecute_in_flight: HashMap<String, Vec<TaintPatch>>,
     /// Every zone was down at the end of the previous step.
     all_down_before: bool,
     violations: BTreeMap<Invariant, usize>,
@@ -191,6 +199,7 @@ impl InvariantChecker {
             toleration_lists: Shared::default(),
             zone_taints: HashMap::default(),
             step_writes: HashMap::default(),
+            noexecute_in_flight: HashMap::default(),
             all_down_before: false,
             violations: BTreeMap::new(),
             reserved: BTreeSet::new(),
@@ -260,7 +269,11 @@ impl InvariantChecker {
             self.step_writes.entry(slot).or_default().push(kind.clone());
         }
         match kind {
-            ActionKind::PatchNodeTaints { node, add, remove, .. } => {
+            ActionKind::PatchNodeTaints { node, add, remove, slot } => {
+                if *slot == WriteSlot::NoExecuteTaints {
+                    let patch = (action.id, add.clone(), remove.clone());
+                    self.noexecute_in_flight.entry(node.clone()).or_default().push(patch);
+                }
                 self.commit_reservation(node, add, remove);
                 self.commit_zone_taint(now, node, add, zones);
             }

@@ -6,7 +6,7 @@
 
 use std::collections::hash_map::Entry;
 
-use nodewarden_engine::{NodeSnapshot, Observation, PodSnapshot};
+use nodewarden_engine::{ActionId, NodeSnapshot, Observation, PodSnapshot};
 use nodewarden_model::scheduling::is_critical_addon;
 use nodewarden_model::taint::Decision;
 use nodewarden_model::{CompactName, ConditionType, NodeCondition, Taint, Timestamp, Toleration, ZoneKey};
@@ -78,8 +78,30 @@ impl InvariantChecker {
                     self.pods.remove(id);
                 }
             }
+            Observation::WriteFinished { id, .. } => self.answered(*id),
             // The rescheduler's rules read budgets; node lifecycle's do not.
-            Observation::WriteFinished { .. } | Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
+            Observation::BudgetUpserted(_) | Observation::BudgetDeleted { .. } => {}
+        }
+    }
+
+    /// The write `id` was answered (done, refused or withdrawn): a
+    /// NoExecute taint patch among them is no longer in flight; what it
+    /// did shows in the node as observed.
+    fn answered(&mut self, id: ActionId) {
+        // Few are in flight at once (a zone's limiter paces them), and the
+        // answered one is usually the oldest of its node's.
+        let mut emptied = None;
+        for (node, patches) in &mut self.noexecute_in_flight {
+            if let Some(i) = patches.iter().position(|(p, _, _)| *p == id) {
+                patches.remove(i);
+                if patches.is_empty() {
+                    emptied = Some(node.clone());
+                }
+                break;
+            }
+        }
+        if let Some(node) = emptied {
+            self.noexecute_in_flight.remove(&node);
         }
     }
 
@@ -263,6 +285,9 @@ impl InvariantChecker {
     pub fn controller_restarted(&mut self) {
         self.zone_taints.clear();
         self.step_writes.clear();
+        // The old life's answers never come; what it sent shows in the
+        // nodes as they are observed.
+        self.noexecute_in_flight.clear();
         let passes = self.passes;
         for n in self.nodes.values_mut() {
             n.unrecorded_at = passes;
