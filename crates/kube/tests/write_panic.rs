@@ -2,6 +2,8 @@
 //! backtrace is read from the binary's debug information, tens of
 //! megabytes that would blur `writer_queue`'s memory test beside it.
 
+mod common;
+
 use std::time::Duration;
 
 use nodewarden_controller::ClusterApi;
@@ -16,18 +18,7 @@ use nodewarden_model::Timestamp;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_write_fails_with_the_writes_queued_behind_it() {
     use nodewarden_engine::{Observation, WriteOutcome};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = listener.accept().await {
-            held.push(stream);
-        }
-    });
-    let client = kube::Client::try_from(nodewarden_kube::controller_config(kube::Config::new(
-        format!("http://{addr}").parse().expect("url"),
-    )))
-    .expect("client");
+    let (client, server) = common::silent_server().await;
     let (answers, inputs) = crossbeam_channel::unbounded::<Input>();
     let (release, released) = std::sync::mpsc::channel::<()>();
     let (finished_tx, finished) = std::sync::mpsc::channel::<(u64, WriteOutcome)>();

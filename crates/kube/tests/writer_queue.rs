@@ -10,6 +10,8 @@
 //! cannot send, and bounds the cost per waiting write. It measures memory,
 //! not time.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,17 +53,7 @@ struct Silent {
 
 impl Silent {
     async fn start(verdict: impl Fn(&Action) -> Result<(), String> + Send + 'static) -> Silent {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("address");
-        let server = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-            }
-        });
-        let mut config = kube::Config::new(format!("http://{addr}").parse().expect("url"));
-        config.read_timeout = Some(Duration::from_secs(600));
-        let client = kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client");
+        let (client, server) = common::silent_server().await;
         let (answers, inputs) = crossbeam_channel::unbounded::<Input>();
         let judged = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = judged.clone();

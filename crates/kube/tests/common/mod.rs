@@ -344,3 +344,21 @@ pub fn scenario_preamble(name: &str) -> String {
          nodes:\n"
     )
 }
+
+/// A client of an API server on loopback that accepts connections and
+/// never answers: nothing sent through it ever finishes. The server's
+/// task is returned for the test to abort.
+pub async fn silent_server() -> (kube::Client, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let mut config = kube::Config::new(format!("http://{addr}").parse().expect("url"));
+    config.read_timeout = Some(Duration::from_secs(600));
+    let client = kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client");
+    (client, server)
+}
