@@ -131,24 +131,23 @@ impl Limiter {
 /// The writer's buckets: node lifecycle's, and the taint-eviction
 /// controller's when it has its own client ([`EvictionClient`]).
 pub struct Budgets {
+    client: EvictionClient,
     lifecycle: Limiter,
+    /// Started only when the deletions have a client of their own.
     eviction: Option<Limiter>,
 }
 
 impl Budgets {
     /// Starts the buckets' dispensers on the current tokio runtime.
-    pub fn new(qps: f64, burst: u32, eviction: EvictionClient) -> Budgets {
-        let eviction = match eviction {
-            EvictionClient::Own => Some(Limiter::new(qps, burst)),
-            EvictionClient::Shared => None,
-        };
-        Budgets { lifecycle: Limiter::new(qps, burst), eviction }
+    pub fn new(qps: f64, burst: u32, client: EvictionClient) -> Budgets {
+        let eviction = (client == EvictionClient::Own).then(|| Limiter::new(qps, burst));
+        Budgets { client, lifecycle: Limiter::new(qps, burst), eviction }
     }
 
     /// Waits for a token from the bucket `class` spends, at its turn.
     pub async fn acquire(&self, class: WriteClass, continuing: bool) {
         match &self.eviction {
-            Some(eviction) if class == WriteClass::Deletion => eviction.acquire(class, continuing).await,
+            Some(eviction) if self.client.spends_own(class) => eviction.acquire(class, continuing).await,
             _ => self.lifecycle.acquire(class, continuing).await,
         }
     }

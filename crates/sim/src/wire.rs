@@ -372,11 +372,6 @@ impl Client {
             marks_unsent: 0,
         }
     }
-
-    /// Whether `class` spends the taint-eviction client's bucket.
-    fn evicts(&self, class: WriteClass) -> bool {
-        self.eviction == EvictionClient::Own && class == WriteClass::Deletion
-    }
 }
 
 /// How many of `actions` are not-ready marks.
@@ -661,7 +656,8 @@ impl Wire {
             // A write withdrawn whole sent no request: its token is kept.
             if let Some(c) = &mut self.client {
                 c.marks_unsent = c.marks_unsent.saturating_sub(unmarked);
-                let bucket = if c.evicts(class) { &mut c.eviction_bucket } else { &mut c.lifecycle_bucket };
+                let bucket =
+                    if c.eviction.spends_own(class) { &mut c.eviction_bucket } else { &mut c.lifecycle_bucket };
                 bucket.grant(class, sent);
             }
             if !sent && let Some(object) = object {
@@ -680,10 +676,10 @@ impl Wire {
             return WriteClass::ALL.into_iter().find(|&class| unsent.has(class));
         };
         let mut go: Option<WriteClass> = None;
-        let split = c.eviction == EvictionClient::Own;
+        let eviction = c.eviction;
         for own in [false, true] {
             let bucket = if own { &mut c.eviction_bucket } else { &mut c.lifecycle_bucket };
-            match bucket.turn(|class| (split && class == WriteClass::Deletion) == own && unsent.has(class)) {
+            match bucket.turn(|class| eviction.spends_own(class) == own && unsent.has(class)) {
                 Turn::Idle => {}
                 Turn::Go(class) => go = Some(go.map_or(class, |g| g.min(class))),
                 Turn::Wait(_, seconds) => {

@@ -94,4 +94,11 @@ impl EvictionClient {
     pub fn for_mode(enable_taint_manager: bool) -> EvictionClient {
         if enable_taint_manager { EvictionClient::Own } else { EvictionClient::Shared }
     }
+
+    /// Whether a request of `class` spends the taint-eviction client's
+    /// bucket (else node lifecycle's): deletions, when that client is
+    /// their own.
+    pub fn spends_own(self, class: WriteClass) -> bool {
+        self == EvictionClient::Own && class == WriteClass::Deletion
+    }
 }
