@@ -26,6 +26,7 @@ mod probe;
 mod runner;
 mod trimmed;
 mod watch;
+mod whole;
 mod write_log;
 mod writer;
 

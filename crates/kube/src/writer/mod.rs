@@ -54,6 +54,7 @@ use crate::input::Input;
 use crate::leader::Fence;
 use crate::limiter::{Budgets, EvictionClient, WriteClass};
 use crate::trimmed::{Scheduled, Trimmed};
+use crate::whole::Whole;
 use crate::write_log::{EventBudget, FailureLog};
 
 mod requests;
@@ -105,7 +106,8 @@ pub const REQUEST_METRIC: &str = "nodewarden_api_requests_total";
 
 fn code_class<T>(result: &ApiResult<T>) -> &'static str {
     match result {
-        Ok(_) => "2xx",
+        // Accepted; only the body could not be read.
+        Ok(_) | Err(kube::Error::SerdeError(_)) => "2xx",
         Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => "4xx",
         Err(kube::Error::Api(s)) if s.code >= 500 => "5xx",
         Err(kube::Error::Api(_)) => "other",
@@ -513,18 +515,27 @@ impl NotBefore {
 #[derive(Default)]
 struct TaintsSeen(std::sync::Mutex<HashMap<String, SeenNode>>);
 
-/// A node's taints and resourceVersion, as an answer showed them.
+/// A node's taints (as the server wrote them, fields of newer APIs
+/// included) and resourceVersion, as an answer showed them.
 struct SeenNode {
-    taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    taints: Vec<serde_json::Value>,
     version: Option<String>,
 }
 
 impl TaintsSeen {
-    fn remember(&self, node: &Node) {
+    /// Remembers `node`'s taints; a node whose `spec.taints` is not a list
+    /// is forgotten instead (its next taint patch reads it first).
+    fn remember(&self, node: &Whole<Node>) {
         let Some(name) = node.metadata.name.clone() else { return };
         let Ok(mut seen) = self.0.lock() else { return };
-        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        seen.insert(name, SeenNode { taints, version: node.metadata.resource_version.clone() });
+        match requests::taints_of(node) {
+            Some(taints) => {
+                seen.insert(name, SeenNode { taints, version: node.metadata.resource_version.clone() });
+            }
+            None => {
+                seen.remove(&name);
+            }
+        }
     }
 
     fn forget(&self, name: &str) -> Option<SeenNode> {

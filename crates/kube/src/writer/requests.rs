@@ -2,6 +2,12 @@
 //! guarded by the taints it read, a uid-preconditioned deletion or
 //! eviction, a pod status patch naming the uid and only what it sets, an Event),
 //! and the objects those requests return read back as observations.
+//!
+//! Every object a request returns, and every read, is decoded as any JSON
+//! ([`Whole`]) and read as the watches read (leniently): a field our types
+//! cannot hold never makes a write impossible, nor an accepted write look
+//! failed. A 2xx whose body cannot be read at all is an accepted write
+//! whose answer says nothing ([`unreadable`]).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -18,6 +24,7 @@ use nodewarden_model::{DeletionMode, NodeCondition, Taint, Timestamp};
 use serde_json::{Value, json};
 
 use crate::trimmed::{Readable, Trimmed};
+use crate::whole::Whole;
 
 use super::*;
 
@@ -32,41 +39,52 @@ pub(super) fn pod_name(key: &str) -> (&str, &str) {
 /// A pod as a write returned it, read with the same detail as the
 /// watches read it (a reading without the rescheduler's facts would make
 /// the engine forget them until the watch delivered the pod again).
-fn pod_state(key: &str, pod: Option<&Pod>, detail: Detail) -> Vec<Observation> {
+fn pod_state(key: &str, pod: Option<&Whole<Pod>>, detail: Detail) -> Vec<Observation> {
     match pod {
         None => vec![Observation::PodDeleted { key: key.to_string() }],
-        Some(p) => serde_json::to_value(p)
-            .ok()
-            .and_then(|v| pod_reading(&v, wall_clock_now(), detail))
-            .map(Observation::PodUpserted)
-            .into_iter()
-            .collect(),
+        Some(p) => pod_reading(&p.value, wall_clock_now(), detail).map(Observation::PodUpserted).into_iter().collect(),
     }
 }
 
 /// A node as a write returned it; see [`pod_state`].
-fn node_state(name: &str, node: Option<&Node>, detail: Detail) -> Vec<Observation> {
+fn node_state(name: &str, node: Option<&Whole<Node>>, detail: Detail) -> Vec<Observation> {
     match node {
         None => vec![Observation::NodeDeleted { name: name.to_string() }],
-        Some(n) => serde_json::to_value(n)
-            .ok()
-            .and_then(|v| node_reading(&v, wall_clock_now(), detail))
-            .map(Observation::NodeUpserted)
-            .into_iter()
-            .collect(),
+        Some(n) => {
+            node_reading(&n.value, wall_clock_now(), detail).map(Observation::NodeUpserted).into_iter().collect()
+        }
     }
 }
 
 /// A node read after a refusal: its state when the read answered (gone
 /// when the API said so), nothing when the read failed: a failed read is
 /// no news, and must not read as a deletion.
-pub(super) fn node_read(name: &str, read: ApiResult<Option<Node>>, detail: Detail) -> Vec<Observation> {
+pub(super) fn node_read(name: &str, read: ApiResult<Option<Whole<Node>>>, detail: Detail) -> Vec<Observation> {
     read.map_or_else(|_| Vec::new(), |n| node_state(name, n.as_ref(), detail))
 }
 
 /// A pod read after a refusal; see [`node_read`].
-pub(super) fn pod_read(key: &str, read: ApiResult<Option<Pod>>, detail: Detail) -> Vec<Observation> {
+pub(super) fn pod_read(key: &str, read: ApiResult<Option<Whole<Pod>>>, detail: Detail) -> Vec<Observation> {
     read.map_or_else(|_| Vec::new(), |p| pod_state(key, p.as_ref(), detail))
+}
+
+/// Whether `e` is an answer kube-rs could not decode after the API server
+/// accepted the request: it checks the status first (4xx and 5xx are
+/// [`kube::Error::Api`]), so a decoding error is a 2xx body that is not
+/// JSON. The write was made; only its answer is lost.
+pub(super) fn unreadable(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::SerdeError(_))
+}
+
+/// A node's taints as the server holds them: none when `spec.taints` is
+/// absent, `None` when it is not a list (nothing a patch could be
+/// computed from).
+pub(super) fn taints_of(node: &Whole<Node>) -> Option<Vec<Value>> {
+    match node.at("/spec/taints") {
+        None => Some(Vec::new()),
+        Some(Value::Array(taints)) => Some(taints.clone()),
+        Some(_) => None,
+    }
 }
 
 /// One object read leniently ([`Trimmed`]): `Some(None)` when it is gone.
@@ -93,27 +111,29 @@ fn eviction(ns: &str, name: &str, uid: &str, grace_period_seconds: Option<u32>) 
     }
 }
 
-fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &Taint) -> bool {
-    k.key == t.key && k.effect == t.effect.as_str()
+fn same_taint(k: &Value, t: &Taint) -> bool {
+    k.get("key").and_then(Value::as_str) == Some(t.key.as_str())
+        && k.get("effect").and_then(Value::as_str) == Some(t.effect.as_str())
 }
 
-/// `old` with `remove` taken out and `add` put in (replacing a taint of
-/// the same key and effect), in the API's form.
-fn patched_taints(
-    old: &[k8s_openapi::api::core::v1::Taint],
-    add: &[Taint],
-    remove: &[Taint],
-) -> Vec<k8s_openapi::api::core::v1::Taint> {
+/// `old` (the server's taints, each kept as it was written) with `remove`
+/// taken out and `add` put in (replacing a taint of the same key and
+/// effect), in the API's form.
+fn patched_taints(old: &[Value], add: &[Taint], remove: &[Taint]) -> Vec<Value> {
     let mut taints = old.to_vec();
     taints.retain(|k| !remove.iter().any(|t| same_taint(k, t)));
     for t in add {
         taints.retain(|k| !same_taint(k, t));
-        taints.push(k8s_openapi::api::core::v1::Taint {
-            key: t.key.clone(),
-            value: (!t.value.is_empty()).then(|| t.value.clone()),
-            effect: t.effect.as_str().to_string(),
-            time_added: t.time_added.and_then(time),
-        });
+        let mut taint = serde_json::Map::new();
+        taint.insert("key".into(), json!(t.key));
+        if !t.value.is_empty() {
+            taint.insert("value".into(), json!(t.value));
+        }
+        taint.insert("effect".into(), json!(t.effect.as_str()));
+        if let Some(at) = t.time_added.and_then(time) {
+            taint.insert("timeAdded".into(), json!(at));
+        }
+        taints.push(Value::Object(taint));
     }
     taints
 }
@@ -180,12 +200,13 @@ impl Writer {
             }
             ActionKind::PatchNodeTaints { node, add, remove, .. } => self.patch_node_taints(node, add, remove).await,
             ActionKind::PatchNodeLabels { node, labels } => {
-                let api = Api::<Node>::all(self.client.clone());
+                let api = Api::<Whole<Node>>::all(self.client.clone());
                 let patch = json!({"metadata": {"labels": labels}});
                 let pp = PatchParams::default();
                 let merge = Patch::Merge(&patch);
                 match self.send(|| api.patch(node, &pp, &merge)).await {
                     Ok(n) => Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail))),
+                    Err(e) if unreadable(&e) => Ok(Attempt::Done(Vec::new())),
                     Err(e) if code(&e) == Some(404) => {
                         Ok(Attempt::Refused(e.to_string(), node_state(node, None, self.opts.detail)))
                     }
@@ -218,7 +239,7 @@ impl Writer {
         // it is refused with 409 and the engine decides again from
         // the node as it is, as upstream's conflict makes it
         // recompute.
-        let api = Api::<Node>::all(self.client.clone());
+        let api = Api::<Whole<Node>>::all(self.client.clone());
         let list: Vec<KNodeCondition> = conditions
             .iter()
             .map(|c| KNodeCondition {
@@ -241,6 +262,7 @@ impl Writer {
                 self.taints_seen.remember(&n);
                 Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)))
             }
+            Err(e) if unreadable(&e) => Ok(Attempt::Done(Vec::new())),
             Err(e) if code(&e) == Some(409) || code(&e) == Some(404) => {
                 let fresh = self.call(|| api.get_opt(node)).await;
                 Ok(Attempt::Refused(e.to_string(), node_read(node, fresh, self.opts.detail)))
@@ -256,7 +278,7 @@ impl Writer {
     /// that guard fails or nothing was remembered, at most
     /// [`CONFLICT_ATTEMPTS`] times. Its own step for that loop.
     async fn patch_node_taints(&self, node: &str, add: &[Taint], remove: &[Taint]) -> ApiResult<Attempt> {
-        let api = Api::<Node>::all(self.client.clone());
+        let api = Api::<Whole<Node>>::all(self.client.clone());
         let mut last = String::new();
         // Guarded by the taints it read, not by the whole node's
         // resourceVersion: a kubelet's status post between the read
@@ -282,7 +304,13 @@ impl Writer {
                             node_state(node, None, self.opts.detail),
                         ));
                     };
-                    (cur.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(), Some(cur), None)
+                    let Some(taints) = taints_of(&cur) else {
+                        return Ok(Attempt::Refused(
+                            format!("nodes {node:?}: spec.taints is not a list; nothing to patch it from"),
+                            node_state(node, Some(&cur), self.opts.detail),
+                        ));
+                    };
+                    (taints, Some(cur), None)
                 }
             };
             let taints = patched_taints(&old, add, remove);
@@ -293,12 +321,10 @@ impl Writer {
                 return Ok(Attempt::Done(node_state(node, Some(cur), self.opts.detail)));
             }
             let read = match &cur {
-                Some(cur) => {
-                    cur.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| serde_json::to_value(t).ok())
-                }
+                Some(cur) => cur.at("/spec/taints").cloned(),
                 // A node the answer showed without taints has no
                 // `spec.taints` to test: its resourceVersion guards.
-                None => (!old.is_empty()).then(|| serde_json::to_value(&old).ok()).flatten(),
+                None => (!old.is_empty()).then(|| Value::Array(old.clone())),
             };
             let guarded = (guard_on_taints || cur.is_none()).then_some(read).flatten().and_then(|old| {
                 serde_json::from_value::<json_patch::Patch>(json!([
@@ -323,6 +349,7 @@ impl Writer {
                     self.taints_seen.remember(&n);
                     return Ok(Attempt::Done(node_state(node, Some(&n), self.opts.detail)));
                 }
+                Err(e) if unreadable(&e) => return Ok(Attempt::Done(Vec::new())),
                 Err(e) if code(&e) == Some(409) => last = e.to_string(),
                 // Guarded by a remembered node that has changed since (a
                 // 409 above, or a failed test): read it, and guard by what
@@ -356,7 +383,7 @@ impl Writer {
         grace: Option<nodewarden_model::Span>,
     ) -> ApiResult<Attempt> {
         let (ns, name) = pod_name(pod);
-        let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+        let api = Api::<Whole<Pod>>::namespaced(self.client.clone(), ns);
         let dp = DeleteParams {
             preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
             grace_period_seconds: grace.map(|g| g.as_secs_f64().ceil().max(0.0) as u32),
@@ -373,10 +400,13 @@ impl Writer {
             }
         };
         match result {
-            Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => {
+            Ok(Some(p)) if p.at("/metadata/deletionTimestamp").is_some() => {
                 Ok(Attempt::Done(pod_state(pod, Some(&p), self.opts.detail)))
             }
+            // Gone at once (a Status), or accepted with an answer that
+            // cannot be read: the deletion was made either way.
             Ok(_) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
+            Err(e) if unreadable(&e) => Ok(Attempt::Done(pod_state(pod, None, self.opts.detail))),
             // Already gone: what the deletion wanted, but not a deletion
             // of ours (it is not counted as one).
             Err(e) if code(&e) == Some(404) => Ok(Attempt::Gone(pod_state(pod, None, self.opts.detail))),
@@ -401,7 +431,7 @@ impl Writer {
     /// refused with the pod as it now is.
     async fn pod_status(&self, key: &str, uid: &str, sending: &Sending) -> ApiResult<Attempt> {
         let (ns, name) = pod_name(key);
-        let api = Api::<Pod>::namespaced(self.client.clone(), ns);
+        let api = Api::<Whole<Pod>>::namespaced(self.client.clone(), ns);
         let pp = PatchParams::default();
         let result = self
             .send(|| {
@@ -415,6 +445,7 @@ impl Writer {
             .await;
         match result {
             Ok(p) => Ok(Attempt::Done(pod_state(key, Some(&p), self.opts.detail))),
+            Err(e) if unreadable(&e) => Ok(Attempt::Done(Vec::new())),
             Err(e) if matches!(code(&e), Some(404 | 409)) => {
                 let fresh = self.call(|| api.get_opt(name)).await;
                 Ok(Attempt::Refused(e.to_string(), pod_read(key, fresh, self.opts.detail)))
@@ -482,6 +513,7 @@ impl Writer {
             let api = Api::<KEvent>::namespaced(self.client.clone(), &ns);
             match self.call(|| api.create(&POST, &e)).await {
                 Ok(_) => return Ok(()),
+                Err(e) if unreadable(&e) => return Ok(()),
                 Err(e)
                     if code(&e) == Some(404)
                         && !matches!(&e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| !d.name.is_empty())) =>
@@ -510,7 +542,10 @@ impl Writer {
             ..Default::default()
         };
         let api = Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns);
-        self.call(|| api.create(&POST, &e)).await.map(|_| ())
+        match self.call(|| api.create(&POST, &e)).await {
+            Err(e) if !unreadable(&e) => Err(e),
+            _ => Ok(()),
+        }
     }
 }
 

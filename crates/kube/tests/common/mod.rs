@@ -362,3 +362,63 @@ pub async fn silent_server() -> (kube::Client, tokio::task::JoinHandle<()>) {
     let client = kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client");
     (client, server)
 }
+
+/// One request a [`canned_server`] answered: method, path (with its
+/// query) and body.
+#[derive(Clone, Debug)]
+pub struct Asked {
+    /// `GET`, `PATCH`, `DELETE`, ...
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// The request's body, as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+}
+
+/// A client of an API server on loopback that answers each request as
+/// `answer` says (status and body text), and the requests it answered,
+/// in order: for what the served cluster cannot send (an answer our types
+/// cannot decode, a 2xx body that is not JSON). The server's task is
+/// returned for the test to abort.
+pub async fn canned_server(
+    answer: impl Fn(&Asked) -> (u16, String) + Send + Sync + 'static,
+) -> (kube::Client, std::sync::Arc<std::sync::Mutex<Vec<Asked>>>, tokio::task::JoinHandle<()>) {
+    use http_body_util::BodyExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Asked>::new()));
+    let answer = std::sync::Arc::new(answer);
+    let log = asked.clone();
+    let server = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (answer, log) = (answer.clone(), log.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (answer, log) = (answer.clone(), log.clone());
+                    async move {
+                        let method = req.method().to_string();
+                        let path = req.uri().path_and_query().map(ToString::to_string).unwrap_or_default();
+                        let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                        let asked = Asked { method, path, body };
+                        let (status, text) = answer(&asked);
+                        log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(asked);
+                        let mut res = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(text)));
+                        *res.status_mut() = hyper::StatusCode::from_u16(status).expect("a status");
+                        res.headers_mut().insert(
+                            hyper::header::CONTENT_TYPE,
+                            hyper::header::HeaderValue::from_static("application/json"),
+                        );
+                        Ok::<_, std::convert::Infallible>(res)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().expect("url"));
+    let client = kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client");
+    (client, asked, server)
+}
