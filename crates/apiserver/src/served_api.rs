@@ -27,7 +27,8 @@ use std::sync::{Arc, MutexGuard};
 
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{
-    Action, ActionKind, EventType as EngineEventType, ObjectKind, ObjectRef, Observation, WriteOutcome,
+    Action, ActionKind, DISRUPTION_TARGET_TAKEN_BACK, EventType as EngineEventType, ObjectKind, ObjectRef, Observation,
+    WriteOutcome,
 };
 use nodewarden_model::{ControllerConfig, DeletionMode, Timestamp};
 use nodewarden_objects::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
@@ -343,6 +344,7 @@ impl ClusterApi for ServedApi<'_> {
             ActionKind::MarkPodNotReady { pod, .. }
             | ActionKind::SetPodNodeLost { pod, .. }
             | ActionKind::AddPodDisruptionTarget { pod, .. }
+            | ActionKind::ClearPodDisruptionTarget { pod, .. }
             | ActionKind::DeletePod { pod, .. }
             | ActionKind::EvictForAddon { pod, .. } => (Kind::Pod, pod.clone()),
             ActionKind::RecordEvent(_) => return Applied::default(),
@@ -364,6 +366,7 @@ impl ClusterApi for ServedApi<'_> {
             ActionKind::MarkPodNotReady { uid, .. }
             | ActionKind::SetPodNodeLost { uid, .. }
             | ActionKind::AddPodDisruptionTarget { uid, .. }
+            | ActionKind::ClearPodDisruptionTarget { uid, .. }
             | ActionKind::DeletePod { uid, .. }
             | ActionKind::EvictForAddon { uid, .. }
                 if cur.uid != *uid =>
@@ -435,6 +438,12 @@ fn edit(kind: &ActionKind, v: &mut Value, time: &TimeBase, now: Timestamp, pod_n
             let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
             let target = json!({"type": POD_DISRUPTION_TARGET, "status": "True", "reason": "DeletionByTaintManager", "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": time.time(now)});
             node_rules::merge_by(&mut list, &[target], same_type);
+            v["status"]["conditions"] = Value::Array(list);
+        }
+        ActionKind::ClearPodDisruptionTarget { .. } => {
+            let mut list = v.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+            let taken_back = json!({"type": POD_DISRUPTION_TARGET, "status": "False", "reason": DISRUPTION_TARGET_TAKEN_BACK.0, "message": DISRUPTION_TARGET_TAKEN_BACK.1, "lastTransitionTime": time.time(now)});
+            node_rules::merge_by(&mut list, &[taken_back], same_type);
             v["status"]["conditions"] = Value::Array(list);
         }
         ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. } | ActionKind::RecordEvent(_) => {}

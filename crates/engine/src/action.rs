@@ -140,6 +140,18 @@ pub enum ActionKind {
         /// Precondition: the pod's uid.
         uid: String,
     },
+    /// Set the `DisruptionTarget` condition False on a pod whose deletion
+    /// was called off after [`ActionKind::AddPodDisruptionTarget`] landed
+    /// (its node came back while the deletion waited): the pod keeps
+    /// running, and the condition must not say it is about to go.
+    /// Upstream's disruption controller does the same to such a condition
+    /// two minutes on; this does it as soon as the deletion is called off.
+    ClearPodDisruptionTarget {
+        /// The pod.
+        pod: PodKey,
+        /// Precondition: the pod's uid.
+        uid: String,
+    },
     /// Delete the pod.
     DeletePod {
         /// The pod.
@@ -199,6 +211,7 @@ impl ActionKind {
             ActionKind::MarkPodNotReady { .. } => "mark_pod_not_ready",
             ActionKind::SetPodNodeLost { .. } => "set_pod_node_lost",
             ActionKind::AddPodDisruptionTarget { .. } => "add_pod_disruption_target",
+            ActionKind::ClearPodDisruptionTarget { .. } => "clear_pod_disruption_target",
             ActionKind::DeletePod { .. } => "delete_pod",
             ActionKind::EvictForAddon { .. } => "evict_for_addon",
             ActionKind::RecordEvent(_) => "record_event",
@@ -217,7 +230,8 @@ impl ActionKind {
             ActionKind::PatchNodeLabels { node, .. } => Some((ObjectRef::Node(node.clone()), WriteSlot::NodeLabels)),
             ActionKind::MarkPodNotReady { pod, .. }
             | ActionKind::SetPodNodeLost { pod, .. }
-            | ActionKind::AddPodDisruptionTarget { pod, .. } => {
+            | ActionKind::AddPodDisruptionTarget { pod, .. }
+            | ActionKind::ClearPodDisruptionTarget { pod, .. } => {
                 Some((ObjectRef::Pod(pod.clone()), WriteSlot::PodStatus))
             }
             ActionKind::DeletePod { pod, .. } | ActionKind::EvictForAddon { pod, .. } => {
@@ -227,6 +241,13 @@ impl ActionKind {
         }
     }
 }
+
+/// The reason and message of a `DisruptionTarget` condition taken back
+/// ([`ActionKind::ClearPodDisruptionTarget`]). Ours: upstream has no such
+/// write (its disruption controller sets a stale one False after two
+/// minutes, leaving the taint manager's reason and message beside it).
+pub const DISRUPTION_TARGET_TAKEN_BACK: (&str, &str) =
+    ("DeletionCancelled", "Taint manager: the deletion was called off; the pod keeps running");
 
 /// An action with its id.
 #[derive(Clone, Debug, PartialEq)]

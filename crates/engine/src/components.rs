@@ -12,6 +12,7 @@ use nodewarden_model::{
     ConditionStatus, ControllerConfig, NodeCondition, Span, Taint, Timestamp, Toleration, ZoneKey, ZoneState, keys,
 };
 
+use crate::action::ActionKind;
 use crate::explain::{NodeFacts, TaintingFacts, Verdict};
 use crate::queue::RateLimitedTimedQueue;
 
@@ -259,6 +260,28 @@ pub struct Pod {
     pub progress: PodProgress,
 }
 
+impl Pod {
+    /// Takes back this pod's `DisruptionTarget` condition when nothing
+    /// stands behind it any more: it landed, and the pod's deletion was
+    /// called off (none under way, none `scheduled`) while the pod runs on.
+    /// Returns the write that sets it False, with the pod's books updated;
+    /// `None` when the condition is not ours to take back or a deletion
+    /// still stands. Asked wherever a deletion can be called off: the
+    /// taint manager's cancellation, a deadline that fires without a
+    /// basis, a deletion withdrawn unsent, and the condition landing after
+    /// its deletion was called off.
+    pub fn take_back_disruption_target(&mut self, scheduled: bool) -> Option<ActionKind> {
+        let progress = &self.progress;
+        if !progress.disruption_target_landed || progress.deletion_requested || scheduled || self.terminating {
+            return None;
+        }
+        self.progress.disruption_target = false;
+        self.progress.disruption_target_landed = false;
+        tracing::info!(pod = %self.key, "deletion called off after its DisruptionTarget condition landed; setting it False");
+        Some(ActionKind::ClearPodDisruptionTarget { pod: self.key.to_string(), uid: self.uid.to_string() })
+    }
+}
+
 /// What the controller has done to a pod.
 #[derive(Debug, Clone, Default)]
 pub struct PodProgress {
@@ -267,8 +290,12 @@ pub struct PodProgress {
     /// `status.reason = NodeLost` was written (legacy mode), or observed on
     /// the pod (written by an earlier life of the controller).
     pub node_lost: bool,
-    /// The `DisruptionTarget` condition was written (taint-based mode).
+    /// The `DisruptionTarget` condition was issued (taint-based mode).
     pub disruption_target: bool,
+    /// ... and the API server accepted it: the pod carries it until it is
+    /// gone or the condition is taken back
+    /// ([`ActionKind::ClearPodDisruptionTarget`](crate::action::ActionKind::ClearPodDisruptionTarget)).
+    pub disruption_target_landed: bool,
     /// Its not-ready mark is decided and not yet built: the pod waits in
     /// the outbox's wanted marks (see [`Outbox::want_mark`]), and the mark
     /// is built, from the pod as it then is, when a sender has room.

@@ -542,6 +542,14 @@ fn withdrawn(world: &mut World, kind: ActionKind, reason: &str) {
                 let later = world.resource::<Settings>().0.node_monitor_period;
                 rearm_taint_deletion(world, e, later);
             }
+            take_back_disruption_target(world, e);
+        }
+        ActionKind::ClearPodDisruptionTarget { pod, uid } => {
+            // The condition stays on the pod: a deletion stands again.
+            let Some(e) = pod_for(world, pod, uid) else { return };
+            if let Some(mut p) = world.get_mut::<Pod>(e) {
+                p.progress.disruption_target_landed = true;
+            }
         }
         ActionKind::AddPodDisruptionTarget { pod, uid } | ActionKind::SetPodNodeLost { pod, uid, .. } => {
             let Some(e) = pod_for(world, pod, uid) else { return };
@@ -572,6 +580,15 @@ fn withdrawn(world: &mut World, kind: ActionKind, reason: &str) {
             }
         }
         ActionKind::RecordEvent(_) => {}
+    }
+}
+
+/// [`Pod::take_back_disruption_target`] for pod `e`, from the world.
+fn take_back_disruption_target(world: &mut World, e: Entity) {
+    let scheduled = world.get::<PendingDeletion>(e).is_some_and(|d| !d.is_empty());
+    let clear = world.get_mut::<Pod>(e).and_then(|mut p| p.take_back_disruption_target(scheduled));
+    if let Some(clear) = clear {
+        world.resource_mut::<Outbox>().write(clear);
     }
 }
 
@@ -611,8 +628,19 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
     }
     let reason = match outcome {
         WriteOutcome::Done => {
-            if let ActionKind::DeletePod { why, .. } = &kind {
-                deletion_accepted(world, why);
+            match &kind {
+                ActionKind::DeletePod { why, .. } => deletion_accepted(world, why),
+                ActionKind::AddPodDisruptionTarget { pod, uid } => {
+                    if let Some(e) = pod_named(world, pod) {
+                        if let Some(mut p) = world.get_mut::<Pod>(e).filter(|p| &*p.uid == uid) {
+                            p.progress.disruption_target_landed = true;
+                        }
+                        // Its deletion may have been called off while it
+                        // was on its way.
+                        take_back_disruption_target(world, e);
+                    }
+                }
+                _ => {}
             }
             return;
         }

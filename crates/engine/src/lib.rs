@@ -35,7 +35,7 @@ mod resources;
 mod send_check;
 mod systems;
 
-pub use action::{Action, ActionId, ActionKind, Event, EventType, ObjectRef, WriteSlot};
+pub use action::{Action, ActionId, ActionKind, DISRUPTION_TARGET_TAKEN_BACK, Event, EventType, ObjectRef, WriteSlot};
 pub use engine::{Engine, INGEST_PHASE, PhaseTiming, ZoneReport};
 pub use explain::{AddonEviction, Explanation, PreparationTier};
 pub use observation::{BudgetSnapshot, NodeSnapshot, ObjectKind, Observation, PodSnapshot, WriteOutcome};

@@ -66,6 +66,17 @@ pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), String> {
             }
             deletion_still_due(world, e, p)
         }
+        ActionKind::ClearPodDisruptionTarget { pod, uid } => {
+            let (e, p) = pod_with_uid(world, pod, uid)?;
+            let scheduled = world.get::<PendingDeletion>(e).is_some_and(|d| !d.is_empty());
+            if p.progress.deletion_requested || scheduled {
+                return Err("a deletion of the pod stands again".into());
+            }
+            if p.terminating {
+                return Err("the pod is terminating".into());
+            }
+            Ok(())
+        }
         ActionKind::DeletePod { pod, uid, why, .. } => {
             let (e, p) = running_on(world, pod, uid, &why.node)?;
             deletion_still_due(world, e, p)

@@ -593,3 +593,50 @@ fn a_waiting_mark_goes_with_the_pods_deletion() {
     assert!(!later.iter().any(|a| matches!(a.kind, ActionKind::MarkPodNotReady { .. })), "{later:?}");
     assert_eq!(engine.writes_wanted(), 0);
 }
+
+/// A deletion withdrawn unsent after its pod's `DisruptionTarget`
+/// condition landed (the node came back while the deletion waited for its
+/// turn) leaves a running pod whose condition says it is about to go: the
+/// engine takes the condition back. One whose condition never landed
+/// (withdrawn with it) has nothing to take back.
+#[test]
+fn a_deletion_called_off_after_its_condition_landed_takes_the_condition_back() {
+    let heal = |engine: &mut Engine, n: &mut NodeSnapshot| {
+        n.taints.clear();
+        n.version += 1;
+        engine.observe(Observation::NodeUpserted(n.clone()));
+    };
+    let taken_back = |actions: &[nodewarden_engine::Action]| {
+        actions
+            .iter()
+            .filter(|a| matches!(&a.kind, ActionKind::ClearPodDisruptionTarget { pod, .. } if pod == "default/p"))
+            .count()
+    };
+    // The condition landed (`until_issued` answers every write at once),
+    // the deletion after it did not go.
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let mut n = two_zones(&mut engine);
+    engine.observe(plain_pod("default/p", "a"));
+    let deletion = until_issued(&mut engine, &mut n, 0, |k| matches!(k, ActionKind::DeletePod { .. }));
+    heal(&mut engine, &mut n);
+    let why = engine.still_true(Timestamp::from_millis(60_000), &deletion.kind).expect_err("the taint is gone");
+    engine.observe(Observation::WriteFinished { id: deletion.id, outcome: WriteOutcome::Withdrawn(why) });
+    let actions = engine.tick(Timestamp::from_millis(60_100));
+    assert_eq!(taken_back(&actions), 1, "{actions:?}");
+    let clear = actions.iter().find(|a| matches!(a.kind, ActionKind::ClearPodDisruptionTarget { .. })).unwrap();
+    assert_eq!(engine.still_true(Timestamp::from_millis(60_200), &clear.kind), Ok(()), "still called off");
+
+    // Both withdrawn unsent: the condition never landed.
+    let mut engine = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
+    let mut n = two_zones(&mut engine);
+    engine.observe(plain_pod("default/p", "a"));
+    let target = until_issued(&mut engine, &mut n, 0, |k| matches!(k, ActionKind::AddPodDisruptionTarget { .. }));
+    heal(&mut engine, &mut n);
+    let why = engine.still_true(Timestamp::from_millis(60_000), &target.kind).expect_err("called off");
+    engine.observe(Observation::WriteFinished { id: target.id, outcome: WriteOutcome::Withdrawn(why.clone()) });
+    // The deletion the same pass issued right after it (ids run in order).
+    let deletion = nodewarden_engine::ActionId(target.id.0 + 1);
+    engine.observe(Observation::WriteFinished { id: deletion, outcome: WriteOutcome::Withdrawn(why) });
+    let actions = engine.tick(Timestamp::from_millis(60_100));
+    assert_eq!(taken_back(&actions), 0, "{actions:?}");
+}

@@ -151,6 +151,9 @@ impl ActionRecord {
             ActionKind::AddPodDisruptionTarget { pod, .. } => {
                 ActionRecord { action: "add-pod-disruption-target", pod: Some(pod.clone()), ..r }
             }
+            ActionKind::ClearPodDisruptionTarget { pod, .. } => {
+                ActionRecord { action: "clear-pod-disruption-target", pod: Some(pod.clone()), ..r }
+            }
             ActionKind::DeletePod { pod, why, mode, .. } => ActionRecord {
                 action: "delete-pod",
                 pod: Some(pod.clone()),

@@ -40,7 +40,7 @@ pub enum WriteClass {
     /// `DisruptionTarget` condition, legacy mode's `NodeLost` reason):
     /// they are sent just before it, to the same pod.
     Deletion = 1,
-    /// Pods marked not ready.
+    /// Pods marked not ready (and a `DisruptionTarget` taken back).
     PodStatus = 2,
     /// Events.
     Event = 3,
@@ -60,7 +60,9 @@ impl WriteClass {
             | ActionKind::EvictForAddon { .. }
             | ActionKind::AddPodDisruptionTarget { .. }
             | ActionKind::SetPodNodeLost { .. } => WriteClass::Deletion,
-            ActionKind::MarkPodNotReady { .. } => WriteClass::PodStatus,
+            // Taking a condition back is housekeeping: it waits behind the
+            // deletions, with the marks.
+            ActionKind::MarkPodNotReady { .. } | ActionKind::ClearPodDisruptionTarget { .. } => WriteClass::PodStatus,
             ActionKind::RecordEvent(_) => WriteClass::Event,
         }
     }

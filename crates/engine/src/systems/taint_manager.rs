@@ -133,13 +133,17 @@ fn process_pod(
     timers: &mut DeletionTimers,
     outbox: &mut Outbox,
 ) {
-    let Ok((pod, mut pending)) = pods.get_mut(pod_entity) else { return };
+    let Ok((mut pod, mut pending)) = pods.get_mut(pod_entity) else { return };
     match plan(pending.get(), taints, &pod, now) {
         Plan::Keep => {}
         Plan::Cancel => {
             // The heap entry goes stale with it.
             pending.set_basis(None);
-            if pending.set(None).is_some() {
+            let cancelled = pending.set(None).is_some();
+            if let Some(clear) = pod.take_back_disruption_target(false) {
+                outbox.write(clear);
+            }
+            if cancelled {
                 tracing::info!(pod = %pod.key, "pod tolerates the node's taints now; deletion cancelled");
                 outbox.event(
                     ObjectRef::Pod(pod.key.to_string()),
@@ -309,7 +313,14 @@ fn fire_due_deletions(
         if p.terminating || p.progress.deletion_requested {
             continue;
         }
-        let Some(basis) = pending.basis().cloned() else { continue };
+        let Some(basis) = pending.basis().cloned() else {
+            // Called off while it waited (a refusal's retry outlived its
+            // basis).
+            if let Some(clear) = p.take_back_disruption_target(false) {
+                work.outbox.write(clear);
+            }
+            continue;
+        };
         let node_name = p.node.as_deref().unwrap_or_default().to_string();
         let known = node_index.0.get(node_name.as_str()).and_then(|&n| facts.get(n).ok());
         let tainting = known

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Precondition
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use nodewarden_engine::{ActionKind, EventType, ObjectRef, Observation};
+use nodewarden_engine::{ActionKind, DISRUPTION_TARGET_TAKEN_BACK, EventType, ObjectRef, Observation};
 use nodewarden_model::{DeletionMode, NodeCondition, Taint, Timestamp};
 use serde_json::{Value, json};
 
@@ -162,6 +162,16 @@ pub(super) fn pod_status_patch(uid: &str, actions: &[nodewarden_engine::Action],
                 "message": "Taint manager: deleting due to NoExecute taint",
                 "lastTransitionTime": at,
             })),
+            // Conditions merge field by field: the reason and message
+            // are replaced too, or the taint manager's "deleting" would
+            // stay beside False.
+            ActionKind::ClearPodDisruptionTarget { .. } => conditions.push(json!({
+                "type": "DisruptionTarget",
+                "status": "False",
+                "reason": DISRUPTION_TARGET_TAKEN_BACK.0,
+                "message": DISRUPTION_TARGET_TAKEN_BACK.1,
+                "lastTransitionTime": at,
+            })),
             ActionKind::SetPodNodeLost { pod, node, .. } => {
                 let (_, name) = pod_name(pod);
                 status.insert("reason".into(), json!("NodeLost"));
@@ -215,7 +225,8 @@ impl Writer {
             }
             ActionKind::MarkPodNotReady { pod, uid }
             | ActionKind::SetPodNodeLost { pod, uid, .. }
-            | ActionKind::AddPodDisruptionTarget { pod, uid } => self.pod_status(pod, uid, sending).await,
+            | ActionKind::AddPodDisruptionTarget { pod, uid }
+            | ActionKind::ClearPodDisruptionTarget { pod, uid } => self.pod_status(pod, uid, sending).await,
             ActionKind::DeletePod { pod, uid, mode, .. } => self.delete_pod(pod, uid, *mode, None).await,
             ActionKind::EvictForAddon { pod, uid, grace, .. } => {
                 self.delete_pod(pod, uid, DeletionMode::Evict, *grace).await

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use nodewarden_engine::ActionKind;
 use nodewarden_engine::explain::{Explanation, Verdict};
-use nodewarden_model::{Span, Taint, TaintEffect, Timestamp, Toleration};
+use nodewarden_model::{ConditionStatus, Span, Taint, TaintEffect, Timestamp, Toleration};
 use nodewarden_sim::Cluster;
 use nodewarden_sim::cluster::POD_DISRUPTION_TARGET;
 
@@ -169,7 +169,9 @@ impl ReferenceModel {
             self.tm.pending.remove(&key);
             let Some(p) = cluster.pod(&key).filter(|p| !p.deleted && !p.terminating) else { continue };
             let (uid, node) = (p.uid.clone(), p.node.clone().unwrap_or_default());
-            if !p.conditions.contains_key(POD_DISRUPTION_TARGET) {
+            // Set True unless it already is (upstream's
+            // `UpdatePodCondition` writes only a change).
+            if p.conditions.get(POD_DISRUPTION_TARGET) != Some(&ConditionStatus::True) {
                 self.write(now, cluster, ActionKind::AddPodDisruptionTarget { pod: key.clone(), uid: uid.clone() });
             }
             let kind = ActionKind::DeletePod {

@@ -17,7 +17,8 @@ use super::objects::{RecordedEvent, SimPod};
 use crate::rules;
 use crate::rules::node::{merge_conditions, merge_labels, patch_taints};
 use crate::rules::pod::{
-    Deletion, POD_REASON_NODE_LOST, PodAtKey, SET_POD_NODE_LOST, add_disruption_target, check_pod_write, mark_not_ready,
+    Deletion, POD_REASON_NODE_LOST, PodAtKey, SET_POD_NODE_LOST, add_disruption_target, check_pod_write,
+    clear_disruption_target, mark_not_ready,
 };
 
 /// The simulated cluster is where replay and `nodewarden sim` carry out
@@ -88,6 +89,12 @@ impl Cluster {
             ActionKind::AddPodDisruptionTarget { pod, uid } => {
                 self.pod_write(id, "add-pod-disruption-target", pod, uid, |p| {
                     add_disruption_target(&mut p.conditions);
+                    Ok(())
+                })
+            }
+            ActionKind::ClearPodDisruptionTarget { pod, uid } => {
+                self.pod_write(id, "clear-pod-disruption-target", pod, uid, |p| {
+                    clear_disruption_target(&mut p.conditions);
                     Ok(())
                 })
             }

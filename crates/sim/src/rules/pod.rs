@@ -107,6 +107,12 @@ pub fn add_disruption_target(conditions: &mut BTreeMap<String, ConditionStatus>)
     conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::True);
 }
 
+/// A `DisruptionTarget` condition taken back (set False) after the
+/// deletion it announced was called off.
+pub fn clear_disruption_target(conditions: &mut BTreeMap<String, ConditionStatus>) {
+    conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::False);
+}
+
 /// The grace period a deletion runs with. Without scheduling tracked the
 /// cluster stands for the node lifecycle runs, where a pod is gone at once;
 /// with it, the grace the request asked for, else the pod's own
