@@ -89,7 +89,9 @@ pub enum ActionKind {
         /// The conditions after the update.
         conditions: Vec<NodeCondition>,
         /// Precondition: the node's `resourceVersion` the decision was made
-        /// on (0: unknown, none). A node that changed since (a kubelet's
+        /// on (0: unknown; a sender then reads the node, lets the engine
+        /// see it before the write is judged, and guards the write with the
+        /// version read: a status write never goes unguarded). A node that changed since (a kubelet's
         /// status post on its way when the controller decided) refuses the
         /// write, and the controller decides again from what it then sees,
         /// as upstream's `UpdateStatus` conflicts; a stale Unknown never

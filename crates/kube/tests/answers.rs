@@ -176,3 +176,33 @@ async fn a_deletion_of_a_pod_already_gone_is_withdrawn_not_counted() {
         "{observed:?}"
     );
 }
+
+/// A status write decided without the node's resourceVersion (0: the
+/// engine took an answer of ours without the node) is not sent without a
+/// precondition: the node is read, the engine shown it before the write
+/// is judged, and the write guarded by the version read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_without_a_known_version_is_guarded_by_a_read() {
+    use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition};
+    let unknown = NodeCondition {
+        kind: ConditionType::Ready,
+        status: ConditionStatus::Unknown,
+        reason: "NodeStatusUnknown".into(),
+        message: "Kubelet stopped posting node status.".into(),
+        last_heartbeat: Timestamp::from_millis(1_700_000_000_000),
+        last_transition: Timestamp::from_millis(1_700_000_040_000),
+    };
+    let action = ActionKind::UpdateNodeConditions { node: "n1".into(), conditions: vec![unknown], version: 0 };
+    let (outcome, observed, asked) = write(action, |a| match a.method.as_str() {
+        "GET" => (200, node(&json!([])).to_string()),
+        "PATCH" => (200, node(&json!([])).to_string()),
+        _ => (404, json!({"kind": "Status", "code": 404}).to_string()),
+    })
+    .await;
+    assert_eq!(outcome, WriteOutcome::Done, "requests: {asked:?}");
+    let methods: Vec<&str> = asked.iter().map(|a| a.method.as_str()).collect();
+    assert_eq!(methods, ["GET", "PATCH"], "read first: {asked:?}");
+    assert_eq!(asked[1].body["metadata"]["resourceVersion"], "5", "guarded by the version read");
+    let read = observed.iter().filter(|o| matches!(o, Observation::NodeUpserted(n) if n.name == "n1")).count();
+    assert!(read >= 2, "the read and the answer both reach the engine: {observed:?}");
+}

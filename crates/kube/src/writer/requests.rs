@@ -262,10 +262,33 @@ impl Writer {
                 last_transition_time: time(c.last_transition),
             })
             .collect();
-        let mut body = json!({"status": {"conditions": list}});
-        if version != 0 {
-            body["metadata"] = json!({"resourceVersion": version.to_string()});
-        }
+        // Never a status write without a precondition. Decided on a node
+        // whose resourceVersion the engine does not know (0: one of our
+        // own writes' answers came without the node, or the version is not
+        // a number): read it, hand the engine what the read shows before
+        // the write is judged (a heartbeat it reveals withdraws the write),
+        // and guard the write with the version read.
+        let version = if version != 0 {
+            version.to_string()
+        } else {
+            let Some(cur) = self.call(|| api.get_opt(node)).await? else {
+                return Ok(Attempt::Refused(
+                    format!("nodes {node:?} not found"),
+                    node_state(node, None, self.opts.detail),
+                ));
+            };
+            let Some(read) = cur.metadata.resource_version.clone() else {
+                return Ok(Attempt::Refused(
+                    format!("nodes {node:?} has no resourceVersion to guard the write with"),
+                    node_state(node, Some(&cur), self.opts.detail),
+                ));
+            };
+            for o in node_state(node, Some(&cur), self.opts.detail) {
+                let _ = self.answers.send(Input::Observe(o));
+            }
+            read
+        };
+        let body = json!({"metadata": {"resourceVersion": version}, "status": {"conditions": list}});
         let pp = PatchParams::default();
         let patch = Patch::Strategic(&body);
         match self.send(|| api.patch_status(node, &pp, &patch)).await {
