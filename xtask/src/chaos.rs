@@ -1,6 +1,10 @@
 //! `cargo xtask chaos`: the chaos trials (`nodewarden-chaos`) against the
 //! release binary, one JSON verdict a line on stdout, a summary on stderr;
-//! exits 1 when a trial misses a target.
+//! exits 1 when a trial misses a target. `big-zone` ([`big_zone`]) is the
+//! one trial at the size we claim, through `cargo xtask wire-load`'s
+//! harness; it has no short form.
+
+mod big_zone;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -8,10 +12,14 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use nodewarden_chaos::{Scale, Trial};
 
+/// The trial that is not one of `nodewarden_chaos`'s.
+const BIG_ZONE: &str = "big-zone";
+
 /// Runs the trials `args` name (every one when none), at the full scale
 /// unless `--short`.
 pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
     let mut trials = Vec::new();
+    let mut big_zone = false;
     let mut scale = Scale::full();
     let mut binary: Option<PathBuf> = None;
     let mut args = args.peekable();
@@ -19,17 +27,23 @@ pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
         match a.as_str() {
             "--short" => scale = Scale::short(),
             "--binary" => binary = Some(args.next().context("--binary needs a path")?.into()),
+            BIG_ZONE => big_zone = true,
             name => match Trial::named(name) {
                 Some(t) => trials.push(t),
                 None => bail!(
-                    "unknown trial {name:?}; trials: {}",
+                    "unknown trial {name:?}; trials: {}, {BIG_ZONE}",
                     Trial::ALL.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                 ),
             },
         }
     }
-    if trials.is_empty() {
+    let short = scale.name == Scale::short().name;
+    if big_zone && short {
+        bail!("{BIG_ZONE} has no short scale: it is the outage at the size we claim (40k nodes, 1M pods)");
+    }
+    if trials.is_empty() && !big_zone {
         trials = Trial::ALL.to_vec();
+        big_zone = !short;
     }
     let binary = match binary {
         Some(b) => b,
@@ -45,7 +59,7 @@ pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
         Command::new(&binary).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     eprintln!(
         "chaos: {} trial(s) at the {} scale with {} ({})",
-        trials.len(),
+        trials.len() + usize::from(big_zone),
         scale.name,
         binary.display(),
         version.unwrap_or_default()
@@ -77,6 +91,23 @@ pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
         );
         if !verdict.pass {
             failed.push(trial.name());
+        }
+    }
+    if big_zone {
+        eprintln!("chaos: {BIG_ZONE} ...");
+        let verdict = big_zone::run(&binary).with_context(|| format!("trial {BIG_ZONE}"))?;
+        println!("{}", serde_json::to_string(&verdict)?);
+        eprintln!(
+            "chaos: {} {BIG_ZONE}{}",
+            if verdict.pass { "PASS" } else { "FAIL" },
+            if verdict.failures.is_empty() {
+                String::new()
+            } else {
+                format!("\n       {}", verdict.failures.join("\n       "))
+            },
+        );
+        if !verdict.pass {
+            failed.push(BIG_ZONE);
         }
     }
     if !failed.is_empty() {

@@ -153,6 +153,19 @@ pub fn wire_load(args: impl Iterator<Item = String>) -> Result<()> {
         println!("{USAGE}");
         return Ok(());
     }
+    let (report, problems) = measure(args)?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    if !problems.is_empty() {
+        bail!("wire-load: {}", problems.join("; "));
+    }
+    Ok(())
+}
+
+/// Measures what `args` (wire-load's arguments) ask for: the report, and
+/// the problems that fail the run (a deletion a safe controller never
+/// makes). Progress on stderr; the logs kept when there are problems (or
+/// with `--keep`). Also `cargo xtask chaos big-zone`'s course.
+pub fn measure(args: Vec<String>) -> Result<(Value, Vec<String>)> {
     let o = Options::parse(args.into_iter())?;
     if cfg!(debug_assertions) && o.nodes >= 20_000 {
         eprintln!(
@@ -200,16 +213,12 @@ pub fn wire_load(args: impl Iterator<Item = String>) -> Result<()> {
         m.insert("binary".into(), json!(binary.display().to_string()));
         m.insert("version".into(), json!(version));
     }
-    println!("{}", serde_json::to_string_pretty(&report)?);
     if o.keep || !measured.problems.is_empty() {
         eprintln!("wire-load: logs kept in {}", dir.display());
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    if !measured.problems.is_empty() {
-        bail!("wire-load: {}", measured.problems.join("; "));
-    }
-    Ok(())
+    Ok((report, measured.problems))
 }
 
 #[cfg(test)]

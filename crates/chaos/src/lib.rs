@@ -65,11 +65,15 @@ pub enum Trial {
     RestartStorm,
     /// Objects no typed client can decode are in the cluster from the start.
     Malformed,
+    /// 5% of requests (the liveness probes' included) answered 503 for
+    /// four fault lengths, mid-eviction: load, not absence. Deletions go
+    /// on, and the engine never stops deciding for want of an answer.
+    ProbeFlakes,
 }
 
 impl Trial {
     /// Every trial, in the order `cargo xtask chaos` runs them.
-    pub const ALL: [Trial; 9] = [
+    pub const ALL: [Trial; 10] = [
         Trial::FailoverKill,
         Trial::FailoverStop,
         Trial::ApiErrors,
@@ -79,6 +83,7 @@ impl Trial {
         Trial::Freeze,
         Trial::RestartStorm,
         Trial::Malformed,
+        Trial::ProbeFlakes,
     ];
 
     /// Its name on the command line and in the verdict.
@@ -93,6 +98,7 @@ impl Trial {
             Trial::Freeze => "freeze",
             Trial::RestartStorm => "restart-storm",
             Trial::Malformed => "malformed",
+            Trial::ProbeFlakes => "probe-flakes",
         }
     }
 
@@ -288,6 +294,9 @@ pub struct Verdict {
     pub ready_still_tainted: usize,
     /// Replicas that logged losing their Lease.
     pub leadership_lost: usize,
+    /// Times a replica stopped deciding because its probes of the API
+    /// server went unanswered (each "does not answer" it logged).
+    pub api_silences: usize,
     /// Replicas started in all (restarts included).
     pub replicas_started: usize,
     /// When the lost zone's last pod was due (upstream's reckoning) and

@@ -260,6 +260,12 @@ pub fn verdict(
     check(scraped.interlock_refusals == 0, format!("{} interlock refusals", scraped.interlock_refusals));
     check(ready_still_tainted == 0, format!("{ready_still_tainted} Ready nodes still tainted after the recovery"));
     check(!history.lagged, "the store's feed overflowed: the record is incomplete".into());
+    if trial == Trial::ProbeFlakes {
+        check(
+            scraped.api_silences == 0,
+            format!("the engine stopped deciding {} times for want of an answer", scraped.api_silences),
+        );
+    }
     if trial == Trial::ApiThrottle {
         check(
             scraped.leadership_lost == 0,
@@ -283,6 +289,7 @@ pub fn verdict(
         write_lag_max_seconds: scraped.write_lag_max,
         ready_still_tainted,
         leadership_lost: scraped.leadership_lost,
+        api_silences: scraped.api_silences,
         replicas_started: scraped.started,
         last_due_seconds: last_due.as_secs_f64(),
         heal_seconds: heal.as_secs_f64(),

@@ -40,6 +40,8 @@ pub struct Scraped {
     pub write_lag_max: BTreeMap<String, f64>,
     /// Replicas that logged losing their Lease.
     pub leadership_lost: usize,
+    /// "the API server does not answer" lines, every replica.
+    pub api_silences: usize,
     /// Replicas started.
     pub started: usize,
 }
@@ -116,6 +118,7 @@ impl Scraped {
         if log.contains("leadership lost") {
             self.leadership_lost += 1;
         }
+        self.api_silences += log.matches("the API server does not answer").count();
     }
 }
 

@@ -187,10 +187,7 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
                     replicas.cont(pid)?;
                 }
             }
-            Step::Fault(fault) => {
-                let lasts = (fault != ApiFault::DropWatches).then_some(scale.fault);
-                served.faults().inject(fault, lasts);
-            }
+            Step::Fault(fault, lasts) => served.faults().inject(fault, lasts),
             Step::Freeze => served.faults().inject(ApiFault::Freeze, Some(scale.freeze)),
             Step::End => break,
         }
@@ -206,19 +203,22 @@ pub async fn play(binary: &Path, trial: Trial, scale: &Scale, dir: &Path) -> Res
 /// What `trial` does and when (from the served cluster's start), ending
 /// with [`Step::End`] at `end`; `mid` is the middle of the evictions.
 fn schedule(trial: Trial, scale: &Scale, mid: Duration, end: Duration) -> Vec<(Duration, Step)> {
+    let fault = |f: ApiFault| Step::Fault(f, Some(scale.fault));
     let mut steps: Vec<(Duration, Step)> = match trial {
         Trial::FailoverKill => vec![(mid, Step::KillLeader)],
         Trial::FailoverStop => {
             vec![(mid, Step::StopLeader), (mid + scale.election.0 + scale.election.0 / 3, Step::ContinueStopped)]
         }
-        Trial::ApiErrors => vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Errors { rate: 0.5, code: 503 }))],
-        Trial::ApiThrottle => {
-            vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Throttle { rate: 0.3, retry_after: 2 }))]
+        Trial::ApiErrors => vec![(mid - scale.fault / 2, fault(ApiFault::Errors { rate: 0.5, code: 503 }))],
+        Trial::ApiThrottle => vec![(mid - scale.fault / 2, fault(ApiFault::Throttle { rate: 0.3, retry_after: 2 }))],
+        Trial::DroppedWatches => (0..3)
+            .map(|i| (mid - scale.fault / 2 + scale.fault / 3 * i, Step::Fault(ApiFault::DropWatches, None)))
+            .collect(),
+        Trial::ApiOutage => vec![(mid - scale.fault / 2, fault(ApiFault::Outage))],
+        Trial::ProbeFlakes => {
+            let flakes = ApiFault::Errors { rate: 0.05, code: 503 };
+            vec![(mid - scale.fault * 2, Step::Fault(flakes, Some(scale.fault * 4)))]
         }
-        Trial::DroppedWatches => {
-            (0..3).map(|i| (mid - scale.fault / 2 + scale.fault / 3 * i, Step::Fault(ApiFault::DropWatches))).collect()
-        }
-        Trial::ApiOutage => vec![(mid - scale.fault / 2, Step::Fault(ApiFault::Outage))],
         Trial::Freeze => vec![(scale.outage_at, Step::Freeze)],
         Trial::RestartStorm => {
             (0..5u32).map(|i| (mid - scale.storm_gap * 2 + scale.storm_gap * i, Step::KillLeader)).collect()
@@ -237,8 +237,9 @@ enum Step {
     StopLeader,
     /// SIGCONT the replica stopped.
     ContinueStopped,
-    /// An API fault for the scale's fault length.
-    Fault(ApiFault),
+    /// An API fault, for as long as given (`None`: a single blow, as
+    /// dropping the watches).
+    Fault(ApiFault, Option<Duration>),
     /// The server and its kubelets freeze for the scale's freeze length.
     Freeze,
     /// Take the verdict.
