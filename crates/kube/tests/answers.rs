@@ -11,13 +11,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{Asked, canned_server};
-use nodewarden_controller::ClusterApi;
+use common::Asked;
 use nodewarden_engine::explain::{Explanation, Verdict};
-use nodewarden_engine::{Action, ActionId, ActionKind, Observation, WriteOutcome, WriteSlot};
-use nodewarden_kube::{Fence, Input, WriterOptions, spawn_writer};
+use nodewarden_engine::{ActionKind, Observation, WriteOutcome, WriteSlot};
+use nodewarden_kube::Fence;
 use nodewarden_model::{DeletionMode, Taint, TaintEffect, Timestamp};
 use serde_json::{Value, json};
 
@@ -36,52 +33,14 @@ fn node(taints: &Value) -> Value {
            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "yesterday"}]}})
 }
 
-/// Hands `action` to a writer talking to a server answering as `answer`
-/// does, plays the engine thread's side (every judgement "still true"),
-/// and returns the write's outcome, the observations that came with it,
-/// and the requests the server saw.
+/// [`common::drive_writer`] with an open fence and every judgement
+/// "still true".
 async fn write(
     action: ActionKind,
     answer: impl Fn(&Asked) -> (u16, String) + Send + Sync + 'static,
 ) -> (WriteOutcome, Vec<Observation>, Vec<Asked>) {
-    let (client, asked, server) = canned_server(answer).await;
-    let (answers, inputs) = crossbeam_channel::unbounded::<Input>();
-    let opts = WriterOptions { qps: 100.0, burst: 10, ..WriterOptions::default() };
-    let (mut api, writer) = spawn_writer(client, answers, opts, Fence::unfenced());
-    let _ = api.apply(Timestamp::from_millis(0), &Action { id: ActionId(1), kind: action });
-    let engine = std::thread::spawn(move || {
-        let mut outcome = None;
-        let mut observed = Vec::new();
-        while let Ok(input) = inputs.recv_timeout(Duration::from_secs(10)) {
-            match input {
-                Input::Judge { reply, .. } => {
-                    let _ = reply.send(Ok(()));
-                }
-                Input::Observe(Observation::WriteFinished { outcome: o, .. }) => outcome = Some(o),
-                Input::Observe(o) => {
-                    observed.push(o);
-                    if outcome.is_some() {
-                        break;
-                    }
-                }
-                _ => {}
-            }
-            if outcome.is_some() && inputs.is_empty() {
-                // The observations follow their WriteFinished at once.
-                if let Ok(Input::Observe(o)) = inputs.recv_timeout(Duration::from_millis(300)) {
-                    observed.push(o);
-                }
-                break;
-            }
-        }
-        (outcome, observed)
-    });
-    let (outcome, observed) =
-        tokio::task::spawn_blocking(move || engine.join().expect("engine side")).await.expect("joined");
-    writer.abort();
-    server.abort();
-    let asked = asked.lock().expect("asked").clone();
-    (outcome.unwrap_or_else(|| panic!("no WriteFinished; the server saw {asked:?}")), observed, asked)
+    let driven = common::drive_writer(action, Fence::unfenced(), |_| Ok(()), answer).await;
+    (driven.outcome, driven.observed, driven.asked)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

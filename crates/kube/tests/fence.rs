@@ -1,6 +1,7 @@
 //! The writer asks the leader-election fence before every request: with a
 //! closed fence the controller decides (the crashed node's Unknown status
-//! and taints are due) but nothing reaches the API server.
+//! and taints are due) but nothing reaches the API server; and it asks
+//! after the write's last judgement, right before the request leaves.
 
 mod common;
 
@@ -34,4 +35,46 @@ async fn a_closed_fence_sends_nothing_and_an_open_one_sends() {
     running.stop();
     assert!(served.writes().iter().any(|w| w.path.ends_with(&format!("/nodes/{CRASHED}"))), "{:#?}", served.writes());
     served.stop();
+}
+
+/// The fence closes while the engine thread is still judging the write
+/// (its verdict waits behind a long batch): the verdict says "still true",
+/// and the request must not go. Asked before the judgement, as it once
+/// was, the fence let it through seconds after the lapse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_closed_during_the_last_judgement_holds_the_request() {
+    use nodewarden_engine::{ActionKind, WriteOutcome};
+    use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition, Timestamp};
+    let fence = Fence::unfenced();
+    let closing = fence.clone();
+    // One request, no read before it: the node's Unknown status, guarded
+    // by the version it was decided on.
+    let unknown = NodeCondition {
+        kind: ConditionType::Ready,
+        status: ConditionStatus::Unknown,
+        reason: "NodeStatusUnknown".into(),
+        message: "Kubelet stopped posting node status.".into(),
+        last_heartbeat: Timestamp::from_millis(1_700_000_000_000),
+        last_transition: Timestamp::from_millis(1_700_000_040_000),
+    };
+    let status = ActionKind::UpdateNodeConditions { node: "n1".into(), conditions: vec![unknown], version: 3 };
+    // A write is judged before it waits for a token and again right
+    // before it goes: leadership lapses while that last verdict is being
+    // reached.
+    let judged = std::sync::atomic::AtomicUsize::new(0);
+    let judge = move |_: &nodewarden_engine::Action| {
+        if judged.fetch_add(1, Ordering::Relaxed) == 1 {
+            closing.close();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    };
+    let node = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                                  "metadata": {"name": "n1", "resourceVersion": "3"}, "spec": {}});
+    let driven = common::drive_writer(status, fence, judge, move |_| (200, node.to_string())).await;
+    // Reads may follow (the node read back after the write failed); no
+    // write may.
+    let writes: Vec<_> = driven.asked.iter().filter(|a| a.method != "GET").collect();
+    assert!(writes.is_empty(), "a write left after the fence closed: {:?}", driven.asked);
+    assert!(matches!(driven.outcome, WriteOutcome::Failed(_)), "{:?}", driven.outcome);
 }

@@ -422,3 +422,63 @@ pub async fn canned_server(
     let client = kube::Client::try_from(nodewarden_kube::controller_config(config)).expect("client");
     (client, asked, server)
 }
+
+/// What [`drive_writer`] saw of one write.
+pub struct Driven {
+    /// Its `WriteFinished` outcome.
+    pub outcome: nodewarden_engine::WriteOutcome,
+    /// The observations the writer handed the engine with it (reads, the
+    /// answer's object).
+    pub observed: Vec<nodewarden_engine::Observation>,
+    /// The requests the server answered, in order.
+    pub asked: Vec<Asked>,
+}
+
+/// Hands `action` (id 1) to a writer behind `fence` talking to a
+/// [`canned_server`] answering as `answer` does, plays the engine
+/// thread's side (each judgement answered by `judge`), and returns what
+/// came of it. Panics when no `WriteFinished` comes within 10 s.
+pub async fn drive_writer(
+    action: nodewarden_engine::ActionKind,
+    fence: std::sync::Arc<nodewarden_kube::Fence>,
+    judge: impl Fn(&nodewarden_engine::Action) -> Result<(), String> + Send + 'static,
+    answer: impl Fn(&Asked) -> (u16, String) + Send + Sync + 'static,
+) -> Driven {
+    use nodewarden_controller::ClusterApi;
+    use nodewarden_engine::{Action, ActionId, Observation};
+    use nodewarden_kube::{Input, WriterOptions, spawn_writer};
+    let (client, asked, server) = canned_server(answer).await;
+    let (answers, inputs) = crossbeam_channel::unbounded::<Input>();
+    let opts = WriterOptions { qps: 100.0, burst: 10, ..WriterOptions::default() };
+    let (mut api, writer) = spawn_writer(client, answers, opts, fence);
+    let _ = api.apply(nodewarden_model::Timestamp::from_millis(0), &Action { id: ActionId(1), kind: action });
+    let engine = std::thread::spawn(move || {
+        let mut outcome = None;
+        let mut observed = Vec::new();
+        while let Ok(input) = inputs.recv_timeout(Duration::from_secs(10)) {
+            match input {
+                Input::Judge { action, reply } => {
+                    let _ = reply.send(judge(&action));
+                }
+                Input::Observe(Observation::WriteFinished { outcome: o, .. }) => outcome = Some(o),
+                Input::Observe(o) => observed.push(o),
+                _ => {}
+            }
+            if outcome.is_some() && inputs.is_empty() {
+                // The observations follow their WriteFinished at once.
+                if let Ok(Input::Observe(o)) = inputs.recv_timeout(Duration::from_millis(300)) {
+                    observed.push(o);
+                }
+                break;
+            }
+        }
+        (outcome, observed)
+    });
+    let (outcome, observed) =
+        tokio::task::spawn_blocking(move || engine.join().expect("engine side")).await.expect("joined");
+    writer.abort();
+    server.abort();
+    let asked = asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let outcome = outcome.unwrap_or_else(|| panic!("no WriteFinished; the server saw {asked:?}"));
+    Driven { outcome, observed, asked }
+}
