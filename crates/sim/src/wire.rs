@@ -544,8 +544,10 @@ impl Wire {
         // A new process: a new queue (its writes to an object still wait
         // for the old life's writes to it to land) and full buckets.
         self.unsent = Dispatch::new(NOTHING_IN_LINE);
-        for object in self.on_way.keys() {
-            self.unsent.went_out(object.clone());
+        for w in self.writes.values() {
+            if let Some((object, _)) = w.action.kind.slot() {
+                self.unsent.went_out(object, &w.action.kind);
+            }
         }
         if let Some(c) = &mut self.client {
             *c = Client::new(c.qps, c.burst, c.eviction);
@@ -560,7 +562,7 @@ impl Wire {
     pub fn send(&mut self, now: Timestamp, action: &Action) {
         if self.goes_out_at_once(now, action) {
             if let Some((object, _)) = action.kind.slot() {
-                self.unsent.went_out(object);
+                self.unsent.went_out(object, &action.kind);
             }
             self.go_out(now, action.clone());
             return;
@@ -578,7 +580,9 @@ impl Wire {
     /// ([`Wire::pump`]), one that goes at once is judged by the loop
     /// before it is handed over ([`ClusterApi::sends_at_once`]).
     pub fn goes_out_at_once(&self, _now: Timestamp, action: &Action) -> bool {
-        self.client.is_none() && action.kind.slot().is_none_or(|(object, _)| !self.unsent.holds(&object))
+        self.client.is_none()
+            && action.kind.slot().is_none_or(|(object, _)| !self.unsent.holds(&object))
+            && !self.unsent.must_wait(&action.kind)
     }
 
     /// `object` as `cluster` has it, at the version the wire last gave it

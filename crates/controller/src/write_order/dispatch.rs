@@ -33,6 +33,13 @@
 //!   node of the zone, and the NoExecute taints its limiter lets through
 //!   one at a time must not wait behind them all.
 //!
+//! - a legacy-mode deletion ([`after_status_of`]) waits while its node
+//!   has a status write waiting or under way: upstream queues a node for
+//!   eviction only once its status update has returned, so its pods never
+//!   go while the API server still shows the node Ready; under a client
+//!   rate a zone's statuses wait for minutes, and the deletions, on a
+//!   bucket of their own, would otherwise overtake them.
+//!
 //! And three that save requests under a backlog:
 //! - consecutive pod status writes to one pod that have not started are
 //!   one write ([`Write::absorb`]): a not-ready mark still waiting when its
@@ -175,10 +182,33 @@ fn is_deletion(kind: &ActionKind) -> bool {
     matches!(kind, ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. })
 }
 
+/// The node whose status a write must follow: a legacy-mode deletion's
+/// (decided on the node's Unknown or False status, which the node's own
+/// status write puts on the API server).
+pub fn after_status_of(kind: &ActionKind) -> Option<ObjectRef> {
+    match kind {
+        ActionKind::DeletePod { why, .. }
+            if matches!(why.verdict, nodewarden_engine::explain::Verdict::EvictionTimeout { .. }) =>
+        {
+            Some(ObjectRef::Node(why.node.clone()))
+        }
+        _ => None,
+    }
+}
+
+fn is_status(kind: &ActionKind) -> bool {
+    matches!(kind, ActionKind::UpdateNodeConditions { .. })
+}
+
 /// One object's writes: whether one is under way, and those waiting.
 #[derive(Debug)]
 struct Chain<D> {
     busy: bool,
+    /// The write under way is a node status write.
+    busy_status: bool,
+    /// Its next write waits for this node's status writes to finish
+    /// ([`after_status_of`]).
+    after: Option<ObjectRef>,
     /// Once a write of it finished: its next goes as a chain under way.
     continued: bool,
     waiting: VecDeque<Write<D>>,
@@ -188,6 +218,16 @@ impl<D> Chain<D> {
     /// The class its next write waits at: the most urgent of all waiting.
     fn class(&self) -> Option<WriteClass> {
         self.waiting.iter().map(Write::class).min()
+    }
+
+    fn new() -> Chain<D> {
+        // Most objects have one write waiting: room for one, not four.
+        Chain { busy: false, busy_status: false, after: None, continued: false, waiting: VecDeque::with_capacity(1) }
+    }
+
+    /// A status write of this node waits or is under way.
+    fn status_pending(&self) -> bool {
+        self.busy_status || self.waiting.iter().any(|w| w.actions().any(|a| is_status(&a.kind)))
     }
 }
 
@@ -245,6 +285,10 @@ pub struct Dispatch<D> {
     /// Writes waiting, not started (an absorbed or folded action is part
     /// of a write already counted).
     queued: usize,
+    /// Objects whose next write waits for a node's status writes to
+    /// finish, by node ([`after_status_of`]); back in `ready` when they
+    /// have.
+    held: HashMap<ObjectRef, Vec<ObjectRef>>,
 }
 
 impl<D> Dispatch<D> {
@@ -261,7 +305,19 @@ impl<D> Dispatch<D> {
             events_started: 0,
             in_line: [0; 4],
             queued: 0,
+            held: HashMap::new(),
         }
+    }
+
+    /// Whether `kind` may not go now: a write that follows a node's status
+    /// ([`after_status_of`]) while one waits or is under way.
+    pub fn must_wait(&self, kind: &ActionKind) -> bool {
+        after_status_of(kind).is_some_and(|node| self.status_pending(&node))
+    }
+
+    /// Whether `node` has a status write waiting or under way.
+    fn status_pending(&self, node: &ObjectRef) -> bool {
+        self.chains.get(node).is_some_and(Chain::status_pending)
     }
 
     /// Hands an action over.
@@ -269,12 +325,11 @@ impl<D> Dispatch<D> {
         let Some((object, _)) = action.kind.slot() else {
             return self.push_event(action, decided);
         };
-        let chain = self.chains.entry(object.clone()).or_insert_with(|| Chain {
-            busy: false,
-            continued: false,
-            // Most objects have one write waiting: room for one, not four.
-            waiting: VecDeque::with_capacity(1),
-        });
+        let after = after_status_of(&action.kind).filter(|node| self.status_pending(node));
+        let chain = self.chains.entry(object.clone()).or_insert_with(Chain::new);
+        if after.is_some() {
+            chain.after = after;
+        }
         let class = WriteClass::of(&action.kind);
         let first = goes_first(&action.kind);
         let before = chain.class();
@@ -367,13 +422,23 @@ impl<D> Dispatch<D> {
         loop {
             let first = if class == WriteClass::Node { self.first.pop_front() } else { None };
             let object = first.or_else(|| self.ready[c].pop_front())?;
+            let Some(after) = self.chains.get(&object).map(|c| c.after.clone()) else { continue };
+            if let Some(node) = after
+                && self.status_pending(&node)
+            {
+                // Back in `ready` when the node's status is done.
+                self.held.entry(node).or_default().push(object);
+                continue;
+            }
             let Some(chain) = self.chains.get_mut(&object) else { continue };
+            chain.after = None;
             // Stale: started already, or waiting at another class now.
             if chain.busy || chain.class() != Some(class) {
                 continue;
             }
             let Some(write) = chain.waiting.pop_front() else { continue };
             chain.busy = true;
+            chain.busy_status = write.actions().any(|a| is_status(&a.kind));
             let lent = chain.class().map_or(class, |l| l.min(write.class()));
             self.in_line[c] += 1;
             self.queued -= 1;
@@ -389,7 +454,12 @@ impl<D> Dispatch<D> {
             return !self.events.is_empty();
         }
         let startable = |chains: &HashMap<ObjectRef, Chain<D>>, o: &ObjectRef| {
-            chains.get(o).is_some_and(|ch| !ch.busy && ch.class() == Some(class) && !ch.waiting.is_empty())
+            chains.get(o).is_some_and(|ch| {
+                !ch.busy
+                    && ch.class() == Some(class)
+                    && !ch.waiting.is_empty()
+                    && ch.after.as_ref().is_none_or(|n| !chains.get(n).is_some_and(Chain::status_pending))
+            })
         };
         if class == WriteClass::Node {
             while let Some(o) = self.first.front() {
@@ -411,13 +481,11 @@ impl<D> Dispatch<D> {
     /// A write of `object` went out without waiting here (nothing of the
     /// object was queued, and the sender had a token): later writes to the
     /// object wait until [`Dispatch::finished`], as behind a started one.
-    pub fn went_out(&mut self, object: ObjectRef) {
-        let chain = self.chains.entry(object).or_insert_with(|| Chain {
-            busy: false,
-            continued: false,
-            waiting: VecDeque::with_capacity(1),
-        });
+    pub fn went_out(&mut self, object: ObjectRef, kind: &ActionKind) {
+        let chain = self.chains.entry(object).or_insert_with(Chain::new);
         chain.busy = true;
+        // Several on their way at once (a restart's): any status counts.
+        chain.busy_status |= is_status(kind);
     }
 
     /// Takes out the writes of `object` that wait (not started), for a
@@ -476,6 +544,7 @@ impl<D> Dispatch<D> {
     pub fn finished(&mut self, object: &ObjectRef) {
         let Some(chain) = self.chains.get_mut(object) else { return };
         chain.busy = false;
+        chain.busy_status = false;
         match chain.class() {
             None => {
                 self.chains.remove(object);
@@ -484,6 +553,16 @@ impl<D> Dispatch<D> {
                 chain.continued = true;
                 // Ahead of objects not started.
                 self.ready[next as usize].push_front(object.clone());
+            }
+        }
+        // The writes that waited for this node's status, once none is left.
+        if !self.status_pending(object)
+            && let Some(held) = self.held.remove(object)
+        {
+            for o in held {
+                if let Some(class) = self.chains.get(&o).filter(|c| !c.busy).and_then(Chain::class) {
+                    self.ready[class as usize].push_back(o);
+                }
             }
         }
     }
@@ -812,5 +891,69 @@ mod tests {
         assert!(d.starts().is_empty(), "one Event in line at a time");
         d.sent(WriteClass::Event);
         assert_eq!(d.starts().len(), 1, "the next goes once the first was sent");
+    }
+
+    /// A legacy-mode deletion waits while its node's status write waits or
+    /// is under way, and starts once it finished; a taint-based one (or
+    /// one of another node's pod) does not wait.
+    #[test]
+    fn a_legacy_deletion_follows_its_nodes_status() {
+        use nodewarden_engine::explain::{Explanation, Verdict};
+        use nodewarden_model::{ConditionStatus, TaintEffect};
+        let legacy = |id: u64, pod: &str, node: &str| {
+            let verdict = Verdict::EvictionTimeout {
+                status: ConditionStatus::Unknown,
+                since: Timestamp::from_millis(0),
+                timeout: Span::from_secs(300),
+                zone_rate: 0.1,
+            };
+            act(
+                id,
+                ActionKind::DeletePod {
+                    pod: pod.into(),
+                    uid: format!("u-{pod}"),
+                    mode: nodewarden_model::DeletionMode::Delete,
+                    why: Box::new(Explanation {
+                        pod: pod.into(),
+                        node: node.into(),
+                        node_facts: None,
+                        taints: vec![],
+                        tainting: None,
+                        verdict,
+                        scheduled_at: Timestamp::from_millis(0),
+                        due_at: Timestamp::from_millis(0),
+                        deleted_at: Timestamp::from_millis(0),
+                    }),
+                },
+            )
+        };
+        let ids =
+            |starts: &[Start<u32>]| starts.iter().map(|s| s.write.actions().next().unwrap().id.0).collect::<Vec<_>>();
+        let mut d = Dispatch::<u32>::new(8);
+        d.push(status(1, "n1"), 0);
+        d.push(legacy(2, "ns/a", "n1"), 0);
+        d.push(legacy(3, "ns/b", "n2"), 0);
+        assert!(d.must_wait(&legacy(9, "ns/c", "n1").kind));
+        // n1's status starts; its pod's deletion waits for it, n2's does not.
+        assert_eq!(ids(&d.starts()), [1, 3]);
+        d.sent(WriteClass::Node);
+        d.sent(WriteClass::Deletion);
+        assert!(d.starts().is_empty(), "the status is under way");
+        assert!(!d.has(WriteClass::Deletion));
+        d.finished(&ObjectRef::Node("n1".into()));
+        assert_eq!(ids(&d.starts()), [2], "released once the status finished");
+        // Without a status pending, no wait; nor for a taint-based deletion.
+        assert!(!d.must_wait(&legacy(9, "ns/c", "n1").kind));
+        let mut d = Dispatch::<u32>::new(8);
+        d.push(status(1, "n"), 0);
+        let untolerated = Verdict::NotTolerated {
+            taint: nodewarden_model::Taint::new("node.kubernetes.io/unreachable", TaintEffect::NoExecute),
+        };
+        let mut taint_based = legacy(2, "ns/a", "n");
+        if let ActionKind::DeletePod { why, .. } = &mut taint_based.kind {
+            why.verdict = untolerated;
+        }
+        d.push(taint_based, 0);
+        assert_eq!(ids(&d.starts()), [1, 2]);
     }
 }

@@ -325,9 +325,10 @@ pub struct Setup {
     /// Run the critical-addon rescheduler (pods then live in
     /// `kube-system`, and carry scheduling facts).
     pub rescheduler: bool,
-    /// The API's latency ([`Setup::api_latency`]): none for half the
-    /// values (then the reference model is compared), else writes and
-    /// watch events from a few milliseconds to seconds late.
+    /// The API's latency ([`Setup::api_latency`]): none for four values
+    /// in ten (then the reference model is compared), else writes and
+    /// watch events from a few milliseconds to seconds late, or writes
+    /// held to a client rate of a request or two a second.
     pub latency: u8,
 }
 
@@ -359,18 +360,21 @@ impl Setup {
     pub fn api_latency(&self) -> ApiLatency {
         let ms = |a, b| SpanRange::new(Span::from_millis(a), Span::from_millis(b));
         let delays = |write, watch| ApiLatency { write_latency: write, watch_delay: watch, ..ApiLatency::NONE };
-        // No client rate yet: under one, the interlock still judges some
-        // decisions against the cluster as observed while the engine
-        // counts its own writes still waiting for a token (a legacy-mode
-        // deletion against the node's Unknown status not landed yet), and
-        // holds back what the engine rightly decided. Plans with a rate
-        // come back with that fixed (docs/fuzzing.md).
-        match self.latency % 8 {
+        let rated = |qps, burst, delays: ApiLatency| ApiLatency {
+            kube_api_qps: Some(qps),
+            kube_api_burst: Some(burst),
+            ..delays
+        };
+        match self.latency % 10 {
             0..=3 => ApiLatency::NONE,
             4 => ApiLatency::REALISTIC,
             5 => delays(ms(1, 20), ms(1, 50)),
             6 => delays(ms(100, 1_000), ms(200, 3_000)),
-            _ => delays(ms(0, 300), ms(0, 0)),
+            7 => delays(ms(0, 300), ms(0, 0)),
+            // A client rate that holds writes back for seconds, as a
+            // large incident's backlog does.
+            8 => rated(2.0, 3, ApiLatency::REALISTIC),
+            _ => rated(0.5, 1, ApiLatency::NONE),
         }
     }
 
