@@ -95,6 +95,13 @@ const BATCH: usize = 50_000;
 /// and decides nothing until it has caught up.
 pub const BACKLOG_METRIC: &str = "nodewarden_engine_input_backlog";
 
+/// Gauge: 1 while the engine decides nothing because it cannot see the
+/// cluster's heartbeats (a node or Lease watch down, or the API server not
+/// answering its probes, and the settle time after either), 0 otherwise.
+/// Being behind the watches, or not yet synced, has its own signals
+/// (`nodewarden_engine_input_backlog`, `nodewarden_watch_synced`).
+pub const BLIND_METRIC: &str = "nodewarden_engine_blind";
+
 /// Gauge: writes the engine has decided and not yet built, because the
 /// writer had no room for them (pods' not-ready marks through a zone
 /// outage; see `ClusterApi::room`). They wait as a flag on the pod and
@@ -219,6 +226,7 @@ impl EngineThread {
             // Pods and budgets carry no heartbeat: their watch being down
             // delays nothing (see `Watched::blinds`).
             let blind = state.blind();
+            metrics::gauge!(BLIND_METRIC).set(if blind { 1.0 } else { 0.0 });
             // This wake stopped at its cap with more waiting: what is
             // still queued may hold the very heartbeats that show a node
             // alive, so deciding now would judge nodes by an old view (a
