@@ -17,6 +17,42 @@
 //!        +------------------------ writer (tokio) <-- KubeApi (ClusterApi)
 //! ```
 
+/// `kube::Resource` for a wrapper `$t<K>` of a k8s-openapi kind `K` that
+/// keeps its own `metadata`: the kind's names and path, the wrapper's
+/// metadata. The watches' [`Trimmed`] and the writer's `Whole` are both
+/// such wrappers (each decodes objects its own way).
+macro_rules! kind_of {
+    ($t:ident) => {
+        impl<K: k8s_openapi::Resource> kube::Resource for $t<K> {
+            type DynamicType = ();
+            type Scope = K::Scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed(K::KIND)
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed(K::GROUP)
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed(K::VERSION)
+            }
+            fn api_version(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed(K::API_VERSION)
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed(K::URL_PATH_SEGMENT)
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+pub(crate) use kind_of;
+
 mod engine_thread;
 mod input;
 mod leader;

@@ -16,7 +16,6 @@
 //! reading declines is read leniently, from the pruned document the same
 //! pass rebuilt.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -161,18 +160,24 @@ impl<K> fmt::Debug for Trimmed<K> {
     }
 }
 
+/// The metadata kube-rs reads of an object (name, namespace, uid,
+/// resourceVersion), from its JSON: each field only when it is a string.
+pub(crate) fn identity(v: &Value) -> ObjectMeta {
+    let text = |f: &str| v.get("metadata").and_then(|m| m.get(f)).and_then(Value::as_str).map(str::to_string);
+    ObjectMeta {
+        name: text("name"),
+        namespace: text("namespace"),
+        uid: text("uid"),
+        resource_version: text("resourceVersion"),
+        ..ObjectMeta::default()
+    }
+}
+
 impl<K: Readable> Trimmed<K> {
     /// Reads one object's JSON, seen at `seen_at`. Never fails: an object
     /// that cannot be read at all has no reading.
     pub fn from_json(v: &Value, seen_at: Timestamp) -> Trimmed<K> {
-        let text = |f: &str| v.get("metadata").and_then(|m| m.get(f)).and_then(Value::as_str).map(str::to_string);
-        let metadata = ObjectMeta {
-            name: text("name"),
-            namespace: text("namespace"),
-            uid: text("uid"),
-            resource_version: text("resourceVersion"),
-            ..ObjectMeta::default()
-        };
+        let metadata = identity(v);
         let reading = if v.is_object() {
             K::read(v, seen_at)
         } else {
@@ -198,32 +203,7 @@ impl<'de, K: Readable> Deserialize<'de> for Trimmed<K> {
     }
 }
 
-impl<K: k8s_openapi::Resource> kube::Resource for Trimmed<K> {
-    type DynamicType = ();
-    type Scope = K::Scope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::KIND)
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::GROUP)
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::VERSION)
-    }
-    fn api_version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::API_VERSION)
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::URL_PATH_SEGMENT)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::kind_of!(Trimmed);
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,6 @@
 //! engine's reading of it is the watches' lenient one
 //! ([`nodewarden_objects::node_reading`], [`nodewarden_objects::pod_reading`]).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -35,15 +34,7 @@ impl<K> Whole<K> {
     /// Wraps one object's JSON. Never fails: a field of an odd shape is
     /// for the reading to judge, not the decoder.
     pub fn new(value: Value) -> Whole<K> {
-        let text = |f: &str| value.get("metadata").and_then(|m| m.get(f)).and_then(Value::as_str).map(str::to_string);
-        let metadata = ObjectMeta {
-            name: text("name"),
-            namespace: text("namespace"),
-            uid: text("uid"),
-            resource_version: text("resourceVersion"),
-            ..ObjectMeta::default()
-        };
-        Whole { metadata, value, kind: PhantomData }
+        Whole { metadata: crate::trimmed::identity(&value), value, kind: PhantomData }
     }
 
     /// The value at `pointer` (a JSON pointer, `/spec/taints`), if any.
@@ -70,32 +61,7 @@ impl<'de, K> Deserialize<'de> for Whole<K> {
     }
 }
 
-impl<K: k8s_openapi::Resource> kube::Resource for Whole<K> {
-    type DynamicType = ();
-    type Scope = K::Scope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::KIND)
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::GROUP)
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::VERSION)
-    }
-    fn api_version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::API_VERSION)
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(K::URL_PATH_SEGMENT)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::kind_of!(Whole);
 
 #[cfg(test)]
 mod tests {

@@ -142,15 +142,7 @@ async fn a_deletion_of_a_pod_already_gone_is_withdrawn_not_counted() {
 /// is judged, and the write guarded by the version read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_write_without_a_known_version_is_guarded_by_a_read() {
-    use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition};
-    let unknown = NodeCondition {
-        kind: ConditionType::Ready,
-        status: ConditionStatus::Unknown,
-        reason: "NodeStatusUnknown".into(),
-        message: "Kubelet stopped posting node status.".into(),
-        last_heartbeat: Timestamp::from_millis(1_700_000_000_000),
-        last_transition: Timestamp::from_millis(1_700_000_040_000),
-    };
+    let unknown = common::unknown_ready();
     let action = ActionKind::UpdateNodeConditions { node: "n1".into(), conditions: vec![unknown], version: 0 };
     let (outcome, observed, asked) = write(action, |a| match a.method.as_str() {
         "GET" => (200, node(&json!([])).to_string()),

@@ -44,19 +44,11 @@ async fn a_closed_fence_sends_nothing_and_an_open_one_sends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_closed_during_the_last_judgement_holds_the_request() {
     use nodewarden_engine::{ActionKind, WriteOutcome};
-    use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition, Timestamp};
     let fence = Fence::unfenced();
     let closing = fence.clone();
     // One request, no read before it: the node's Unknown status, guarded
     // by the version it was decided on.
-    let unknown = NodeCondition {
-        kind: ConditionType::Ready,
-        status: ConditionStatus::Unknown,
-        reason: "NodeStatusUnknown".into(),
-        message: "Kubelet stopped posting node status.".into(),
-        last_heartbeat: Timestamp::from_millis(1_700_000_000_000),
-        last_transition: Timestamp::from_millis(1_700_000_040_000),
-    };
+    let unknown = common::unknown_ready();
     let status = ActionKind::UpdateNodeConditions { node: "n1".into(), conditions: vec![unknown], version: 3 };
     // A write is judged before it waits for a token and again right
     // before it goes: leadership lapses while that last verdict is being

@@ -423,6 +423,18 @@ pub async fn canned_server(
     (client, asked, server)
 }
 
+/// Node lifecycle's Ready=Unknown condition, as a status write carries it.
+pub fn unknown_ready() -> nodewarden_model::NodeCondition {
+    nodewarden_model::NodeCondition {
+        kind: nodewarden_model::ConditionType::Ready,
+        status: nodewarden_model::ConditionStatus::Unknown,
+        reason: "NodeStatusUnknown".into(),
+        message: "Kubelet stopped posting node status.".into(),
+        last_heartbeat: nodewarden_model::Timestamp::from_millis(1_700_000_000_000),
+        last_transition: nodewarden_model::Timestamp::from_millis(1_700_000_040_000),
+    }
+}
+
 /// What [`drive_writer`] saw of one write.
 pub struct Driven {
     /// Its `WriteFinished` outcome.
