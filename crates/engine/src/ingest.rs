@@ -314,6 +314,19 @@ fn delete_node(world: &mut World, name: &str) {
     if let Some(in_zone) = world.get::<InZone>(e).copied() {
         move_out_of_zone(world, e, in_zone.zone);
     }
+    // Seen without NoExecute taints since the taint manager last ran: the
+    // pending deletions of its pods are called off all the same (I4), by
+    // name now that the node is gone. Found by `engine_steps` under watch
+    // delay: the taints' removal and the node's deletion arrived together,
+    // and the deletion fired at its old deadline.
+    {
+        let mut inbox = world.resource_mut::<TaintManagerInbox>();
+        let before = inbox.cleared.len();
+        inbox.cleared.retain(|&c| c != e);
+        if inbox.cleared.len() != before {
+            inbox.cleared_gone.push(name.to_string());
+        }
+    }
     let health = world.get::<Health>(e).copied();
     let registered = health.is_some_and(|h| h.seen());
     if let Some((slot, excluded, status)) = share(world, e) {
@@ -341,7 +354,7 @@ fn delete_node(world: &mut World, name: &str) {
         );
     }
     // Upstream keeps pending taint-based deletions of the node's pods (I5):
-    // the taint manager forgets the node's taints but cancels nothing.
+    // the taint manager forgets the node's taints but cancels nothing more.
 }
 
 /// What Lease observations touch, fetched once for a run of them.

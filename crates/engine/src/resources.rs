@@ -457,6 +457,10 @@ pub struct TaintManagerInbox {
     /// an event and cancels the node's pending deletions at that moment
     /// (I4).
     pub cleared: Vec<Entity>,
+    /// Nodes of `cleared` whose deletion was observed before the taint
+    /// manager ran, by name: their pods' pending deletions are still
+    /// called off (I4 came first; I5 only keeps the ones left then).
+    pub cleared_gone: Vec<String>,
 }
 
 /// A pod deletion the API server refused.

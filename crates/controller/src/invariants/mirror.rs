@@ -29,6 +29,10 @@ pub(super) struct NodeMirror {
     /// The newest heartbeat a monitor pass is known to have taken in,
     /// while `last_beat` is one none has yet (see [`NodeMirror::taken_beat`]).
     pub(super) taken: Timestamp,
+    /// A Lease renewal is among the heartbeats seen since the last pass
+    /// (meaningful while `beat_pass` is the current count): the next pass
+    /// takes it in whatever became of the node's Ready condition.
+    pub(super) lease_beat: bool,
     /// When the checker last saw Ready's transition time change.
     pub(super) last_transition: Timestamp,
     /// The monitor pass count when the controller last had no health
@@ -51,13 +55,28 @@ pub(super) struct NodeMirror {
 }
 
 impl NodeMirror {
-    /// A heartbeat seen at `now`, while the monitor has run `passes` times.
-    pub(super) fn beat(&mut self, now: Timestamp, passes: u64) {
+    /// A heartbeat seen at `now` (a Lease renewal or a Ready heartbeat),
+    /// while the monitor has run `passes` times.
+    pub(super) fn beat(&mut self, now: Timestamp, passes: u64, lease: bool) {
         if self.beat_pass < passes {
             self.taken = self.last_beat;
+            self.lease_beat = false;
         }
         self.last_beat = now;
         self.beat_pass = passes;
+        self.lease_beat |= lease;
+    }
+
+    /// The node's Ready condition is gone. A Ready heartbeat no pass has
+    /// taken in goes with it: the next pass sees no Ready condition, and
+    /// the removal itself is no heartbeat (upstream B10), so the
+    /// controller's probe stays the one its last pass left. A Lease
+    /// renewal not taken in yet still moves the probe at the next pass,
+    /// to a time later than every heartbeat seen before it.
+    pub(super) fn ready_removed(&mut self, passes: u64) {
+        if self.beat_pass == passes && !self.lease_beat {
+            self.last_beat = self.taken.min(self.last_beat);
+        }
     }
 
     /// The newest heartbeat the controller's monitor has taken in: its

@@ -59,7 +59,7 @@ impl InvariantChecker {
             Observation::LeaseUpserted { node, renew } => {
                 if let Some(n) = self.nodes.get_mut(node.as_str()) {
                     if renew.is_some() && (n.lease.is_none() || *renew > n.lease) {
-                        n.beat(now, self.passes);
+                        n.beat(now, self.passes, true);
                     }
                     n.lease = *renew;
                 }
@@ -122,6 +122,9 @@ impl InvariantChecker {
         // (found by the fuzzer: added Ready, condition removed
         // before the first pass, deleted in legacy mode at
         // creation + pod-eviction-timeout).
+        if ready.is_none() && entry.ready_heartbeat.is_some() {
+            entry.ready_removed(passes);
+        }
         if ready.is_none() && entry.unrecorded_at == passes {
             entry.lower_beats_to(n.created);
             entry.last_transition = entry.last_transition.min(n.created);
@@ -130,7 +133,7 @@ impl InvariantChecker {
             && entry.own_ready != Some((c.last_heartbeat, c.last_transition))
         {
             if entry.ready_heartbeat != Some(c.last_heartbeat) {
-                entry.beat(now, passes);
+                entry.beat(now, passes, false);
             }
             if entry.ready_transition != Some(c.last_transition) {
                 entry.last_transition = now;
@@ -432,6 +435,42 @@ mod tests {
         };
         assert!(run(false).is_empty(), "{:?}", run(false));
         // Counted from the new object's creation: 380 s + 90 s.
+        assert_eq!(run(true).len(), 1);
+    }
+
+    /// Found by `engine_steps`: a node's status heartbeat (Ready=Unknown
+    /// posted at 100 s) is seen, and its Ready condition removed before a
+    /// monitor pass. The pass sees no Ready condition and the removal is no
+    /// heartbeat (upstream B10), so the controller's probe stays at 0 s
+    /// and upstream's legacy decision may delete from 0 s + timeout; the
+    /// checker counted from 100 s. A Lease renewal seen before the removal
+    /// is taken in by the next pass whatever the conditions, and counts.
+    #[test]
+    fn a_ready_heartbeat_removed_before_a_pass_took_it_in_is_no_probe() {
+        let config = ControllerConfig {
+            enable_taint_manager: false,
+            pod_eviction_timeout: Span::from_secs(90),
+            ..ControllerConfig::default()
+        };
+        let run = |lease_renewed: bool| {
+            let mut c = InvariantChecker::new(&config);
+            let Observation::NodeUpserted(mut n) = node("n", ConditionStatus::True, vec![]) else { unreachable!() };
+            c.observe(t(0), &Observation::NodeUpserted(n.clone()));
+            c.observe(t(0), &pod("ns/web", "n", None, false));
+            c.monitor_passed();
+            n.conditions[0].status = ConditionStatus::Unknown;
+            n.conditions[0].last_heartbeat = t(100);
+            c.observe(t(100), &Observation::NodeUpserted(n.clone()));
+            if lease_renewed {
+                c.observe(t(100), &Observation::LeaseUpserted { node: "n".into(), renew: Some(t(100)) });
+            }
+            n.conditions.clear();
+            c.observe(t(100), &Observation::NodeUpserted(n));
+            c.monitor_passed();
+            c.check_action(t(105), &delete("ns/web"), &zone(0.1), false)
+        };
+        assert!(run(false).is_empty(), "{:?}", run(false));
+        // The pass took the renewal in at 100 s or later: not before 190 s.
         assert_eq!(run(true).len(), 1);
     }
 

@@ -203,6 +203,7 @@ pub fn taint_manager(
         inbox.nodes.clear();
         inbox.pods.clear();
         inbox.cleared.clear();
+        inbox.cleared_gone.clear();
         return;
     }
     let mut work = PodWork { now, pods: &mut pods, timers: &mut timers, outbox: &mut outbox };
@@ -212,6 +213,11 @@ pub fn taint_manager(
     cleared.dedup();
     cancel_on_cleared_nodes(&cleared, &mut nodes, &pod_index, &mut work);
     inbox.cleared = recycle(cleared);
+    let gone = std::mem::take(&mut inbox.cleared_gone);
+    for name in &gone {
+        cancel_on_node(name, &pod_index, &mut work);
+    }
+    inbox.cleared_gone = recycle(gone);
 
     // Node updates go before pod updates, as upstream orders them.
     let mut node_list = std::mem::take(&mut inbox.nodes);
@@ -239,15 +245,20 @@ fn cancel_on_cleared_nodes(cleared: &[Entity], nodes: &mut TaintedNodes, pod_ind
     for &node in cleared {
         let Ok((name, _, _, mut seen)) = nodes.get_mut(node) else { continue };
         seen.0.clear();
-        for &pod in pod_index.on_node(&name.0) {
-            // Without taints the plan is to call off a pending deletion:
-            // nothing to do for a pod that has none (most, and all of a new
-            // node's), found without touching it mutably.
-            if work.pods.get(pod).is_ok_and(|(_, pending)| pending.is_empty()) {
-                continue;
-            }
-            work.process(pod, &[]);
+        cancel_on_node(&name.0, pod_index, work);
+    }
+}
+
+/// Calls off the pending deletions of the pods bound to node `name`.
+fn cancel_on_node(name: &str, pod_index: &PodIndex, work: &mut PodWork) {
+    for &pod in pod_index.on_node(name) {
+        // Without taints the plan is to call off a pending deletion:
+        // nothing to do for a pod that has none (most, and all of a new
+        // node's), found without touching it mutably.
+        if work.pods.get(pod).is_ok_and(|(_, pending)| pending.is_empty()) {
+            continue;
         }
+        work.process(pod, &[]);
     }
 }
 
@@ -428,6 +439,47 @@ mod tests {
         assert!(
             matches!(plan(pending, &taints(), &pod(vec![tol(Some(5))]), Timestamp::from_secs(20)), Plan::At(c, d, _) if c == Timestamp::from_secs(20) && d == Timestamp::from_secs(25))
         );
+    }
+
+    /// Found by `engine_steps` under watch delay: a node's foreign
+    /// NoExecute taint removed and the node deleted, both delivered before
+    /// the taint manager ran. The removal calls the pod's pending deletion
+    /// off (I4), the deletion that follows does not bring it back (I5
+    /// keeps only what is pending then); the pod was deleted at its old
+    /// deadline, "node a gone".
+    #[test]
+    fn taints_seen_gone_call_deletions_off_even_when_the_node_goes_too() {
+        use crate::Engine;
+        use crate::observation::{NodeSnapshot, Observation, PodSnapshot};
+        use nodewarden_model::ConditionStatus;
+
+        let run = |untainted_first: bool, deleted: bool| {
+            let t = Timestamp::from_secs;
+            let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+            let tainted = NodeSnapshot::new("a", t(-3600))
+                .in_zone("z")
+                .with_ready(ConditionStatus::True, t(0))
+                .with_taints(vec![Taint::new("example.com/maintenance", TaintEffect::NoExecute)]);
+            engine.observe(Observation::NodeUpserted(NodeSnapshot { version: 1, ..tainted.clone() }));
+            engine.observe(Observation::PodUpserted(
+                PodSnapshot::new("ns/p", "u", Some("a")).tolerating(vec![tol(Some(100))]),
+            ));
+            let _ = engine.tick(t(0));
+            if untainted_first {
+                let untainted = NodeSnapshot { version: 2, taints: vec![], ..tainted };
+                engine.observe(Observation::NodeUpserted(untainted));
+            }
+            if deleted {
+                engine.observe(Observation::NodeDeleted { name: "a".into() });
+            }
+            (10..=150)
+                .step_by(10)
+                .flat_map(|s| engine.tick(t(s)))
+                .any(|a| matches!(a.kind, ActionKind::DeletePod { .. }))
+        };
+        assert!(run(false, true), "the node deleted with its taint: kept (I5)");
+        assert!(!run(true, false), "the taint removed: called off");
+        assert!(!run(true, true), "the taint removed, then the node deleted: called off all the same");
     }
 
     #[test]
