@@ -226,6 +226,11 @@ pub struct ObservedNode {
     pub version: u64,
     /// The NoExecute taints of that snapshot.
     pub noexecute: Vec<Taint>,
+    /// A write of ours to the node finished since that snapshot: the next
+    /// one is taken in at `version` too (it comes with the answer, and the
+    /// watch may have shown that version while the write was on the
+    /// books), but never an older one.
+    pub retake: bool,
 }
 
 /// A pod, as last observed (or written).

@@ -113,7 +113,7 @@ fn zone_of_labels(world: &mut World, labels: &std::collections::BTreeMap<String,
 /// taking it in again would undo the bookkeeping of a write issued since.
 /// A finished write forgets the held version of its object
 /// (`forget_version`), so the object's state that comes with the answer is
-/// taken in whatever its version.
+/// taken in even at the held version (a node's, never at an older one).
 pub(crate) fn is_stale(version: u64, held: u64) -> bool {
     version != 0 && held != 0 && version <= held
 }
@@ -129,12 +129,13 @@ struct NodeDerived {
 
 fn upsert_node(world: &mut World, mut snap: NodeSnapshot) {
     let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
-    let held = match existing {
-        Some(e) => world.get::<ObservedNode>(e).map(|o| o.version),
-        None => world.resource::<Tombstones>().version(true, &snap.name),
+    let (held, retake) = match existing {
+        Some(e) => world.get::<ObservedNode>(e).map_or((None, false), |o| (Some(o.version), o.retake)),
+        None => (world.resource::<Tombstones>().version(true, &snap.name), false),
     };
     if let Some(held) = held
         && is_stale(snap.version, held)
+        && !(retake && snap.version == held)
     {
         debug!(node = %snap.name, version = snap.version, held, "node snapshot older than the one held; passed over");
         metrics::counter!(metric_names::STALE_OBSERVATIONS_TOTAL, "kind" => "node").increment(1);
@@ -144,7 +145,11 @@ fn upsert_node(world: &mut World, mut snap: NodeSnapshot) {
         in_zone: zone_of_labels(world, &snap.labels),
         excluded: snap.labels.contains_key(keys::LABEL_EXCLUDE_DISRUPTION),
         ready: ReadyView::of(&snap.conditions),
-        observed: ObservedNode { version: snap.version, noexecute: noexecute(&snap.taints).cloned().collect() },
+        observed: ObservedNode {
+            version: snap.version,
+            noexecute: noexecute(&snap.taints).cloned().collect(),
+            retake: false,
+        },
     };
     // From here on `snap.taints` is node lifecycle's view: what was
     // observed, with our own patches still on their way applied.
@@ -493,7 +498,12 @@ fn views_ingested(world: &mut World, e: Entity) {
 /// says (refused), or the watch may already have shown the version the
 /// write made while the write was still on the books, so the object's next
 /// snapshot (which comes with the answer) is taken in whatever its
-/// version.
+/// version; a node's, at the held version or a newer one. A node snapshot
+/// older than the one held is a late watch event (an answer carries the
+/// object's newer state ahead of the watch, a refusal carries none) and
+/// would take the node back in time: found by `engine_steps` under watch
+/// delay, a taint whose removal had been observed came back with it, and
+/// the taint manager deleted a pod for it (I2 on a taint no longer there).
 fn forget_version(world: &mut World, kind: &ActionKind) {
     let Some((object, _)) = kind.slot() else { return };
     match object {
@@ -501,7 +511,7 @@ fn forget_version(world: &mut World, kind: &ActionKind) {
             if let Some(&e) = world.resource::<NodeIndex>().0.get(name.as_str())
                 && let Some(mut observed) = world.get_mut::<ObservedNode>(e)
             {
-                observed.version = 0;
+                observed.retake = true;
             }
         }
         ObjectRef::Pod(key) => {
@@ -699,5 +709,56 @@ fn finish_write(world: &mut World, id: ActionId, outcome: WriteOutcome) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewarden_model::{
+        ConditionStatus, ControllerConfig, Taint, TaintEffect, Timestamp, Toleration, TolerationOperator, keys,
+    };
+
+    use crate::Engine;
+    use crate::action::ActionKind;
+    use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+
+    /// Found by `engine_steps` under watch delay: a write of ours to a node
+    /// finished (here refused, carrying no state) after the answer to
+    /// another had shown the node at a newer version than the watch had
+    /// delivered; the watch's late, older snapshot still carried a
+    /// NoExecute taint whose removal had been observed, the engine took it
+    /// in, and the taint manager deleted a pod that did not tolerate it.
+    /// After a finished write the node's next snapshot is taken in at the
+    /// held version (the one the answer comes with), never at an older one.
+    #[test]
+    fn a_finished_write_lets_the_held_node_version_in_again_never_an_older_one() {
+        let t = Timestamp::from_secs;
+        let run = |late_version: u64, outcome: &WriteOutcome| {
+            let mut engine = Engine::new(ControllerConfig::default(), t(0)).unwrap();
+            let node = NodeSnapshot::new("a", t(-3600)).in_zone("z").with_ready(ConditionStatus::False, t(0));
+            engine.observe(Observation::NodeUpserted(NodeSnapshot { version: 5, ..node.clone() }));
+            let forever = Toleration {
+                key: keys::TAINT_NOT_READY.into(),
+                operator: TolerationOperator::Exists,
+                effect: None,
+                value: String::new(),
+                seconds: None,
+            };
+            engine
+                .observe(Observation::PodUpserted(PodSnapshot::new("ns/p", "u", Some("a")).tolerating(vec![forever])));
+            let writes: Vec<_> = engine.tick(t(0)).into_iter().filter(|a| a.kind.slot().is_some()).collect();
+            assert!(!writes.is_empty(), "the NotReady node is tainted");
+            for w in writes {
+                engine.observe(Observation::WriteFinished { id: w.id, outcome: outcome.clone() });
+            }
+            let foreign = Taint::new("example.com/x", TaintEffect::NoExecute);
+            let late = NodeSnapshot { version: late_version, ..node.with_taints(vec![foreign]) };
+            engine.observe(Observation::NodeUpserted(late));
+            (1..=30).flat_map(|s| engine.tick(t(s))).any(|a| matches!(a.kind, ActionKind::DeletePod { .. }))
+        };
+        for outcome in [WriteOutcome::Done, WriteOutcome::Failed("conflict".into())] {
+            assert!(!run(4, &outcome), "{outcome:?}: an older snapshot is passed over");
+            assert!(run(5, &outcome), "{outcome:?}: the held version is taken in again");
+        }
     }
 }

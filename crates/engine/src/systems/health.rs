@@ -367,7 +367,9 @@ pub fn decide(
             outbox.write(ActionKind::UpdateNodeConditions {
                 node: name.to_string(),
                 conditions: write.conditions,
-                version: observed.map_or(0, |o| o.version),
+                // No precondition while a write of ours has finished
+                // and the node's state since is not taken in yet.
+                version: observed.map_or(0, |o| if o.retake { 0 } else { o.version }),
             });
             changed.0.push(w.node);
             tracing::info!(node = name, probe = %write.record.map_or(now, |r| r.probe), grace = %grace_for(cfg, w.had_ready), "node stopped posting status; conditions set to Unknown");
