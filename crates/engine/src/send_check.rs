@@ -190,7 +190,11 @@ fn taints_still_wanted(
 /// (it lets go of it when the node's NoExecute taints go or the pod comes
 /// to tolerate them), and the node is still observed carrying a NoExecute
 /// taint the pod does not tolerate for good. Legacy: the node is still
-/// marked for eviction and not Ready.
+/// marked for eviction and not Ready. Master disruption mode unmarks every
+/// node (G6, J3), but it calls off the evictions still queued, not the
+/// deletions already decided: upstream sends those from the pass (or pod
+/// handler) that decided them, before `handleDisruption` runs, so in that
+/// mode an unmarked node says nothing against the decision.
 fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<(), String> {
     let node = pod.node.as_deref().unwrap_or_default();
     let node_entity = node_entity(world, node);
@@ -212,7 +216,7 @@ fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<()
     }
     let e = node_entity.ok_or_else(|| format!("node {node} is gone"))?;
     let flags = world.get::<NodeFlags>(e).copied().unwrap_or_default();
-    if flags.eviction == EvictionStatus::Unmarked {
+    if flags.eviction == EvictionStatus::Unmarked && !world.resource::<DisruptionMode>().all_zones_down {
         return Err(format!("node {node} is no longer marked for eviction"));
     }
     let (Some(ready), Some(lease), Some(health)) =
@@ -228,4 +232,66 @@ fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<()
         return Err(format!("node {node} was heard from since the last pass"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewarden_model::{ConditionStatus, ControllerConfig, Timestamp, keys};
+
+    use crate::action::ActionKind;
+    use crate::engine::Engine;
+    use crate::observation::{NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+
+    fn node(name: &str, zone: &str) -> NodeSnapshot {
+        let mut n =
+            NodeSnapshot::new(name, Timestamp::from_secs(-3600)).with_ready(ConditionStatus::True, Timestamp::EPOCH);
+        n.labels.insert(keys::LABEL_TOPOLOGY_ZONE.into(), zone.into());
+        n
+    }
+
+    /// Legacy mode: node `a` is evicted (its pods' deletion pass ran);
+    /// `b` and `c`, the rest of the cluster, go silent together later, so
+    /// the pass that writes them Unknown enters master disruption mode. A
+    /// pod found on `a` just before that pass is deleted at once (J5), and
+    /// upstream sends that deletion (and its `NodeLost` reason) before
+    /// `handleDisruption` unmarks every node: the unmarking does not take
+    /// the decision back.
+    #[test]
+    fn a_legacy_deletion_decided_in_the_pass_that_enters_master_disruption_stands() {
+        let config = ControllerConfig { enable_taint_manager: false, ..ControllerConfig::default() };
+        let mut engine = Engine::new(config, Timestamp::EPOCH).unwrap();
+        for (name, zone) in [("a", "z0"), ("b", "z0"), ("c", "z1")] {
+            engine.observe(Observation::NodeUpserted(node(name, zone)));
+            engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(Timestamp::EPOCH) });
+        }
+        let decided_at = Timestamp::from_secs(355);
+        let mut decided = Vec::new();
+        for ms in (0..=355_000).step_by(100) {
+            let now = Timestamp::from_millis(ms);
+            // b and c renew their Leases until 310 s: Unknown at 355 s.
+            if ms <= 310_000 && ms % 10_000 == 0 {
+                for name in ["b", "c"] {
+                    engine.observe(Observation::LeaseUpserted { node: name.into(), renew: Some(now) });
+                }
+            }
+            if now == decided_at {
+                assert!(!engine.all_zones_down(), "not yet in master disruption mode");
+                engine.observe(Observation::PodUpserted(PodSnapshot::new("default/p", "uid-p", Some("a"))));
+            }
+            for action in engine.tick(now) {
+                if action.kind.slot().is_some() {
+                    engine.observe(Observation::WriteFinished { id: action.id, outcome: WriteOutcome::Done });
+                }
+                if now == decided_at {
+                    decided.push(action);
+                }
+            }
+        }
+        assert!(engine.all_zones_down(), "the 355 s pass entered master disruption mode");
+        let lost = decided.iter().find(|a| matches!(a.kind, ActionKind::SetPodNodeLost { .. }));
+        let deletion = decided.iter().find(|a| matches!(a.kind, ActionKind::DeletePod { .. }));
+        let (Some(lost), Some(deletion)) = (lost, deletion) else { panic!("J5 on evicted node a: {decided:?}") };
+        assert_eq!(engine.still_true(decided_at, &lost.kind), Ok(()));
+        assert_eq!(engine.still_true(decided_at, &deletion.kind), Ok(()));
+    }
 }
