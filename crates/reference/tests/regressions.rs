@@ -19,6 +19,14 @@ fn run(setup: Setup, steps: Vec<Step>) {
     }
 }
 
+/// A plan the fuzzer found, as its bytes (`Plan::from_bytes`).
+fn run_bytes(bytes: &[u8]) {
+    let plan = nodewarden_reference::Plan::from_bytes(bytes);
+    if let Err(failure) = Harness::run(&plan, Checks::default()) {
+        panic!("{failure}");
+    }
+}
+
 fn node(node: u8, zone: u8, ready: Option<Status>, excluded: bool, taints: Vec<TaintPick>) -> Step {
     Step::AddNode { node, zone, ready, created_ago: 60, lease: false, kubelet: false, excluded, taints, size: 0 }
 }
@@ -213,10 +221,7 @@ fn legacy_eviction_counts_a_replaced_node_from_its_creation() {
         108, 86, 152, 76, 105, 135, 147, 100, 132, 15, 126, 243, 161, 142, 218, 40, 184, 245, 137, 4, 146, 159, 163,
         188, 202, 47, 106, 136, 63, 131, 98, 181, 232, 91, 154, 226, 141, 169, 53, 236, 81,
     ];
-    let plan = nodewarden_reference::Plan::from_bytes(bytes);
-    if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
-        panic!("{failure}");
-    }
+    run_bytes(bytes);
 }
 
 /// Found by `engine_steps` (with the rescheduler on; the same with it off):
@@ -310,10 +315,7 @@ fn a_ready_heartbeat_removed_before_a_pass_is_no_probe() {
         157, 169, 137, 41, 42, 217, 194, 198, 200, 119, 24, 82, 201, 80, 234, 225, 13, 37, 16, 241, 49, 121, 126, 31,
         94, 228, 84, 55, 96, 54, 112, 83, 53, 113, 252, 159, 193, 229, 162,
     ];
-    let plan = nodewarden_reference::Plan::from_bytes(bytes);
-    if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
-        panic!("{failure}");
-    }
+    run_bytes(bytes);
 }
 
 /// Found by `engine_steps` under watch delay: a node's foreign NoExecute
@@ -366,10 +368,7 @@ fn taints_seen_gone_call_deletions_off_though_the_node_goes_too() {
         195, 14, 142, 83, 3, 76, 83, 182, 189, 254, 236, 3, 125, 82, 24, 215, 131, 41, 195, 195, 62, 3, 151, 189, 120,
         33, 17, 125, 205, 58, 204, 148, 2, 64,
     ];
-    let plan = nodewarden_reference::Plan::from_bytes(bytes);
-    if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
-        panic!("{failure}");
-    }
+    run_bytes(bytes);
 }
 
 /// Found by `engine_steps` under watch delay with restarts: the answer to
@@ -405,10 +404,7 @@ fn a_late_older_node_snapshot_after_a_write_does_not_bring_a_taint_back() {
         209, 126, 108, 177, 44, 153, 220, 21, 84, 37, 126, 140, 144, 178, 218, 138, 140, 95, 156, 32, 29, 224, 33, 59,
         69, 114, 130, 189, 215, 61, 77, 200, 26, 74, 29, 95, 191, 67, 210, 239, 194, 208, 206, 66, 191, 134, 214, 199,
     ];
-    let plan = nodewarden_reference::Plan::from_bytes(bytes);
-    if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
-        panic!("{failure}");
-    }
+    run_bytes(bytes);
 }
 
 /// Found by `engine_steps` in legacy mode with the rescheduler: a pass
@@ -448,8 +444,5 @@ fn a_legacy_deletion_decided_as_master_disruption_begins_is_sent() {
         116, 181, 127, 80, 115, 53, 44, 247, 42, 127, 24, 147, 74, 58, 161, 209, 199, 127, 124, 2, 138, 240, 201, 70,
         53, 112, 17, 169, 18, 195, 243, 163, 80, 68, 149, 145,
     ];
-    let plan = nodewarden_reference::Plan::from_bytes(bytes);
-    if let Err(failure) = nodewarden_reference::Harness::run(&plan, nodewarden_reference::Checks::default()) {
-        panic!("{failure}");
-    }
+    run_bytes(bytes);
 }
