@@ -57,20 +57,9 @@ impl InvariantChecker {
         };
         let violate = |out: &mut Vec<Violation>, invariant, detail| out.push(Violation { invariant, at: now, detail });
         let Some(mirror) = self.nodes.get(node) else { return };
-        // The node as the API will have it when this patch lands: writes to
-        // one object land in order, so the NoExecute patches committed
-        // before it and not answered yet land first (in this step, or,
-        // behind latency or a client rate, steps ago).
-        let patch = |taints: &mut Vec<Taint>, add: &[Taint], remove: &[Taint]| {
-            taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
-            taints.extend(add.iter().cloned());
-        };
-        let mut before: Vec<Taint> = mirror.taints.clone();
-        for (_, add, remove) in self.noexecute_in_flight.get(node).into_iter().flatten() {
-            patch(&mut before, add, remove);
-        }
+        let Some(before) = self.taints_ahead(node) else { return };
         let mut after = before.clone();
-        patch(&mut after, add, remove);
+        apply_patch(&mut after, add, remove);
         // Only a write that brings the two together counts: a node someone
         // else gave both taints is not the controller's doing.
         if both(&after) && !both(&before) {
@@ -113,6 +102,19 @@ impl InvariantChecker {
                 ),
             );
         }
+    }
+
+    /// The node's taints as the API will have them when a patch sent now
+    /// lands: writes to one object land in order, so the NoExecute patches
+    /// committed before it and not answered yet land first (in this step,
+    /// or, behind latency or a client rate, steps ago). `None` for a node
+    /// the checker does not know.
+    pub(super) fn taints_ahead(&self, node: &str) -> Option<Vec<Taint>> {
+        let mut taints = self.nodes.get(node)?.taints.clone();
+        for (_, add, remove) in self.noexecute_in_flight.get(node).into_iter().flatten() {
+            apply_patch(&mut taints, add, remove);
+        }
+        Some(taints)
     }
 
     fn judge_deletion(&self, now: Timestamp, key: &str, out: &mut Vec<Violation>) {
@@ -160,6 +162,13 @@ impl InvariantChecker {
             ),
         }
     }
+}
+
+/// `taints` after a patch that adds `add` and removes `remove` (an added
+/// taint replaces one with its key and effect).
+fn apply_patch(taints: &mut Vec<Taint>, add: &[Taint], remove: &[Taint]) {
+    taints.retain(|t| !remove.iter().chain(add).any(|r| r.same_as(t)));
+    taints.extend(add.iter().cloned());
 }
 
 #[cfg(test)]

@@ -270,12 +270,13 @@ impl InvariantChecker {
         }
         match kind {
             ActionKind::PatchNodeTaints { node, add, remove, slot } => {
+                // Against the patches ahead of this one, not itself.
+                self.commit_zone_taint(now, node, add, zones);
                 if *slot == WriteSlot::NoExecuteTaints {
                     let patch = (action.id, add.clone(), remove.clone());
                     self.noexecute_in_flight.entry(node.clone()).or_default().push(patch);
                 }
                 self.commit_reservation(node, add, remove);
-                self.commit_zone_taint(now, node, add, zones);
             }
             ActionKind::UpdateNodeConditions { node, conditions, .. } => self.own_condition_write(node, conditions),
             _ => {}
