@@ -33,6 +33,7 @@ mod run;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod serve;
+mod shadow;
 mod sim;
 mod sim_args;
 mod whatif;
@@ -72,6 +73,8 @@ enum Command {
     Replay(ReplayArgs),
     /// Run the controller against a Kubernetes API server (kube-controller-manager's flags).
     Run(Box<run::RunArgs>),
+    /// Read a `--dry-run` replica's comparison with kube-controller-manager.
+    Shadow(shadow::ShadowArgs),
 }
 
 #[derive(Debug, Args)]
@@ -116,7 +119,7 @@ fn main() -> ExitCode {
                 "warn,nodewarden_engine::ingest=error,nodewarden_engine::systems::taint_manager=error,\
                  nodewarden_engine::systems::legacy=error,kube_client::client::builder=off"
             }
-            Command::Replay(_) => "warn",
+            Command::Replay(_) | Command::Shadow(_) => "warn",
             Command::Run(_) => "info",
         },
         json,
@@ -139,6 +142,14 @@ fn main() -> ExitCode {
         Command::Run(args) => match run::run(&args) {
             Ok(run::Ended::Stopped) => EXIT_OK,
             Ok(run::Ended::LeadershipLost) => EXIT_FAILED,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                EXIT_INVALID
+            }
+        },
+        Command::Shadow(args) => match shadow::run(&args) {
+            Ok(true) => EXIT_OK,
+            Ok(false) => EXIT_FAILED,
             Err(e) => {
                 eprintln!("error: {e:#}");
                 EXIT_INVALID
@@ -316,6 +327,13 @@ pub(crate) fn prometheus() -> metrics_exporter_prometheus::PrometheusBuilder {
             b.set_buckets_for_metric(
                 Matcher::Full(nodewarden_kube::WRITE_LAG_METRIC.into()),
                 &[0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
+            )
+        })
+        .and_then(|b| {
+            // Signed: nodewarden's time minus kube-controller-manager's.
+            b.set_buckets_for_metric(
+                Matcher::Full(nodewarden_shadow::DIFFERENCE_SECONDS.into()),
+                &nodewarden_shadow::DIFFERENCE_BUCKETS,
             )
         })
         .unwrap_or_else(|_| PrometheusBuilder::new())

@@ -119,6 +119,12 @@ pub(crate) struct RunArgs {
     /// Takes no part in leader election.
     #[arg(long)]
     dry_run: bool,
+    /// With --dry-run, the shadow's comparison with the controller that
+    /// does write (kube-controller-manager; `GET /shadow`): how long a
+    /// decision of one side waits for the other's before it is called
+    /// one-sided (only-nodewarden, only-upstream). Default 10m.
+    #[arg(long, requires = "dry_run")]
+    shadow_window: Option<Span>,
     /// Where /metrics, /healthz and /readyz are served (plain HTTP):
     /// IP:PORT, or an IP alone as kube-controller-manager takes it (the
     /// port is then 10257, its --secure-port default).
@@ -337,6 +343,8 @@ struct Role {
     /// Set once this replica leads (or runs without election) and its
     /// controller has started.
     running: std::sync::OnceLock<Arc<Health>>,
+    /// A `--dry-run` replica's shadow summary, once its controller runs.
+    shadow: std::sync::OnceLock<nodewarden_kube::ShadowBoard>,
     /// The API server's URL, for messages.
     server: String,
     /// Set by [`reach`] when the API server first answers a request with
@@ -349,9 +357,26 @@ struct Role {
 }
 
 impl Role {
+    /// `GET /shadow`: the shadow's summary as JSON; an error object (with
+    /// a status saying which) on a replica without one, or before its
+    /// first summary.
+    fn shadow_json(&self) -> (u16, String) {
+        let error = |code: u16, message: &str| (code, serde_json::json!({ "error": message }).to_string());
+        let Some(board) = self.shadow.get() else {
+            return error(404, "no shadow here: /shadow is served by a `nodewarden run --dry-run` replica");
+        };
+        let summary = board.lock().ok().and_then(|b| b.clone());
+        match summary.map(|s| serde_json::to_string(&s)) {
+            Some(Ok(json)) => (200, json),
+            Some(Err(e)) => error(500, &format!("the summary could not be written as JSON: {e}")),
+            None => error(503, "the shadow has no summary yet: its watches have not all listed once"),
+        }
+    }
+
     fn new(server: String) -> Role {
         Role {
             running: std::sync::OnceLock::new(),
+            shadow: std::sync::OnceLock::new(),
             server,
             reached: AtomicBool::new(false),
             failure: Default::default(),
@@ -454,6 +479,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
                 start_at,
                 standby,
                 probe_client: Some(nodewarden_kube::ProbeClient(probe_client.clone())),
+                shadow_window: args.shadow_window,
             };
             nodewarden_kube::start(client.clone(), options).context("invalid controller flags")
         };
@@ -505,6 +531,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Ended> {
             None => start(false)?,
         };
         let _ = role.running.set(running.health.clone());
+        if let Some(board) = &running.shadow {
+            let _ = role.shadow.set(board.clone());
+        }
         tracing::info!(dry_run = args.dry_run, addr = %args.bind_address, identity = %identity, "nodewarden run started");
         let lost = async {
             match &leadership {
@@ -658,7 +687,13 @@ async fn serve_http(
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
             let health = role.running.get();
-            let (code, body): (u16, String) = match (path.split('?').next().unwrap_or("/"), health) {
+            let path = path.split('?').next().unwrap_or("/");
+            if path == "/shadow" {
+                let (code, body) = role.shadow_json();
+                respond(&mut sock, code, "application/json", &body).await;
+                return;
+            }
+            let (code, body): (u16, String) = match (path, health) {
                 ("/metrics", _) => (200, metrics.render()),
                 ("/healthz" | "/livez", None) => (200, "ok: standby".to_string()),
                 ("/readyz", None) => role.standby_readiness(),
@@ -668,20 +703,25 @@ async fn serve_http(
                 ("/readyz", Some(_)) => (503, "caches not synced".to_string()),
                 _ => (404, "not found".to_string()),
             };
-            let reason = match code {
-                200 => "OK",
-                404 => "Not Found",
-                503 => "Service Unavailable",
-                _ => "Internal Server Error",
-            };
-            let head = format!(
-                "HTTP/1.1 {code} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
+            respond(&mut sock, code, "text/plain; charset=utf-8", &body).await;
         });
     }
+}
+
+/// Writes one HTTP/1.1 answer and lets the connection close.
+async fn respond(sock: &mut tokio::net::TcpStream, code: u16, content_type: &str, body: &str) {
+    let reason = match code {
+        200 => "OK",
+        404 => "Not Found",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {code} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = sock.write_all(head.as_bytes()).await;
+    let _ = sock.write_all(body.as_bytes()).await;
 }
 
 #[cfg(test)]

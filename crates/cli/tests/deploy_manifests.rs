@@ -509,6 +509,7 @@ fn exported_metrics() -> BTreeSet<String> {
         "crates/kube/src/leader.rs",
         "crates/kube/src/engine_thread.rs",
         "crates/controller/src/control_loop.rs",
+        "crates/shadow/src/metric_names.rs",
     ];
     let mut names = BTreeSet::new();
     for f in files {
@@ -625,6 +626,8 @@ fn alerts_and_dashboard_use_metric_names_the_code_exports() {
         "nodewarden_safety_interlock_blocked_total",
         "leader_election_master_status",
         "nodewarden_api_requests_total",
+        "nodewarden_shadow_decisions_total",
+        "nodewarden_shadow_difference_seconds_bucket",
     ] {
         assert!(used.contains(must), "the dashboard shows no {must}");
     }

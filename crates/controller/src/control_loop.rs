@@ -198,6 +198,18 @@ impl Controller {
         self.engine.measure_with(clock);
     }
 
+    /// Has the engine keep its judgements, for a shadow
+    /// ([`Engine::keep_judgements`]).
+    pub fn keep_judgements(&mut self) {
+        self.engine.keep_judgements();
+    }
+
+    /// The engine's judgements since the last call
+    /// ([`Engine::take_judgements`]).
+    pub fn take_judgements(&mut self) -> Vec<nodewarden_engine::Judgement> {
+        self.engine.take_judgements()
+    }
+
     /// The engine, for its reports (zones, next due time, timings).
     pub fn engine(&self) -> &Engine {
         &self.engine

@@ -498,6 +498,20 @@ impl Engine {
         std::mem::take(&mut self.world.resource_mut::<Outbox>().ready)
     }
 
+    /// From now on, keeps what the engine concludes, whether or not a
+    /// write follows ([`Judgement`](crate::judgement::Judgement)), for a shadow to
+    /// compare with what another controller did. Off by default: the
+    /// systems then record nothing.
+    pub fn keep_judgements(&mut self) {
+        self.world.resource_mut::<crate::judgement::Judgements>().on = true;
+    }
+
+    /// The judgements reached since the last call, in the order reached
+    /// (empty unless [`Engine::keep_judgements`] was called).
+    pub fn take_judgements(&mut self) -> Vec<crate::judgement::Judgement> {
+        std::mem::take(&mut self.world.resource_mut::<crate::judgement::Judgements>().list)
+    }
+
     /// Writes decided and not yet built ([`Engine::pull`]); some of them
     /// may no longer stand and will not be built.
     pub fn writes_wanted(&self) -> usize {

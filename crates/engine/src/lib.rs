@@ -14,7 +14,8 @@
 //! Only the boundary is public: the [`Engine`] facade, what goes in
 //! ([`Observation`] and its snapshot types), what comes out ([`Action`] and
 //! the types it carries, [`Explanation`] and the [`explain`] types it
-//! exposes), and what the engine reports about itself ([`ZoneReport`],
+//! exposes), what it concluded when a shadow asks ([`Judgement`]), and what
+//! the engine reports about itself ([`ZoneReport`],
 //! [`PhaseTiming`]). Components, resources, systems and ingest are the
 //! engine's own business and may change shape at any time.
 //!
@@ -26,6 +27,7 @@ mod components;
 mod engine;
 pub mod explain;
 mod ingest;
+mod judgement;
 mod metric_names;
 mod monitor;
 mod observation;
@@ -38,6 +40,7 @@ mod systems;
 pub use action::{Action, ActionId, ActionKind, DISRUPTION_TARGET_TAKEN_BACK, Event, EventType, ObjectRef, WriteSlot};
 pub use engine::{Engine, INGEST_PHASE, PhaseTiming, ZoneReport};
 pub use explain::{AddonEviction, Explanation, PreparationTier};
+pub use judgement::{Judged, Judgement};
 pub use observation::{BudgetSnapshot, NodeSnapshot, ObjectKind, Observation, PodSnapshot, WriteOutcome};
 // Defined in nodewarden_model (shared with the simulator and the reference
 // model); re-exported so `nodewarden_engine::{PodKey, ZoneState}` keep working.

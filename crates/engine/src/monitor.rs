@@ -56,6 +56,18 @@ pub struct Health {
     pending: Option<PendingBeat>,
     /// The node's slot in [`NodeTimers`].
     slot: u32,
+    /// What a shadow's judgements need of the node's silences
+    /// ([`Health::judge_silence`]).
+    silence: Silence,
+}
+
+/// A node's silences as judged, for a shadow ([`crate::judgement::Judgement`]): the
+/// probe time the engine gave the node at first sight, and the probe time
+/// of the last silence judged, so each silence is judged once.
+#[derive(Debug, Clone, Copy, Default)]
+struct Silence {
+    first_probe: Option<Timestamp>,
+    judged: Option<Timestamp>,
 }
 
 /// A heartbeat a coming (or past) pass takes in: the record it makes, with
@@ -146,12 +158,30 @@ pub fn take_in(mut rec: HealthRecord, ready: &ReadyView, lease: &LeaseView) -> T
 impl Health {
     /// A node not seen by any pass yet, in `slot` of [`NodeTimers`].
     pub fn new(slot: u32) -> Health {
-        Health { rec: None, pending: None, slot }
+        Health { rec: None, pending: None, slot, silence: Silence::default() }
     }
 
     /// Whether a monitor pass has seen the node (registered it).
     pub fn seen(&self) -> bool {
         self.rec.is_some()
+    }
+
+    /// Notes the probe time a node got at first sight (the engine's own
+    /// start of its grace, not a heartbeat).
+    pub fn first_sight_probe(&mut self, probe: Timestamp) {
+        self.silence.first_probe = Some(probe);
+    }
+
+    /// A silence past grace found with `probe` as the last heartbeat seen:
+    /// `None` when this silence was judged already, else whether the probe
+    /// time is the engine's first sight of the node rather than a
+    /// heartbeat it saw.
+    pub fn judge_silence(&mut self, probe: Timestamp) -> Option<bool> {
+        if self.silence.judged == Some(probe) {
+            return None;
+        }
+        self.silence.judged = Some(probe);
+        Some(self.silence.first_probe == Some(probe))
     }
 
     /// The node's slot in [`NodeTimers`].

@@ -18,10 +18,10 @@ use nodewarden_testkit::module_graph::{Graph, Paths};
 /// the modules and re-exports the boundary, and is not part of the graph.
 const LAYERS: &[&[&str]] = &[
     // Boundary types, one direction: actions carry explanations,
-    // observations answer actions.
+    // observations answer actions; judgements carry explanation facts.
     &["explain"],
     &["action"],
-    &["observation"],
+    &["observation", "judgement"],
     // State: the queue and metric names are leaves; components hold queues
     // and explanation facts; resources hold components' entities and the
     // outbox of actions.

@@ -153,9 +153,20 @@ pub struct EngineThread {
     /// would. A successor can so be ready the moment its scenario says the
     /// controller restarts.
     pub start_at: Option<Timestamp>,
+    /// A `--dry-run` replica's shadow: it sees what the engine is handed
+    /// and what it concludes.
+    pub shadow: Option<crate::shadow::ShadowFeed>,
 }
 
 impl EngineThread {
+    /// One step at `at`, and the shadow told what it concluded.
+    fn step(&mut self, at: Timestamp, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
+        self.controller.step(at, api, events);
+        if let Some(shadow) = &mut self.shadow {
+            shadow.stepped(at, &mut self.controller);
+        }
+    }
+
     /// A re-list of `watched` showed `present`: every object of the kind the
     /// engine holds and the list did not show is reported deleted
     /// ([`Controller::relisted`]).
@@ -231,7 +242,7 @@ impl EngineThread {
                 && !state.blind()
                 && state.behind_since.is_none()
             {
-                self.controller.step(pass, api, events);
+                self.step(pass, api, events);
                 state.fed = pass;
             }
             // One time for everything this wake takes in and decides.
@@ -255,7 +266,7 @@ impl EngineThread {
             if self.start_at.is_some() {
                 // Not started: nothing is decided, nothing taken in.
             } else if state.waiting.is_empty() && !blind && !behind {
-                self.controller.step(at, api, events);
+                self.step(at, api, events);
                 metrics::gauge!(WANTED_METRIC).set(self.controller.engine().writes_wanted() as f64);
             } else if taken > 0 {
                 // No decision yet, but what arrived is taken in now, in the
@@ -309,12 +320,20 @@ impl EngineThread {
     /// `match` over every kind of input, so a new kind cannot go unhandled.
     fn handle(&mut self, input: Input, at: Timestamp, state: &mut LoopState) -> bool {
         match input {
-            Input::Observe(o) => self.controller.observe(at, o),
+            Input::Observe(o) => {
+                if let Some(shadow) = &mut self.shadow {
+                    shadow.observed(at, &o);
+                }
+                self.controller.observe(at, o);
+            }
             Input::Synced(w) => {
                 state.waiting.remove(&w);
                 metrics::gauge!(SYNCED_METRIC, "resource" => w.as_str()).set(1.0);
                 tracing::info!(watch = w.as_str(), "cache synced");
                 if state.waiting.is_empty() {
+                    if let Some(shadow) = &mut self.shadow {
+                        shadow.synced(at);
+                    }
                     self.health.synced.store(true, Ordering::Relaxed);
                     tracing::info!(
                         after_ms = state.started.elapsed().as_millis() as u64,
@@ -517,6 +536,7 @@ mod tests {
             health: Arc::default(),
             watches: Watched::LIFECYCLE.to_vec(),
             start_at: None,
+            shadow: None,
         }
     }
 

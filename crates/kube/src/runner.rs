@@ -17,6 +17,7 @@ use crate::input::Input;
 use crate::input::Watched;
 use crate::leader::Fence;
 use crate::probe::{Change, Outcome, PROBE_METRIC, Probe};
+use crate::shadow::{ShadowBoard, ShadowFeed};
 use crate::watch::{Watches, spawn_watchers};
 use crate::writer::{DryRunApi, WriterOptions, spawn_writer};
 use nodewarden_objects::Detail;
@@ -44,6 +45,10 @@ pub struct RunOptions {
     /// (its own connections), so a probe never waits behind the writer's
     /// requests on a saturated connection. `None`: the controller's.
     pub probe_client: Option<ProbeClient>,
+    /// With `dry_run`: how long a decision of one side waits for the
+    /// other's before the shadow calls it one-sided
+    /// ([`nodewarden_shadow::ShadowSettings::window`]).
+    pub shadow_window: Option<nodewarden_model::Span>,
 }
 
 /// A client for the API probe alone ([`RunOptions::probe_client`]).
@@ -60,6 +65,8 @@ impl std::fmt::Debug for ProbeClient {
 pub struct Running {
     /// Read by `/readyz` and `/healthz`.
     pub health: Arc<Health>,
+    /// A `--dry-run` replica's shadow summary, read by `/shadow`.
+    pub shadow: Option<ShadowBoard>,
     tx: Sender<Input>,
     engine: Option<std::thread::JoinHandle<Vec<Action>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -81,7 +88,15 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
     let probe_client = opts.probe_client.clone().map_or_else(|| client.clone(), |p| p.0);
     tasks.push(tokio::spawn(probe_api(probe_client, tx.clone(), opts.config.node_monitor_period)));
     let watches = Watched::needed(rescheduler);
-    let mut thread = EngineThread { controller, clock, health: health.clone(), watches, start_at: opts.start_at };
+    let (shadow, board) = if opts.dry_run {
+        let window = opts.shadow_window.unwrap_or(nodewarden_shadow::DEFAULT_WINDOW);
+        let (feed, board) = ShadowFeed::new(&mut controller, clock.now(), window);
+        (Some(feed), Some(board))
+    } else {
+        (None, None)
+    };
+    let mut thread =
+        EngineThread { controller, clock, health: health.clone(), watches, start_at: opts.start_at, shadow };
     let engine = if opts.dry_run {
         std::thread::Builder::new().name("nodewarden-engine".into()).spawn(move || {
             let mut api = DryRunApi::default();
@@ -109,7 +124,7 @@ pub fn start(client: Client, opts: RunOptions) -> Result<Running, ConfigError> {
             None
         }
     };
-    Ok(Running { health, tx, engine, tasks })
+    Ok(Running { health, shadow: board, tx, engine, tasks })
 }
 
 impl Running {

@@ -11,6 +11,7 @@ use nodewarden_apiserver::{ServeSource, Served, ServerConfig};
 use nodewarden_engine::{Action, ActionKind};
 use nodewarden_kube::{RunOptions, start};
 use nodewarden_model::ControllerConfig;
+use nodewarden_shadow::DecisionKind;
 use nodewarden_sim::builtin::Builtin;
 use nodewarden_sim::fleet::FleetSpec;
 
@@ -19,7 +20,7 @@ async fn serve() -> Served {
     let mut opts = common::options();
     opts.source =
         ServeSource::Fleet(FleetSpec { nodes: 12, zones: 2, pods_per_node: 2, seed: 5 }, Some(Builtin::ZoneOutage));
-    opts.server = ServerConfig { record_writes: true, ..opts.server };
+    opts.server = ServerConfig { record_writes: true, record_requests: true, ..opts.server };
     common::serve(opts).await
 }
 
@@ -63,31 +64,23 @@ async fn a_shadow_replica_writes_nothing_and_would_have_done_what_the_leader_did
     let leader = start(client(&served, "leader").await, RunOptions { config: config(), ..RunOptions::default() })
         .expect("config");
     // Outage at ~1 s, grace 2 s, six nodes tainted at 5/s: done by ~6 s on
-    // an idle machine; wait for the leader's sixth taint write (at most
-    // 40 s), then a moment for the shadow's last decisions.
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client(&served, "test").await);
-    let until = std::time::Instant::now() + Duration::from_secs(40);
-    while std::time::Instant::now() < until {
-        let list = nodes.list(&Default::default()).await.expect("list nodes");
-        let tainted = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
-                    ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
-                })
-            })
-            .count();
-        if tainted >= 6 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // an idle machine.
+    zone_tainted(&served).await;
+    // A moment for the shadow's last decisions and its next summary
+    // (published once a second).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let board = shadow.shadow.clone().expect("a dry-run replica has a shadow");
+    let report = board.lock().expect("board").clone().expect("a summary once synced");
     let would = shadow.stop();
     leader.stop();
     let writes = served.writes();
     assert!(writes.iter().all(|w| w.user_agent != "shadow"), "the shadow wrote: {writes:#?}");
+    // Nor tried to: every request it sent, answered or not, only reads.
+    let sent: Vec<_> = served.requests().into_iter().filter(|r| r.user_agent == "shadow").collect();
+    assert!(sent.iter().any(|r| r.verb == "watch"), "the shadow's requests are recorded: {sent:?}");
+    let not_read: Vec<String> =
+        sent.iter().filter(|r| !["get", "list", "watch"].contains(&r.verb.as_str())).map(|r| r.to_string()).collect();
+    assert!(not_read.is_empty(), "the shadow sent requests that are not reads: {not_read:#?}");
     let (unknown, tainted) = summary(&would);
     let written = |status: bool| -> BTreeSet<String> {
         writes
@@ -111,5 +104,68 @@ async fn a_shadow_replica_writes_nothing_and_would_have_done_what_the_leader_did
     // number, as long as the leader made each.
     assert!(unknown.is_subset(&leader_unknown), "{unknown:?}");
     assert!(tainted.is_subset(&leader_tainted) && !tainted.is_empty(), "{tainted:?}");
+
+    // Whoever wrote first, the shadow matched each of the leader's
+    // decisions with one of its own, within a pass and the watch latency.
+    let json = serde_json::to_string_pretty(&report).expect("json");
+    assert!(report.synced, "{json}");
+    assert_eq!(report.counts.disagreements(), 0, "{json}");
+    for (kind, nodes) in [
+        (DecisionKind::Unknown, 6),
+        (DecisionKind::NoScheduleUnreachable, 6),
+        (DecisionKind::NoExecuteUnreachable, 6),
+        (DecisionKind::PodsNotReady, 6),
+    ] {
+        let k = report.kinds.iter().find(|k| k.kind == kind).expect("every kind is listed");
+        assert_eq!(k.counts.agree, nodes, "{kind:?}: {json}");
+    }
+    served.stop();
+}
+
+/// Waits until the leader has tainted the zone's six nodes NoExecute.
+async fn zone_tainted(served: &Served) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client(served, "test").await);
+    let until = std::time::Instant::now() + Duration::from_secs(40);
+    while std::time::Instant::now() < until {
+        let list = nodes.list(&Default::default()).await.expect("list nodes");
+        let tainted = list
+            .items
+            .iter()
+            .filter(|n| {
+                n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
+                    ts.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+                })
+            })
+            .count();
+        if tainted >= 6 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the leader did not taint the zone within 40 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_started_after_the_outage_counts_none_of_it() {
+    // A shadow restarted in the middle of an incident: what the leader did
+    // before it watched is nobody's disagreement.
+    let served = serve().await;
+    let leader = start(client(&served, "leader").await, RunOptions { config: config(), ..RunOptions::default() })
+        .expect("config");
+    zone_tainted(&served).await;
+    let shadow =
+        start(client(&served, "shadow").await, RunOptions { config: config(), dry_run: true, ..RunOptions::default() })
+            .expect("config");
+    // Long enough for the shadow to judge the zone's silent nodes (grace
+    // 2 s from its first sight) and publish a summary.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let board = shadow.shadow.clone().expect("a dry-run replica has a shadow");
+    let report = board.lock().expect("board").clone().expect("a summary once synced");
+    shadow.stop();
+    leader.stop();
+    let json = serde_json::to_string_pretty(&report).expect("json");
+    assert!(report.synced, "{json}");
+    assert_eq!((report.decisions, report.pending_nodewarden, report.pending_upstream), (0, 0, 0), "{json}");
+    assert!(report.excused >= 6, "the zone's nodes, Unknown at first sight, are excused: {json}");
     served.stop();
 }

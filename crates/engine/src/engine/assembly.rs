@@ -39,7 +39,19 @@ impl Engine {
     /// a new engine otherwise. What the engine then does is what a new one
     /// would do: its World holds the same entities as a new engine's, in
     /// the same places, and allocates the next ones as a new World would.
+    /// A shadow's engine goes on keeping judgements
+    /// ([`Engine::keep_judgements`]).
     pub fn reset(&mut self, config: ControllerConfig, start: Timestamp) -> Result<(), ConfigError> {
+        let judging = self.world.resource::<crate::judgement::Judgements>().on;
+        self.reset_world(config, start)?;
+        if judging {
+            self.keep_judgements();
+        }
+        Ok(())
+    }
+
+    /// [`Engine::reset`], judgements aside.
+    fn reset_world(&mut self, config: ControllerConfig, start: Timestamp) -> Result<(), ConfigError> {
         config.validate()?;
         if !self.resets_cheaply_to(&config) {
             *self = Engine::new(config, start)?;
@@ -244,6 +256,7 @@ fn install(world: &mut World, config: ControllerConfig, start: Timestamp) {
     world.init_resource::<DeletionTimers>();
     world.init_resource::<DisruptionMode>();
     world.init_resource::<Outbox>();
+    world.init_resource::<crate::judgement::Judgements>();
     // Empty, and never written, while the rescheduler is off.
     world.insert_resource(SchedFacts { enabled: config_rescheduler, ..SchedFacts::default() });
     world.init_resource::<ReschedulerState>();

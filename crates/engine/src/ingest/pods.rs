@@ -259,6 +259,19 @@ pub(super) fn delete_pod(world: &mut World, key: &str) {
     }
     let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
     world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None, || 0);
+    if let Some(pending) = world.get::<PendingDeletion>(e)
+        && let (Some(deadline), Some(basis)) = (pending.get(), pending.basis())
+    {
+        // Gone before its deadline: the deletion a shadow compares with
+        // whoever deleted it.
+        let judged = crate::judgement::Judged::PodDeletion {
+            pod: key.to_string(),
+            verdict: basis.verdict.clone(),
+            scheduled_at: basis.scheduled_at,
+        };
+        let node = node.as_deref().unwrap_or_default();
+        world.resource_mut::<crate::judgement::Judgements>().note(deadline.fire_at, node, || judged);
+    }
     if world.get::<PendingDeletion>(e).is_some_and(|p| p.get().is_some()) {
         // The pod left by itself: its scheduled deletion is cancelled (I5).
         world.resource_mut::<Outbox>().event(

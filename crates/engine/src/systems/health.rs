@@ -24,7 +24,7 @@ use crate::components::*;
 use crate::monitor::{Health, NodeTimers, take_in};
 use crate::resources::*;
 
-use super::params::{Emit, MonitorPass, NodePods, Tick};
+use super::params::{Emit, MonitorPass, NodePods, ShadowFacts, Tick};
 
 /// What pass 1 reads of a node: its Ready and Lease views and zone, what
 /// it has to decide on (flags), and the health record it keeps.
@@ -74,6 +74,7 @@ pub fn update_node_health(
     mut nodes: MonitoredNodes,
     created: Query<&NodeMeta>,
     zone_queues: Query<&Zone>,
+    mut shadow: ShadowFacts,
 ) {
     let Tick { now, settings } = tick;
     let MonitorPass { mut scratch, counts, mut timers } = pass;
@@ -94,8 +95,12 @@ pub fn update_node_health(
             refresh_record(&mut health, &timers, ready, lease, now, || created.get(entity).map_or(now, |m| m.created));
 
         // Strictly after (B6).
-        let overdue = now > rec.probe + grace_for(cfg, ready.status.is_some());
+        let grace = grace_for(cfg, ready.status.is_some());
+        let overdue = now > rec.probe + grace;
         let go_unknown = overdue && ready.status != Some(ConditionStatus::Unknown);
+        if overdue {
+            shadow.judge_silence(entity, &mut health, rec.probe, grace, ready.status, now);
+        }
         let current = if overdue { Some(ConditionStatus::Unknown) } else { ready.status };
 
         // The counts go by the Ready status; this pass's verdict differs from
@@ -128,20 +133,54 @@ pub fn update_node_health(
         // Parked: Unknown, and in taint mode with its taint or its place in
         // the queue (it has nothing to decide).
         let parked = taint_mode && ready.status == Some(ConditionStatus::Unknown);
-        file_or_keep(&mut timers, slot, current == Some(ConditionStatus::True) && flags.is_clean(), parked, rec.probe);
+        let filing = Filing::of(current == Some(ConditionStatus::True) && flags.is_clean(), parked, overdue);
+        file_or_keep(&mut timers, slot, filing, rec.probe);
     }
     timers.recycle_active(active);
 }
 
-/// Where a visited node with nothing (more) to decide goes. Quiet (Ready,
-/// clean): filed under its probe time; until ingest sees a change or it
-/// falls overdue, passes leave it alone. Parked (Unknown, taint mode, its
-/// taint or queue place held): until something changes it, every pass
-/// would find the same, since an Unknown node has no deadline left to
-/// miss, and the tainting pass only ever gives such a node its taint,
-/// which keeps it so. Anything else stays on the active list.
-fn file_or_keep(timers: &mut NodeTimers, slot: u32, quiet: bool, parked: bool, probe: Timestamp) {
-    let filed = if quiet { timers.file_at(slot, probe) } else { parked && timers.park(slot) };
+/// Where a visited node with nothing (more) to decide goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Filing {
+    /// Ready and clean: filed under its probe time; until ingest sees a
+    /// change or it falls overdue, passes leave it alone.
+    Quiet,
+    /// Unknown in taint mode, its taint or queue place held, and silent
+    /// past its grace by this engine's count: until something changes it,
+    /// every pass would find the same, since such a node has no deadline
+    /// left to miss, and the tainting pass only ever gives it its taint,
+    /// which keeps it so.
+    Parked,
+    /// Unknown as another writer left it (kube-controller-manager beside a
+    /// shadow, or the engine's predecessor) before this engine's own grace
+    /// ran out: filed under its probe time like a quiet node, so the pass
+    /// at which the grace runs out visits it once and judges the silence
+    /// (a shadow compares that instant), then parks it. Nothing is decided
+    /// at that visit that the node's state had not already settled.
+    ParkedWhenOverdue,
+    /// Anything else: stays on the active list.
+    Active,
+}
+
+impl Filing {
+    fn of(quiet: bool, parked: bool, overdue: bool) -> Filing {
+        match (quiet, parked, overdue) {
+            (true, ..) => Filing::Quiet,
+            (false, true, true) => Filing::Parked,
+            (false, true, false) => Filing::ParkedWhenOverdue,
+            (false, false, _) => Filing::Active,
+        }
+    }
+}
+
+/// Files a visited node as `filing` says; one that cannot be filed (its
+/// probe time is no recent pass's) stays active.
+fn file_or_keep(timers: &mut NodeTimers, slot: u32, filing: Filing, probe: Timestamp) {
+    let filed = match filing {
+        Filing::Quiet | Filing::ParkedWhenOverdue => timers.file_at(slot, probe),
+        Filing::Parked => timers.park(slot),
+        Filing::Active => false,
+    };
     if !filed {
         timers.keep_active(slot);
     }
@@ -177,7 +216,8 @@ pub fn file_worked(tick: Tick, pass: MonitorPass, nodes: WorkedNodes, zone_queue
             && !has_decision(ready.status, flags, taint_mode, || {
                 zone_queues.get(in_zone.zone).is_ok_and(|z| !z.queue.is_queued(&entity))
             });
-        file_or_keep(&mut timers, slot, quiet, parked, rec.probe);
+        let overdue = tick.now.0 > rec.probe + grace_for(&tick.settings.0, ready.status.is_some());
+        file_or_keep(&mut timers, slot, Filing::of(quiet, parked, overdue), rec.probe);
     }
 }
 
@@ -218,6 +258,9 @@ fn refresh_record(
     let rec = take_in(base, ready, lease).at(now);
     if first_sight || Some(rec) != before {
         health.set(rec);
+    }
+    if first_sight && rec.probe == now {
+        health.first_sight_probe(now);
     }
     (first_sight, rec)
 }

@@ -12,12 +12,13 @@ use nodewarden_model::{ConditionStatus, ControllerConfig, Span, Timestamp};
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, NodeFacts, Verdict};
+use crate::judgement::Judged;
 use crate::metric_names;
 use crate::monitor::Health;
 use crate::queue::Attempt;
 use crate::resources::*;
 
-use super::params::{Lookups, NodePods, Tick};
+use super::params::{Decided, Lookups, NodePods, Tick};
 
 /// The node a legacy decision is about, and what the pass knows of it.
 struct LegacyNode<'a> {
@@ -283,10 +284,11 @@ pub fn eviction_pass(
     node_pods: NodePods,
     mut zones: Query<&mut Zone>,
     mut nodes: QueuedNodes,
-    mut outbox: ResMut<Outbox>,
+    decided: Decided,
     mode: Res<DisruptionMode>,
 ) {
     let Tick { now, settings } = tick;
+    let Decided { mut outbox, mut judgements } = decided;
     let Lookups { zone_index, timers, .. } = lookups;
     let NodePods { index: pod_index, mut pods } = node_pods;
     let now = now.0;
@@ -339,6 +341,13 @@ pub fn eviction_pass(
                 mode: settings.0.pod_deletion_mode,
                 now,
             };
+            let bound = pod_index.on_node(&name).len();
+            if bound > 0 {
+                judgements.note(now, &name, || Judged::LegacyEviction {
+                    pods: bound,
+                    verdict: Verdict::EvictionTimeout { status, since: why.since, timeout: why.timeout, zone_rate },
+                });
+            }
             delete_pods(&name, pod_index.on_node(&name), &mut pods, &mut outbox, &why);
             flags.eviction = EvictionStatus::Evicted;
             metrics::counter!(metric_names::EVICTIONS_TOTAL, metric_names::ZONE => label.clone()).increment(1);

@@ -11,6 +11,7 @@ use nodewarden_model::{ConditionStatus, ConditionType, Taint, TaintEffect, keys}
 
 use crate::action::{ActionKind, WriteSlot};
 use crate::components::*;
+use crate::judgement::{Judged, Judgements};
 use crate::resources::*;
 
 use super::params::Emit;
@@ -65,6 +66,7 @@ pub fn noschedule_and_labels(
     mut changed: ResMut<ChangedNodes>,
     mut nodes: ChangedNodeQuery,
     emit: Emit,
+    mut judgements: ResMut<Judgements>,
 ) {
     let Emit { mut outbox, mut inbox } = emit;
     if changed.0.is_empty() {
@@ -83,6 +85,11 @@ pub fn noschedule_and_labels(
             .collect();
         if meta.unschedulable {
             wanted.push(Taint::new(keys::TAINT_UNSCHEDULABLE, TaintEffect::NoSchedule));
+        }
+        // The Ready taints called for, added now or found there; a
+        // shadow keeps the first of each while the node stays so.
+        for w in wanted.iter().filter(|w| w.key == keys::TAINT_NOT_READY || w.key == keys::TAINT_UNREACHABLE) {
+            judgements.note(now.0, &name.0, || Judged::Taint { taint: w.clone(), released: None });
         }
         let have: Vec<&Taint> =
             taints.0.iter().filter(|t| t.effect == TaintEffect::NoSchedule && managed_key(&t.key)).collect();

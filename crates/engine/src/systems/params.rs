@@ -14,8 +14,11 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemParam;
 
-use crate::components::{PendingDeletion, Pod};
-use crate::monitor::{NodeTimers, ZoneCounts};
+use nodewarden_model::{ConditionStatus, Span, Timestamp};
+
+use crate::components::{NodeName, PendingDeletion, Pod};
+use crate::judgement::{Judged, Judgements};
+use crate::monitor::{Health, NodeTimers, ZoneCounts};
 use crate::resources::{
     DeletionTimers, NodeIndex, Now, Outbox, PassScratch, PodIndex, Settings, TaintManagerInbox, ZoneIndex,
 };
@@ -92,4 +95,61 @@ pub struct Deletions<'w, 's> {
     pub timers: ResMut<'w, DeletionTimers>,
     /// The pods and their pending deletions.
     pub pods: Query<'w, 's, (&'static mut Pod, &'static mut PendingDeletion)>,
+    /// A shadow's record of the deadlines that came (or that the pod's own
+    /// deletion cut short).
+    pub judgements: ResMut<'w, Judgements>,
+}
+
+/// What a pass that deletes pods hands on: the writes and Events for the
+/// API server, and, for a shadow, its conclusions.
+#[derive(SystemParam)]
+pub struct Decided<'w> {
+    /// Actions and Events.
+    pub outbox: ResMut<'w, Outbox>,
+    /// A shadow's judgements.
+    pub judgements: ResMut<'w, Judgements>,
+}
+
+/// What a health pass needs to record a shadow's judgement of a silent
+/// node ([`crate::judgement::Judgement`]): the record, the node's name, and how many
+/// pods are bound to it. Nothing is recorded, or looked up, unless a
+/// driver asked for judgements.
+#[derive(SystemParam)]
+pub struct ShadowFacts<'w, 's> {
+    /// Where judgements go, and whether they are kept.
+    pub judgements: ResMut<'w, Judgements>,
+    /// Node names.
+    pub names: Query<'w, 's, &'static NodeName>,
+    /// Pods by node name.
+    pub pods: Res<'w, PodIndex>,
+}
+
+impl ShadowFacts<'_, '_> {
+    /// A silence past `grace` found on `node` with `probe` as its last
+    /// heartbeat seen, its Ready condition `status` as observed: judged
+    /// once per silence; its pods' not-ready marks go with it when upstream
+    /// would make them (a Ready condition turned from True: by this pass,
+    /// or by the writer that left it Unknown).
+    pub fn judge_silence(
+        &mut self,
+        node: Entity,
+        health: &mut Health,
+        probe: Timestamp,
+        grace: Span,
+        status: Option<ConditionStatus>,
+        now: Timestamp,
+    ) {
+        if !self.judgements.on {
+            return;
+        }
+        let Some(first_sight) = health.judge_silence(probe) else { return };
+        let Ok(name) = self.names.get(node) else { return };
+        let name = name.0.as_str();
+        self.judgements.note(now, name, || Judged::Silent { probe, grace, first_sight });
+        let pods = self.pods.on_node(name).len();
+        let marked = matches!(status, Some(ConditionStatus::True | ConditionStatus::Unknown));
+        if marked && pods > 0 {
+            self.judgements.note(now, name, || Judged::PodsNotReady { pods });
+        }
+    }
 }

@@ -13,6 +13,7 @@ use nodewarden_model::{ControllerConfig, Span, Taint, TaintEffect, Timestamp, ta
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, Verdict};
+use crate::judgement::{Judged, Judgements};
 use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
@@ -173,6 +174,7 @@ struct PodWork<'a, 'w, 's> {
     pods: &'a mut PodQuery<'w, 's>,
     timers: &'a mut DeletionTimers,
     outbox: &'a mut Outbox,
+    judgements: &'a mut Judgements,
 }
 
 impl PodWork<'_, '_, '_> {
@@ -194,7 +196,7 @@ pub fn taint_manager(
 ) {
     let Tick { now, settings } = tick;
     let Emit { mut outbox, mut inbox } = emit;
-    let Deletions { mut timers, mut pods } = deletions;
+    let Deletions { mut timers, mut pods, mut judgements } = deletions;
     let Lookups { node_index, timers: health_timers, .. } = lookups;
     let now = now.0;
     if !settings.0.enable_taint_manager || !settings.0.taint_eviction {
@@ -206,7 +208,8 @@ pub fn taint_manager(
         inbox.cleared_gone.clear();
         return;
     }
-    let mut work = PodWork { now, pods: &mut pods, timers: &mut timers, outbox: &mut outbox };
+    let mut work =
+        PodWork { now, pods: &mut pods, timers: &mut timers, outbox: &mut outbox, judgements: &mut judgements };
 
     let mut cleared = std::mem::take(&mut inbox.cleared);
     cleared.sort_unstable();
@@ -321,7 +324,20 @@ fn fire_due_deletions(
         let Ok((mut p, mut pending)) = work.pods.get_mut(pod) else { continue };
         let Some(deadline) = pending.get().filter(|d| d.seq == seq) else { continue };
         pending.set(None);
-        if p.terminating || p.progress.deletion_requested {
+        if p.progress.deletion_requested {
+            continue;
+        }
+        if p.terminating {
+            // Deleted by someone else before its deadline: what a shadow
+            // compares with that deletion.
+            if let Some(basis) = pending.basis() {
+                let node = p.node.as_deref().unwrap_or_default();
+                work.judgements.note(deadline.fire_at, node, || Judged::PodDeletion {
+                    pod: p.key.to_string(),
+                    verdict: basis.verdict.clone(),
+                    scheduled_at: basis.scheduled_at,
+                });
+            }
             continue;
         }
         let Some(basis) = pending.basis().cloned() else {
@@ -337,6 +353,11 @@ fn fire_due_deletions(
         let tainting = known
             .and_then(|(_, _, _, record)| record.0.clone())
             .filter(|r| basis.taints.iter().any(|t| t.same_as(&r.taint) && t.time_added == r.taint.time_added));
+        work.judgements.note(now, p.node.as_deref().unwrap_or_default(), || Judged::PodDeletion {
+            pod: p.key.to_string(),
+            verdict: basis.verdict.clone(),
+            scheduled_at: basis.scheduled_at,
+        });
         let why = Explanation {
             pod: p.key.to_string(),
             node: node_name,

@@ -13,6 +13,7 @@ use nodewarden_model::{ConditionStatus, Span, Taint, Timestamp};
 
 use crate::action::WriteSlot;
 use crate::components::*;
+use crate::judgement::{Judged, Judgements};
 use crate::metric_names;
 use crate::queue::Attempt;
 use crate::resources::*;
@@ -42,6 +43,7 @@ pub fn taint_decisions(
     emit: Emit,
     mut nodes: JudgedNodes,
     mut zones: Query<&mut Zone>,
+    mut judgements: ResMut<Judgements>,
 ) {
     let Emit { mut outbox, mut inbox } = emit;
     let now = now.0;
@@ -52,13 +54,18 @@ pub fn taint_decisions(
         let target = super::TaintTarget::new(&name.0, v.node, &mut taints, &mut flags);
         let swapped = taint_decision(&mut outbox, &mut inbox, target, &mut zone, v.current, mode.all_zones_down, now);
         if let Some(taint) = swapped {
-            record.0 = Some(crate::explain::TaintingFacts {
+            let facts = crate::explain::TaintingFacts {
                 taint,
                 queued_at: None,
                 zone: zone.key.clone(),
                 zone_rate: zone.queue.qps(),
                 zone_state: zone.state,
+            };
+            judgements.note(now, &name.0, || Judged::Taint {
+                taint: Taint { time_added: None, ..facts.taint.clone() },
+                released: Some(facts.clone()),
             });
+            record.0 = Some(facts);
         }
     }
 }
@@ -114,6 +121,7 @@ pub fn tainting_pass(
     mut nodes: Query<(&NodeName, &ReadyView, &mut NodeTaints, &mut NodeFlags, &mut TaintRecord)>,
     emit: Emit,
     mode: Res<DisruptionMode>,
+    mut judgements: ResMut<Judgements>,
 ) {
     let Emit { mut outbox, mut inbox } = emit;
     let now = now.0;
@@ -144,17 +152,18 @@ pub fn tainting_pass(
             let taint = wanted.short();
             let target = super::TaintTarget { name: &name.0, entity: node, taints: &mut taints, flags: &mut flags };
             let added_taint = vec![wanted.clone()];
+            let facts = || crate::explain::TaintingFacts {
+                taint: Taint { time_added: Some(now), ..wanted.clone() },
+                queued_at: Some(added),
+                zone: key.clone(),
+                zone_rate: rate,
+                zone_state: state,
+            };
+            // Released, whether the taint is added now or found there.
+            judgements.note(now, &name.0, || Judged::Taint { taint: wanted.clone(), released: Some(facts()) });
             if super::write_taints(&mut outbox, &mut inbox, target, added_taint, vec![opposite], WriteSlot::NoExecuteTaints, now) {
                 tracing::info!(node = %name.0, zone = %label, %taint, queued_at = %added, zone_rate = rate, "NoExecute taint added");
-                let mut taint = wanted;
-                taint.time_added = Some(now);
-                record.0 = Some(crate::explain::TaintingFacts {
-                    taint,
-                    queued_at: Some(added),
-                    zone: key.clone(),
-                    zone_rate: rate,
-                    zone_state: state,
-                });
+                record.0 = Some(facts());
                 metrics::counter!(metric_names::EVICTIONS_TOTAL, metric_names::ZONE => label.clone()).increment(1);
             }
             Attempt::Done
