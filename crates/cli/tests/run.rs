@@ -409,3 +409,86 @@ async fn a_standby_that_reached_the_api_server_is_ready() {
     assert_eq!(readyz, (200, "ok: standby".to_string()), "{seen:#?}");
     let _ = std::fs::remove_file(&kubeconfig);
 }
+
+/// The crash scenario with the served controller in kube-controller-manager's
+/// role, on the shortened periods `run` is given below.
+fn crash_with_its_controller() -> String {
+    format!(
+        "{CRASH}config: {{node-monitor-period: 200ms, node-monitor-grace-period: 2s, node-startup-grace-period: 2s}}\n"
+    )
+}
+
+/// `run --dry-run` beside the served cluster's own controller: the shadow
+/// matches each of the controller's decisions on the crashed node
+/// (Unknown, both unreachable taints, the pods' marks and the bare pod's
+/// deletion) with its own, and `nodewarden shadow report` says all agree,
+/// as a table and as a page.
+#[test]
+fn a_dry_run_beside_the_writing_controller_reports_that_all_agree() {
+    let dir = std::env::temp_dir().join(format!("nodewarden-cli-shadow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (scenario, kubeconfig, page) = (dir.join("crash.yaml"), dir.join("kubeconfig"), dir.join("shadow.html"));
+    std::fs::write(&scenario, crash_with_its_controller()).expect("write the scenario");
+    let mut server = Reaped(
+        nodewarden()
+            .args(["sim", "--serve", "127.0.0.1:0", "--quiet", "--controller", "--scenario"])
+            .arg(&scenario)
+            .arg("--write-kubeconfig")
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the server"),
+    );
+    let mut line = String::new();
+    if let Some(out) = server.0.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    assert!(line.starts_with("kubeconfig:"), "{line}");
+    let mut child = nodewarden()
+        .args(["run", "--dry-run", "--bind-address", "127.0.0.1:0"])
+        .args(["--node-monitor-period", "200ms", "--node-monitor-grace-period", "2s"])
+        .args(["--node-startup-grace-period", "2s", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn the shadow");
+    let rx = lines_of(&mut child);
+    let _shadow = Reaped(child);
+    let mut seen = Vec::new();
+    let url =
+        format!("http://{}", serving(&wait_for_line(&rx, &mut seen, "serving /metrics, /healthz and /readyz on")));
+    let report = |extra: &[&std::ffi::OsStr]| {
+        nodewarden().args(["shadow", "report", "--url", &url]).args(extra).output().expect("shadow report")
+    };
+    // The crash at 3 s, Unknown and tainted 2 s on, the bare pod deleted at
+    // once: wait for every kind (at most 40 s).
+    let wanted = ["unknown", "noschedule-unreachable", "noexecute-unreachable", "pods-not-ready", "pod-deletion"];
+    let started = Instant::now();
+    let summary = loop {
+        let out = report(&["--json".as_ref()]);
+        let summary: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+        let matched = |s: &serde_json::Value| {
+            wanted.iter().all(|kind| {
+                s["kinds"].as_array().into_iter().flatten().any(|k| k["kind"] == *kind && k["decisions"] == 1)
+            })
+        };
+        match summary {
+            Some(s) if matched(&s) => break s,
+            _ if started.elapsed() > Duration::from_secs(40) => {
+                seen.extend(rx.try_iter());
+                panic!("not every decision matched within 40 s: {}\n{seen:#?}", String::from_utf8_lossy(&out.stdout))
+            }
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    };
+    assert_eq!(summary["agree"], summary["decisions"], "{summary:#}");
+    let out = report(&["--html".as_ref(), page.as_os_str()]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("verdict:") && l.contains("all agree")), "{table}");
+    let html = std::fs::read_to_string(&page).expect("the page");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("pod-deletion"), "{html}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

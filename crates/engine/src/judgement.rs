@@ -51,7 +51,10 @@ pub enum Judged {
     },
     /// The node's pods are marked not Ready (`MarkPodsNotReady`), which
     /// upstream does when it turns a node's Ready condition from True.
-    /// Reached with [`Judged::Silent`] when pods are bound to the node.
+    /// Reached with [`Judged::Silent`]: for a node this engine turns from
+    /// True, when pods are bound to it; for one another writer left
+    /// Unknown, always (that writer marked the pods it saw, some of which
+    /// it may have deleted since).
     PodsNotReady {
         /// Pods bound to the node at that instant.
         pods: usize,

@@ -44,9 +44,10 @@
 //! either way they **agree**; below it nodewarden was **earlier**, above
 //! it **later**. The tolerance is `node-monitor-period` (both controllers
 //! decide on passes that far apart), a tainting pass (100 ms), and the
-//! watch latency: the largest of the latest 32 delays between a stamped
-//! change and its sighting, but at least a second, since the API keeps
-//! those stamps to the second. For the same reason a stamp without a
+//! watch latency: the largest delay, over the last two minutes, between a
+//! Lease renewal's `renewTime` (or a stamped change) and its sighting, but
+//! at least a second, since the API keeps the stamps of changes to the
+//! second. For the same reason a stamp without a
 //! fraction stands for its whole second: kube-controller-manager's time
 //! is the instant of that second nearest to nodewarden's. A side
 //! that waits alone longer than the window (ten minutes unless set) is
@@ -204,6 +205,9 @@ pub struct Shadow {
     matcher: Matcher,
     tally: Tally,
     latency: WatchLatency,
+    /// The latest `now` handed in: the tolerance's latency is that of the
+    /// time before it.
+    last_seen: Timestamp,
     excused: u64,
     /// Scratch for what one observation showed.
     seen: Vec<Seen>,
@@ -222,6 +226,7 @@ impl Shadow {
             synced: false,
             tally: Tally::default(),
             latency: WatchLatency::default(),
+            last_seen: started,
             excused: 0,
             seen: Vec::new(),
             aged: Vec::new(),
@@ -233,13 +238,15 @@ impl Shadow {
     /// first 100 ms pass after its token, on either side), and the watch
     /// latency, at least [`LATENCY_FLOOR`].
     pub fn tolerance(&self) -> Span {
-        self.settings.config.node_monitor_period + TAINTING_PASS + self.latency.current().max(LATENCY_FLOOR)
+        let latency = self.latency.current(self.last_seen).max(LATENCY_FLOOR);
+        self.settings.config.node_monitor_period + TAINTING_PASS + latency
     }
 
     /// Takes in an observation the engine was also given, seen at `now`:
     /// kube-controller-manager's side. Before [`Shadow::synced`] it only
     /// sets the baseline.
     pub fn observe(&mut self, now: Timestamp, obs: &Observation) {
+        self.last_seen = self.last_seen.max(now);
         let mut seen = std::mem::take(&mut self.seen);
         self.upstream.observe(now, obs, &mut seen);
         for s in seen.drain(..) {
@@ -249,7 +256,7 @@ impl Shadow {
                     self.offer(now, Side::Upstream, claim);
                 }
                 Seen::Excused => self.excused += 1,
-                Seen::Latency(l) => self.latency.add(l),
+                Seen::Latency(l) => self.latency.add(now, l),
                 Seen::EpisodeEnded(node) => self.matcher.new_episode(now, &node),
             }
         }
@@ -273,6 +280,7 @@ impl Shadow {
     /// nodes the restart rule excuses, are counted as excused and not
     /// compared.
     pub fn judged(&mut self, now: Timestamp, j: Judgement) {
+        self.last_seen = self.last_seen.max(now);
         let Some((kind, object)) = decision_of(&j) else { return };
         if !self.synced {
             self.excused += 1;
@@ -309,6 +317,7 @@ impl Shadow {
     /// regularly (every second or so): a one-sided verdict is said at the
     /// first tick after its window.
     pub fn tick(&mut self, now: Timestamp) {
+        self.last_seen = self.last_seen.max(now);
         let mut aged = std::mem::take(&mut self.aged);
         self.matcher.age(now, &mut aged);
         for d in aged.drain(..) {
@@ -328,7 +337,7 @@ impl Shadow {
             watched_seconds: (now - self.started).as_secs_f64().max(0.0),
             window_seconds: self.settings.window.as_secs_f64(),
             tolerance_seconds: self.tolerance().as_secs_f64(),
-            watch_latency_seconds: self.latency.current().as_secs_f64(),
+            watch_latency_seconds: self.latency.current(now).as_secs_f64(),
             synced: self.synced,
             decisions: counts.total(),
             counts,

@@ -26,7 +26,8 @@ pub struct Summary {
     /// The tolerance now: `node-monitor-period` plus the watch latency.
     /// Two times at most this far apart agree.
     pub tolerance_seconds: f64,
-    /// The watch latency now: the largest of the latest samples.
+    /// The watch latency now: the largest delay of the last two minutes
+    /// between a Lease renewal (or a stamped change) and its sighting.
     pub watch_latency_seconds: f64,
     /// Whether the first list has been taken in (before it, nothing is
     /// compared).

@@ -22,11 +22,14 @@
 //!   NoExecute taint, the taint manager's `pod-deletion` of that pod; in
 //!   legacy mode on a node not Ready, the node's `legacy-deletion`, once
 //!   per episode; otherwise an ordinary deletion by a user or a workload,
-//!   not compared. A pod removed without being seen terminating first (a
-//!   force deletion) is not attributed to anyone.
+//!   not compared. A pod removed outright, without being seen terminating
+//!   first, counts the same when it was seen marked not Ready on a node
+//!   not Ready; otherwise (a force deletion of a pod nobody marked) it is
+//!   not attributed to anyone.
 //!
-//! Stamped changes (the Unknown, a taint with `timeAdded`) also measure the
-//! watch's latency. A node not Ready when first seen, or when the first
+//! Lease renewals (`renewTime`, kept to the microsecond) and stamped
+//! changes (the Unknown, a taint with `timeAdded`) measure the watch's
+//! latency. A node not Ready when first seen, or when the first
 //! list is in, was in trouble before the shadow looked: its changes are
 //! excused until it is Ready again.
 
@@ -147,6 +150,12 @@ pub(crate) struct Upstream {
     nodes: HashMap<Box<str>, NodeView>,
     /// Pods seen terminating and not yet gone.
     terminating: HashSet<Box<str>>,
+    /// Pods seen marked not Ready on a node that is not Ready, by key, with
+    /// their node: a pod removed outright (no graceful termination, as a
+    /// force deletion or a server that finalizes at once) is attributed by
+    /// its node if it is one of these. Bounded by the pods of nodes in
+    /// trouble; a pod seen Ready again leaves.
+    doomed: HashMap<Box<str>, Box<str>>,
     /// Every zone seen, with kube-controller-manager's tainting pace in it.
     zones: Vec<(ZoneKey, ZonePace)>,
 }
@@ -159,6 +168,7 @@ impl Upstream {
             synced: false,
             nodes: HashMap::new(),
             terminating: HashSet::new(),
+            doomed: HashMap::new(),
             zones: Vec::new(),
         }
     }
@@ -182,7 +192,18 @@ impl Upstream {
             }
             Observation::PodUpserted(pod) => self.pod(now, pod, out),
             Observation::PodDeleted { key } => {
-                self.terminating.remove(key.as_str());
+                if !self.terminating.remove(key.as_str())
+                    && let Some(node) = self.doomed.remove(key.as_str())
+                    && self.synced
+                {
+                    self.deleted(now, key.as_str(), &node, out);
+                }
+            }
+            // A renewal's `renewTime` is kept to the microsecond: how late
+            // the watch delivers it is the watch latency every sighting
+            // here has (with the node's clock skew in it).
+            Observation::LeaseUpserted { renew: Some(renew), .. } if self.synced => {
+                out.push(Seen::Latency(now - *renew));
             }
             _ => {}
         }
@@ -330,13 +351,20 @@ impl Upstream {
             return;
         }
         let Some(node_name) = pod.node.as_deref() else { return };
-        let legacy = self.legacy;
         // Looked up before it is inserted: a terminating pod's every update
         // would otherwise allocate its key.
         let newly_terminating = pod.terminating
             && !self.terminating.contains(pod.key.as_str())
             && self.terminating.insert(pod.key.as_str().into());
         let Some(view) = self.nodes.get_mut(node_name) else { return };
+        let doomed = pod.ready == Some(false) && !view.is_ready() && !pod.terminating;
+        if doomed != self.doomed.contains_key(pod.key.as_str()) {
+            if doomed {
+                self.doomed.insert(pod.key.as_str().into(), node_name.into());
+            } else {
+                self.doomed.remove(pod.key.as_str());
+            }
+        }
         let node_keyed =
             |kind| Change { kind, object: node_name.into(), node: node_name.into(), at: now, spread: Span::ZERO };
         if pod.ready == Some(false) && view.is_ready() && !view.pre_existing {
@@ -351,16 +379,27 @@ impl Upstream {
                 Seen::Decision(node_keyed(DecisionKind::PodsNotReady))
             });
         }
-        if !newly_terminating {
-            return;
+        if newly_terminating {
+            self.deleted(now, pod.key.as_str(), node_name, out);
         }
+    }
+
+    /// Pod `key` on `node` seen going at `now` (terminating, or removed
+    /// outright): the taint manager's deletion on a node with a lifecycle
+    /// NoExecute taint, legacy eviction's on a node not Ready in legacy
+    /// mode, or nobody's.
+    fn deleted(&mut self, now: Timestamp, key: &str, node_name: &str, out: &mut Vec<Seen>) {
+        let legacy = self.legacy;
+        let Some(view) = self.nodes.get_mut(node_name) else { return };
+        let node_keyed =
+            |kind| Change { kind, object: node_name.into(), node: node_name.into(), at: now, spread: Span::ZERO };
         if view.taints & NO_EXECUTE != 0 {
             out.push(if view.pre_existing {
                 Seen::Excused
             } else {
                 Seen::Decision(Change {
                     kind: DecisionKind::PodDeletion,
-                    object: pod.key.as_str().into(),
+                    object: key.into(),
                     node: node_name.into(),
                     at: now,
                     spread: Span::ZERO,
@@ -386,9 +425,10 @@ impl Upstream {
         self.nodes.len()
     }
 
-    /// Pods seen terminating and not yet gone.
+    /// Pods seen terminating and not yet gone, and pods of nodes in
+    /// trouble seen marked not Ready.
     pub fn terminating(&self) -> usize {
-        self.terminating.len()
+        self.terminating.len() + self.doomed.len()
     }
 }
 
@@ -513,6 +553,36 @@ mod tests {
         u.observe(t(600), &unknown("n1", 600, &[]), &mut out);
         u.observe(t(900), &pod("ns/q", "n1", true, true), &mut out);
         assert_eq!(decisions(&out).last(), Some(&(DecisionKind::LegacyDeletion, "n1", t(900))), "a new episode");
+    }
+
+    #[test]
+    fn a_lease_renewal_seen_late_measures_the_watch_latency() {
+        let mut u = synced_with(&ControllerConfig::default(), &[ready("n1")]);
+        let mut out = Vec::new();
+        let renew = t(100) + Span::from_millis(250);
+        u.observe(t(102), &Observation::LeaseUpserted { node: "n1".into(), renew: Some(renew) }, &mut out);
+        assert_eq!(out, [Seen::Latency(Span::from_millis(1_750))]);
+    }
+
+    #[test]
+    fn a_pod_removed_outright_counts_when_it_was_seen_marked_on_its_node_in_trouble() {
+        let mut u = synced_with(&ControllerConfig::default(), &[ready("ok"), ready("tainted")]);
+        let mut out = Vec::new();
+        u.observe(t(60), &unknown("tainted", 60, &[(TAINT_UNREACHABLE, TaintEffect::NoExecute)]), &mut out);
+        u.observe(t(61), &pod("ns/a", "tainted", false, false), &mut out);
+        u.observe(t(62), &pod("ns/b", "ok", true, false), &mut out);
+        assert_eq!(u.terminating(), 1, "one pod of a node in trouble, seen marked");
+        out.clear();
+        // Removed at once (no graceful termination): the marked one is the
+        // taint manager's; the other, unmarked on a Ready node, nobody's.
+        u.observe(t(70), &Observation::PodDeleted { key: "ns/a".into() }, &mut out);
+        u.observe(t(71), &Observation::PodDeleted { key: "ns/b".into() }, &mut out);
+        assert_eq!(decisions(&out), [(DecisionKind::PodDeletion, "ns/a", t(70))]);
+        assert_eq!(u.terminating(), 0, "nothing kept of either");
+        // A pod marked, then Ready again, is forgotten.
+        u.observe(t(80), &pod("ns/c", "tainted", false, false), &mut out);
+        u.observe(t(81), &pod("ns/c", "tainted", true, false), &mut out);
+        assert_eq!(u.terminating(), 0);
     }
 
     #[test]

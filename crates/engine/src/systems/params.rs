@@ -128,8 +128,10 @@ impl ShadowFacts<'_, '_> {
     /// A silence past `grace` found on `node` with `probe` as its last
     /// heartbeat seen, its Ready condition `status` as observed: judged
     /// once per silence; its pods' not-ready marks go with it when upstream
-    /// would make them (a Ready condition turned from True: by this pass,
-    /// or by the writer that left it Unknown).
+    /// would make them: a Ready condition this pass turns from True, with
+    /// pods bound; or one the writer left Unknown, which marked the pods
+    /// it saw then, even if they are gone by now (its taint manager may
+    /// have deleted them before this pass).
     pub fn judge_silence(
         &mut self,
         node: Entity,
@@ -147,8 +149,12 @@ impl ShadowFacts<'_, '_> {
         let name = name.0.as_str();
         self.judgements.note(now, name, || Judged::Silent { probe, grace, first_sight });
         let pods = self.pods.on_node(name).len();
-        let marked = matches!(status, Some(ConditionStatus::True | ConditionStatus::Unknown));
-        if marked && pods > 0 {
+        let marked = match status {
+            Some(ConditionStatus::True) => pods > 0,
+            Some(ConditionStatus::Unknown) => true,
+            _ => false,
+        };
+        if marked {
             self.judgements.note(now, name, || Judged::PodsNotReady { pods });
         }
     }
