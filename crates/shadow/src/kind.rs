@@ -152,6 +152,15 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// Which controller a decision is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The engine's judgement.
+    Nodewarden,
+    /// kube-controller-manager's change, seen on the API server.
+    Upstream,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

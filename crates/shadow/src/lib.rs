@@ -96,6 +96,7 @@ mod matcher;
 mod metric_names;
 mod pace;
 pub mod report;
+mod slots;
 mod summary;
 mod tally;
 mod upstream;
@@ -106,8 +107,10 @@ use nodewarden_engine::{Judged, Judgement, Observation, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp, ZoneKey};
 
 use crate::facts::decision_of;
+use crate::kind::Side;
 use crate::latency::WatchLatency;
-use crate::matcher::{Claim, Matcher, Offered, Side};
+use crate::matcher::{Claim, Matcher, Offered};
+use crate::slots::Slots;
 use crate::tally::{Decided, Tally};
 use crate::upstream::{Change, Seen, Upstream};
 
@@ -175,6 +178,9 @@ pub struct Footprint {
     pub disagreements: usize,
     /// Zones seen.
     pub zones: usize,
+    /// NoExecute releases of the last window, both sides, kept to compare
+    /// them at the same place in their zone's queue.
+    pub releases: usize,
 }
 
 impl Footprint {
@@ -188,6 +194,7 @@ impl Footprint {
             + self.queued * 48
             + self.disagreements * 400
             + self.zones * 160
+            + self.releases * 16
     }
 }
 
@@ -213,6 +220,9 @@ pub struct Shadow {
     seen: Vec<Seen>,
     /// Scratch for what one tick aged out.
     aged: Vec<Decided>,
+    /// Each zone's NoExecute releases, both sides, for comparing them at
+    /// the same place in the zone's queue.
+    slots: Slots,
 }
 
 impl Shadow {
@@ -230,6 +240,7 @@ impl Shadow {
             excused: 0,
             seen: Vec::new(),
             aged: Vec::new(),
+            slots: Slots::default(),
         }
     }
 
@@ -258,6 +269,11 @@ impl Shadow {
                 Seen::Excused => self.excused += 1,
                 Seen::Latency(l) => self.latency.add(now, l),
                 Seen::EpisodeEnded(node) => self.matcher.new_episode(now, &node),
+                Seen::Slot(zone, at) => {
+                    if let Some(name) = self.upstream.zone_name(zone) {
+                        self.slots.record(&name, Side::Upstream, at);
+                    }
+                }
             }
         }
         self.seen = seen;
@@ -297,6 +313,12 @@ impl Shadow {
             self.excused += 1;
             return;
         }
+        if let Judged::Taint { taint, released: Some(facts) } = &j.what
+            && taint.effect == nodewarden_model::TaintEffect::NoExecute
+            && facts.queued_at.is_some()
+        {
+            self.slots.record(&facts::zone_name(&facts.zone), Side::Nodewarden, j.at);
+        }
         let object: Box<str> = object.into();
         let reason = facts::reason(&j, now).into_boxed_str();
         let claim =
@@ -307,9 +329,37 @@ impl Shadow {
     fn offer(&mut self, now: Timestamp, side: Side, claim: Claim) {
         let tolerance = self.tolerance();
         match self.matcher.offer(now, side, claim, tolerance) {
-            Offered::Judged(d) | Offered::Superseded(d) => self.tally.record(d),
+            Offered::Judged(d) => {
+                let d = self.at_the_same_place(d, tolerance);
+                self.tally.record(d);
+            }
+            Offered::Superseded(d) => self.tally.record(d),
             Offered::Waiting | Offered::Repeat => {}
         }
+    }
+
+    /// A NoExecute pair compared at the same place in its zone's queue
+    /// (see `slots`): when the node's places differ, the difference and
+    /// verdict are those of the two sides' releases at the earlier place,
+    /// and the reason says so.
+    fn at_the_same_place(&self, mut d: Decided, tolerance: Span) -> Decided {
+        let noexecute = matches!(d.kind, DecisionKind::NoExecuteNotReady | DecisionKind::NoExecuteUnreachable);
+        let (Some(nodewarden), Some(upstream)) = (d.nodewarden_at, d.upstream_at) else { return d };
+        let Some(zone) = self.upstream.zone_name_of_node(&d.object).filter(|_| noexecute) else { return d };
+        let Some(same) = self.slots.same_place(&zone, nodewarden, upstream) else { return d };
+        if same.places.0 == same.places.1 {
+            return d;
+        }
+        d.difference = Some(same.difference);
+        d.verdict = matcher::verdict_for(same.difference, tolerance);
+        let (nw, up) = same.places;
+        d.reason = format!(
+            "{}; release {nw} of zone {zone} here, {up} at kube-controller-manager (queue order differs): compared with release {} of each",
+            d.reason,
+            nw.min(up)
+        )
+        .into_boxed_str();
+        d
     }
 
     /// Judges one-sided every decision that has waited longer than the
@@ -324,6 +374,7 @@ impl Shadow {
             self.tally.record(d);
         }
         self.aged = aged;
+        self.slots.prune(now, self.settings.window);
     }
 
     /// Everything found so far, as of `now`; `zones` is nodewarden's own
@@ -404,6 +455,7 @@ impl Shadow {
             queued: self.matcher.queued(),
             disagreements: self.tally.kept(),
             zones: self.upstream.zones().count(),
+            releases: self.slots.len(),
         }
     }
 }

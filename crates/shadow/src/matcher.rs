@@ -27,17 +27,9 @@ use std::collections::{HashMap, VecDeque};
 use nodewarden_model::{Span, Timestamp};
 
 use crate::facts::NO_SUCH_DECISION;
+use crate::kind::Side;
 use crate::kind::{DecisionKind, Verdict};
 use crate::tally::{Decided, index_of};
-
-/// Which controller a decision is from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
-    /// The engine's judgement.
-    Nodewarden,
-    /// kube-controller-manager's change, seen on the API server.
-    Upstream,
-}
 
 /// One side's decision, offered for pairing.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,13 +157,7 @@ impl Matcher {
                 d if d.is_negative() => d,
                 _ => Span::ZERO,
             };
-            let verdict = if d < -tolerance {
-                Verdict::Earlier
-            } else if d > tolerance {
-                Verdict::Later
-            } else {
-                Verdict::Agree
-            };
+            let verdict = verdict_for(d, tolerance);
             self.settle(now, claim.kind, claim.object.clone());
             return Offered::Judged(Decided {
                 kind: claim.kind,
@@ -302,6 +288,18 @@ impl Matcher {
     /// Expiry entries queued (waiting and settled), live or stale.
     pub fn queued(&self) -> usize {
         self.waiting_order.len() + self.settled_order.len()
+    }
+}
+
+/// The verdict on a pair `d` apart (nodewarden's time minus
+/// kube-controller-manager's): agree within `tolerance` either way.
+pub(crate) fn verdict_for(d: Span, tolerance: Span) -> Verdict {
+    if d < -tolerance {
+        Verdict::Earlier
+    } else if d > tolerance {
+        Verdict::Later
+    } else {
+        Verdict::Agree
     }
 }
 

@@ -10,8 +10,8 @@ use std::collections::VecDeque;
 
 use nodewarden_model::{Span, Timestamp};
 
+use crate::kind::Side;
 use crate::kind::{DecisionKind, Verdict};
-use crate::matcher::Side;
 use crate::metric_names::{DECISIONS_TOTAL, DIFFERENCE_BUCKETS, DIFFERENCE_SECONDS, KIND, VERDICT};
 use crate::summary::{Counts, Disagreement, Distribution, KindSummary};
 

@@ -89,6 +89,9 @@ pub(crate) enum Seen {
     /// The node is Ready again: its episode is over, and the next one is
     /// compared afresh.
     EpisodeEnded(Box<str>),
+    /// A rate-limited NoExecute taint (no swap) in the zone of this index,
+    /// at this time: a place in the zone's queue (`slots`).
+    Slot(usize, Timestamp),
 }
 
 /// The four lifecycle taints, one bit each.
@@ -336,6 +339,9 @@ impl Upstream {
             // limited: it says nothing of the zone's pace.
             if bit & NO_EXECUTE != 0 && had & NO_EXECUTE == 0 {
                 self.zones[zone].1.add(at);
+                if !excused {
+                    out.push(Seen::Slot(zone, at));
+                }
             }
             report(out, kind, (at, spread));
         }
@@ -413,6 +419,16 @@ impl Upstream {
                 Seen::Decision(node_keyed(DecisionKind::LegacyDeletion))
             });
         }
+    }
+
+    /// The report name of the zone of this index.
+    pub fn zone_name(&self, zone: usize) -> Option<String> {
+        self.zones.get(zone).map(|(key, _)| crate::facts::zone_name(key))
+    }
+
+    /// The report name of `node`'s zone, if the node is known.
+    pub fn zone_name_of_node(&self, node: &str) -> Option<String> {
+        self.nodes.get(node).and_then(|n| self.zone_name(n.zone))
     }
 
     /// Every zone seen, with kube-controller-manager's pace in it.

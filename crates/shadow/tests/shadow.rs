@@ -71,6 +71,28 @@ fn later_when_nodewarden_decides_after_the_tolerance() {
 }
 
 #[test]
+fn noexecute_taints_compare_at_the_same_place_in_the_zone_queue() {
+    let mut s = synced_shadow(ControllerConfig::default(), &["n1", "n2", "n3"]);
+    // kube-controller-manager released n1 at 100 and n2 at 110;
+    // nodewarden, which queued them the other way round, n2 at 101 and n1
+    // at 111: the same nodes at the same pace, 1 s apart.
+    s.observe(t(100), &unknown("n1", 95, vec![taint(UNREACHABLE, NO_EXECUTE, Some(100))]));
+    s.observe(t(110), &unknown("n2", 95, vec![taint(UNREACHABLE, NO_EXECUTE, Some(110))]));
+    s.judged(t(101), tainted("n2", 101, UNREACHABLE, NO_EXECUTE, 96));
+    s.judged(t(111), tainted("n1", 111, UNREACHABLE, NO_EXECUTE, 96));
+    // n3: third on both sides, but nodewarden 30 s behind its pace.
+    s.observe(t(120), &unknown("n3", 95, vec![taint(UNREACHABLE, NO_EXECUTE, Some(120))]));
+    s.judged(t(150), tainted("n3", 150, UNREACHABLE, NO_EXECUTE, 96));
+    let sum = summary(&s, 160);
+    assert_eq!(of(&sum, DecisionKind::NoExecuteUnreachable, Verdict::Agree), 2, "{sum:#?}");
+    assert_eq!(of(&sum, DecisionKind::NoExecuteUnreachable, Verdict::Later), 1, "{sum:#?}");
+    let k = sum.kinds.iter().find(|k| k.kind == DecisionKind::NoExecuteUnreachable).expect("listed");
+    assert_eq!(k.largest_difference_seconds, Some(30.0), "node by node the swapped pair is 10 s apart: {sum:#?}");
+    let late = &sum.disagreements[0];
+    assert_eq!((late.object.as_str(), late.difference_seconds), ("n3", Some(30.0)));
+}
+
+#[test]
 fn only_nodewarden_once_the_window_has_passed() {
     let mut s = synced_shadow(ControllerConfig::default(), &["n1"]);
     s.judged(t(300), deletion("ns/p", "n1", 300));
