@@ -83,21 +83,8 @@ impl Drop for Reaped {
 #[test]
 fn json_logs_are_one_object_a_line() {
     let kubeconfig = std::env::temp_dir().join(format!("nodewarden-cli-run-{}.kubeconfig", std::process::id()));
-    let mut server = Reaped(
-        nodewarden()
-            .args(["sim", "--serve", "127.0.0.1:0", "--nodes", "3", "--zones", "1", "--pods-per-node", "2"])
-            .args(["--quiet", "--write-kubeconfig"])
-            .arg(&kubeconfig)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the server"),
-    );
-    let mut line = String::new();
-    if let Some(out) = server.0.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
-    }
-    assert!(line.starts_with("kubeconfig:"), "{line}");
+    let fleet = ["--nodes", "3", "--zones", "1", "--pods-per-node", "2"];
+    let _server = serve(&kubeconfig, &fleet.map(std::ffi::OsStr::new));
     let mut controller = Reaped(
         nodewarden()
             .args(["run", "--leader-elect=false", "--log-format", "json", "--bind-address", "127.0.0.1:0"])
@@ -157,24 +144,8 @@ async fn run_taints_and_evicts_over_https() {
     use k8s_openapi::api::core::v1::{Node, Pod};
     let dir = std::env::temp_dir().join(format!("nodewarden-cli-run-https-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let (scenario, kubeconfig, log) = (dir.join("crash.yaml"), dir.join("kubeconfig"), dir.join("run.log"));
-    std::fs::write(&scenario, CRASH).expect("write the scenario");
-    let mut server = Reaped(
-        nodewarden()
-            .args(["sim", "--serve", "127.0.0.1:0", "--quiet", "--scenario"])
-            .arg(&scenario)
-            .arg("--write-kubeconfig")
-            .arg(&kubeconfig)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the server"),
-    );
-    let mut line = String::new();
-    if let Some(out) = server.0.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
-    }
-    assert!(line.starts_with("kubeconfig:"), "{line}");
+    let log = dir.join("run.log");
+    let (_server, kubeconfig) = serve_scenario(&dir, CRASH, &[]);
     let text = std::fs::read_to_string(&kubeconfig).expect("the kubeconfig");
     assert!(
         text.contains("server: https://127.0.0.1:")
@@ -220,6 +191,38 @@ async fn run_taints_and_evicts_over_https() {
     assert!(done, "node a not tainted and its pod not evicted within 40 s; nodewarden run's log:\n{run_log}");
     // Only the crashed node's pod went.
     assert!(matches!(pods.get_opt("bare-b").await, Ok(Some(_))), "{run_log}");
+}
+
+/// `nodewarden sim --serve` on a loopback port with `args`, writing its
+/// kubeconfig to `kubeconfig`; the server, killed when dropped, once it
+/// has said where the kubeconfig is.
+fn serve(kubeconfig: &std::path::Path, args: &[&std::ffi::OsStr]) -> Reaped {
+    let mut server = Reaped(
+        nodewarden()
+            .args(["sim", "--serve", "127.0.0.1:0", "--quiet"])
+            .args(args)
+            .arg("--write-kubeconfig")
+            .arg(kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the server"),
+    );
+    let mut line = String::new();
+    if let Some(out) = server.0.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    assert!(line.starts_with("kubeconfig:"), "{line}");
+    server
+}
+
+/// [`serve`] for the scenario `text`, written to `dir` with the kubeconfig.
+fn serve_scenario(dir: &std::path::Path, text: &str, extra: &[&str]) -> (Reaped, std::path::PathBuf) {
+    let (scenario, kubeconfig) = (dir.join("scenario.yaml"), dir.join("kubeconfig"));
+    std::fs::write(&scenario, text).expect("write the scenario");
+    let mut args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
+    args.extend(["--scenario".as_ref(), scenario.as_os_str()]);
+    (serve(&kubeconfig, &args), kubeconfig)
 }
 
 /// A kubeconfig whose server is a loopback port nobody listens on: every
@@ -427,24 +430,8 @@ fn crash_with_its_controller() -> String {
 fn a_dry_run_beside_the_writing_controller_reports_that_all_agree() {
     let dir = std::env::temp_dir().join(format!("nodewarden-cli-shadow-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let (scenario, kubeconfig, page) = (dir.join("crash.yaml"), dir.join("kubeconfig"), dir.join("shadow.html"));
-    std::fs::write(&scenario, crash_with_its_controller()).expect("write the scenario");
-    let mut server = Reaped(
-        nodewarden()
-            .args(["sim", "--serve", "127.0.0.1:0", "--quiet", "--controller", "--scenario"])
-            .arg(&scenario)
-            .arg("--write-kubeconfig")
-            .arg(&kubeconfig)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the server"),
-    );
-    let mut line = String::new();
-    if let Some(out) = server.0.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
-    }
-    assert!(line.starts_with("kubeconfig:"), "{line}");
+    let page = dir.join("shadow.html");
+    let (_server, kubeconfig) = serve_scenario(&dir, &crash_with_its_controller(), &["--controller"]);
     let mut child = nodewarden()
         .args(["run", "--dry-run", "--bind-address", "127.0.0.1:0"])
         .args(["--node-monitor-period", "200ms", "--node-monitor-grace-period", "2s"])

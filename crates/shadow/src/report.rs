@@ -194,7 +194,7 @@ pub fn table(s: &Summary) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<24}{:>10}{:>10}{:>10}{:>10}{:>17}{:>15}{:>10}{:>14}",
+        "{:<24}{:>10}{:>10}{:>10}{:>10}{:>17}{:>15}{:>10}{:>16}",
         "KIND",
         "DECISIONS",
         "AGREE",
@@ -234,7 +234,7 @@ pub fn table(s: &Summary) -> String {
     for Row { name, decisions, counts: c, largest, waiting: (nw, kcm) } in rows {
         let _ = writeln!(
             out,
-            "{name:<24}{:>10}{:>10}{:>10}{:>10}{:>17}{:>15}{:>10}{:>14}",
+            "{name:<24}{:>10}{:>10}{:>10}{:>10}{:>17}{:>15}{:>10}{:>16}",
             count(decisions),
             count(c.agree),
             count(c.earlier),
@@ -272,7 +272,7 @@ pub fn table(s: &Summary) -> String {
         let _ = writeln!(
             out,
             "{:<17}{:<24}{:<32}{:<26}{:<26}{:>9}",
-            "VERDICT", "KIND", "OBJECT", "NODEWARDEN", "UPSTREAM", "DIFF"
+            "VERDICT", "KIND", "OBJECT", "NODEWARDEN", "KUBE-CONTROLLER-MANAGER", "DIFF"
         );
         for d in shown {
             let _ = writeln!(
@@ -281,8 +281,8 @@ pub fn table(s: &Summary) -> String {
                 d.verdict.as_str(),
                 d.kind.as_str(),
                 d.object,
-                d.nodewarden_at.as_deref().unwrap_or("-"),
-                d.upstream_at.as_deref().unwrap_or("-"),
+                d.nodewarden_at.as_deref().map_or_else(|| "-".to_string(), to_millis),
+                d.upstream_at.as_deref().map_or_else(|| "-".to_string(), to_millis),
                 signed_seconds(d.difference_seconds)
             );
             let _ = writeln!(out, "{:<17}{}", "", d.reason);
@@ -291,6 +291,19 @@ pub fn table(s: &Summary) -> String {
     let _ = writeln!(out);
     let _ = writeln!(out, "verdict: {}", plain_verdict(s));
     out
+}
+
+/// An instant as the summary writes it (RFC 3339, to the nanosecond), cut
+/// to the millisecond for a table column: `2026-11-29T10:01:20.917Z`.
+fn to_millis(at: &str) -> String {
+    match at.split_once('.') {
+        Some((whole, fraction)) => {
+            let digits: String = fraction.chars().take_while(char::is_ascii_digit).take(3).collect();
+            let zone = fraction.trim_start_matches(|c: char| c.is_ascii_digit());
+            format!("{whole}.{digits:0<3}{zone}")
+        }
+        None => at.to_string(),
+    }
 }
 
 /// `s` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and
@@ -444,6 +457,13 @@ pub fn html(s: &Summary) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn instants_in_the_table_are_cut_to_the_millisecond() {
+        assert_eq!(to_millis("2026-11-29T10:01:20.917864055Z"), "2026-11-29T10:01:20.917Z");
+        assert_eq!(to_millis("2026-11-29T10:01:20.5Z"), "2026-11-29T10:01:20.500Z");
+        assert_eq!(to_millis("2026-11-29T10:00:58Z"), "2026-11-29T10:00:58Z");
+    }
     use super::*;
     use crate::kind::DecisionKind;
     use crate::summary::{Counts, Disagreement, ZoneSummary};

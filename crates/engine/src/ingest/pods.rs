@@ -259,7 +259,8 @@ pub(super) fn delete_pod(world: &mut World, key: &str) {
     }
     let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
     world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None, || 0);
-    if let Some(pending) = world.get::<PendingDeletion>(e)
+    if world.resource::<crate::judgement::Judgements>().on
+        && let Some(pending) = world.get::<PendingDeletion>(e)
         && let (Some(deadline), Some(basis)) = (pending.get(), pending.basis())
     {
         // Gone before its deadline: the deletion a shadow compares with
