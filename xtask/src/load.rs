@@ -38,6 +38,10 @@ struct LoadArgs {
     /// `--api-latency` for `nodewarden sim` (its default, realistic, when
     /// not given).
     api_latency: String,
+    /// Also run the same shape with `--api-latency none` and report the
+    /// ratio of wall and CPU time (`--compare-latency`): what the latency
+    /// world costs, as a number in the same invocation.
+    compare_latency: bool,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
@@ -50,10 +54,15 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
         seed: 1,
         legacy: false,
         api_latency: "realistic".into(),
+        compare_latency: false,
     };
     while let Some(flag) = args.next() {
         if flag == "--legacy" {
             a.legacy = true;
+            continue;
+        }
+        if flag == "--compare-latency" {
+            a.compare_latency = true;
             continue;
         }
         let Some(value) = args.next() else { bail!("{flag} needs a value\n\n{USAGE}") };
@@ -95,10 +104,18 @@ fn preset(name: &str) -> Option<(u64, u64)> {
     }
 }
 
-/// Runs the load test and prints its report.
-pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
-    let a = parse(args)?;
-    let binary = crate::build_release("nodewarden", "nodewarden")?;
+/// One `nodewarden sim --json` run: its report, its exit status, the
+/// command line and the process's wall time.
+struct SimRun {
+    report: Value,
+    status: std::process::ExitStatus,
+    command: String,
+    wall: f64,
+}
+
+/// Runs `nodewarden sim --json` with the load test's shape and the API
+/// latency `latency`.
+fn run_sim(binary: &std::path::Path, a: &LoadArgs, latency: &str) -> Result<SimRun> {
     let mut sim_args: Vec<String> = vec![
         "sim".into(),
         "--json".into(),
@@ -115,7 +132,7 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
         "--seed".into(),
         a.seed.to_string(),
         "--api-latency".into(),
-        a.api_latency.clone(),
+        latency.to_string(),
     ];
     if a.legacy {
         sim_args.push("--legacy".into());
@@ -123,16 +140,44 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
     let command = format!("{} {}", binary.display(), sim_args.join(" "));
     eprintln!("$ {command}");
     let started = Instant::now();
-    let output = Command::new(&binary)
+    let output = Command::new(binary)
         .args(&sim_args)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("could not start {}", binary.display()))?;
-    let process_wall = started.elapsed().as_secs_f64();
-    let mut report: Value = serde_json::from_slice(&output.stdout).with_context(|| {
+    let wall = started.elapsed().as_secs_f64();
+    let report: Value = serde_json::from_slice(&output.stdout).with_context(|| {
         format!("nodewarden sim did not print a JSON report ({}); see its messages above", output.status)
     })?;
+    if !report.is_object() {
+        bail!("nodewarden sim printed JSON that is not an object");
+    }
+    Ok(SimRun { report, status: output.status, command, wall })
+}
+
+/// Wall and CPU time of a run, and per simulated hour, for the latency
+/// comparison.
+fn times(report: &Value, wall: f64) -> Value {
+    let simulated = report.get("simulated_seconds").and_then(Value::as_f64).unwrap_or(0.0).max(1e-9);
+    let cpu = report.get("cpu_seconds").and_then(Value::as_f64);
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    json!({
+        "wall_seconds": round(wall),
+        "wall_seconds_per_simulated_hour": round(wall * 3600.0 / simulated),
+        "cpu_seconds": cpu.map(round),
+        "cpu_seconds_per_simulated_hour": cpu.map(|c| round(c * 3600.0 / simulated)),
+        "peak_rss_bytes": report.get("peak_rss_bytes").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// Runs the load test and prints its report.
+pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
+    let a = parse(args)?;
+    let binary = crate::build_release("nodewarden", "nodewarden")?;
+    let SimRun { mut report, status, command, wall: process_wall } = run_sim(&binary, &a, &a.api_latency)?;
+    let with_latency = times(&report, process_wall);
+    // Checked by `run_sim`.
     let Some(obj) = report.as_object_mut() else { bail!("nodewarden sim printed JSON that is not an object") };
     let loop_wall = obj.get("wall_seconds").and_then(Value::as_f64).unwrap_or(0.0);
     let simulated = obj.get("simulated_seconds").and_then(Value::as_f64).unwrap_or(0.0);
@@ -162,6 +207,28 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
             }
         }
     }
+    if a.compare_latency {
+        // The same shape in the instant world, right after, on the same
+        // machine: what the latency costs, as ratios.
+        let none = run_sim(&binary, &a, "none")?;
+        let (w, n) = (with_latency, times(&none.report, none.wall));
+        let ratio = |key: &str| match (w[key].as_f64(), n[key].as_f64()) {
+            (Some(x), Some(y)) if y > 0.0 => json!(((x / y) * 100.0).round() / 100.0),
+            _ => Value::Null,
+        };
+        obj.insert(
+            "latency_comparison".into(),
+            json!({
+                "api_latency": a.api_latency,
+                "with_latency": w,
+                "without_latency": n,
+                "wall_ratio": ratio("wall_seconds"),
+                "cpu_ratio": ratio("cpu_seconds"),
+                "without_latency_safe": none.report.get("safety").and_then(Value::as_object)
+                    .is_some_and(|s| s.values().all(|v| v == &json!(true))),
+            }),
+        );
+    }
     // The engine alone on the same fleet, memory counted by allocator: the
     // controller's own figure, apart from the simulated cluster above.
     let engine_only = engine_only(&a)?;
@@ -171,8 +238,8 @@ pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
     if !safe {
         bail!("a safety check failed (see \"safety\" and \"violations\" above)");
     }
-    if !output.status.success() {
-        bail!("nodewarden sim failed ({})", output.status);
+    if !status.success() {
+        bail!("nodewarden sim failed ({status})");
     }
     Ok(())
 }
@@ -231,5 +298,8 @@ mod tests {
         assert!(parse(args("--hours -1")).is_err());
         assert!(parse(args("--nodes")).is_err());
         assert!(parse(args("--bogus 1")).is_err());
+        let c = parse(args("--compare-latency --preset 10k")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.compare_latency && c.nodes == 10_000);
+        assert!(!parse(args("--nodes 5")).unwrap_or_else(|e| panic!("{e}")).compare_latency);
     }
 }

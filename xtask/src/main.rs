@@ -23,9 +23,11 @@ tasks:
           [--preset 10k|100k|130k-1m] [--nodes 10000] [--zones 3] [--pods-per-node 30]
           [--scenario zone-outage] [--hours 1] [--seed 1] [--legacy]
           [--api-latency realistic|none|write=MIN..MAX,watch=MIN..MAX]
+          [--compare-latency]
           (presets: 10k nodes / 300k pods, 100k / 1M, 130k-1m: 130k / 1.04M;
           flags after a preset override it; the API's latency is realistic
-          unless said otherwise)
+          unless said otherwise; --compare-latency also runs the shape with
+          --api-latency none and reports the wall and CPU ratios)
   chaos   `nodewarden run` replicas through a zone outage while the leader is
           killed or stopped, the API fails, throttles, drops watches, goes away
           or freezes, the controller restarts again and again, objects are
