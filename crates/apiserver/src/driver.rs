@@ -33,6 +33,11 @@ use crate::store::{Inner, NODE_READY, key_of};
 use nodewarden_objects::NODE_LEASE_NAMESPACE;
 use nodewarden_objects::write as convert;
 
+/// How late a step may be and still decide the controller's work as of
+/// the instant it fell due (see [`Driver::step_controller`]); a step later
+/// than that (after a frozen API) decides at its own time.
+const LATE_STEP: Span = Span::from_secs(1);
+
 /// A one-line status of the running cluster, for `nodewarden sim
 /// --serve`'s terminal: enough to see the fault plan bite without a
 /// client.
@@ -87,6 +92,8 @@ pub struct Driver {
     /// See [`crate::populate::Populated::tracks_scheduling`].
     tracks_scheduling: bool,
     watches: Option<served_api::Feeds>,
+    /// The controller's time at its last step (Unix time).
+    stepped: Option<Timestamp>,
     tick: Duration,
     scheduler: bool,
     /// Replaces the owned pods deleted, when the cluster keeps scheduling
@@ -168,6 +175,7 @@ impl Driver {
             reader,
             tracks_scheduling,
             watches: None,
+            stepped: None,
             tick: settings.tick,
             scheduler: settings.scheduler,
             recreator,
@@ -198,29 +206,39 @@ impl Driver {
                 // it moves yet (no scheduler, no kubelet, no fault).
                 continue;
             }
-            self.play_faults(now);
-            self.cluster.end_graceful(now);
-            {
-                let mut s = self.cluster.store.lock();
-                let mut api = StoreKubelets { s: &mut s, time: self.cluster.time, lease_duration: self.lease_duration };
-                self.kubelets.run_until(now, &mut api);
-            }
-            if let Some(r) = &mut self.recreator {
-                r.pass(&self.cluster, now);
-            }
-            if wall::since(last_pdb) >= Duration::from_secs(1) {
-                if self.scheduler {
-                    crate::scheduler::pass(&self.cluster);
-                }
-                crate::pdb::refresh(&self.cluster);
+            let pdb_due = wall::since(last_pdb) >= Duration::from_secs(1);
+            if pdb_due {
                 last_pdb = Instant::now();
             }
-            self.step_controller(now);
+            self.advance(now, pdb_due);
             if last_status.elapsed() >= Duration::from_secs(1) {
                 self.update_status();
                 last_status = Instant::now();
             }
         }
+    }
+
+    /// One step of the cluster at `now`: the fault plans, graceful
+    /// deletions, the kubelets, pod recreation, the scheduler and the
+    /// disruption controller (when `pdb_due`), and the controller.
+    fn advance(&mut self, now: Timestamp, pdb_due: bool) {
+        self.play_faults(now);
+        self.cluster.end_graceful(now);
+        {
+            let mut s = self.cluster.store.lock();
+            let mut api = StoreKubelets { s: &mut s, time: self.cluster.time, lease_duration: self.lease_duration };
+            self.kubelets.run_until(now, &mut api);
+        }
+        if let Some(r) = &mut self.recreator {
+            r.pass(&self.cluster, now);
+        }
+        if pdb_due {
+            if self.scheduler {
+                crate::scheduler::pass(&self.cluster);
+            }
+            crate::pdb::refresh(&self.cluster);
+        }
+        self.step_controller(now);
     }
 
     fn update_status(&self) {
@@ -533,6 +551,26 @@ impl Driver {
         let Some(controller) = &mut self.controller else { return };
         let sh = self.cluster.clone();
         let now = sh.time.unix_timestamp(now);
+        // Work that fell due since the last step (a monitor pass on its
+        // grid) is decided as of its own instant, on what the controller
+        // had taken in by then, before this step's changes: as `nodewarden
+        // run`'s engine thread decides a pass its wake is late for
+        // (`late_pass`). Decided at the step's time, a pass took the tick's
+        // lateness (how long after the tick the driver read the clock) for
+        // time. A probe time is a pass's time and the grace a whole number
+        // of periods, so a silent node's grace ends exactly at a pass: it
+        // was overdue there (`now > probe + grace`) whenever that tick read
+        // the clock a few microseconds later than the probe's tick had, and
+        // written Unknown a period before the next pass, the one the grid
+        // (and `run`) finds it overdue at. In a zone outage, a third of the
+        // zone went Unknown a period before a `run --dry-run` beside it
+        // judged the nodes silent.
+        let due = controller.next_due();
+        if due <= now && now - due <= LATE_STEP && self.stepped.is_none_or(|s| due > s) {
+            let mut api = ServedApi { cluster: &sh, reader: self.reader };
+            controller.step(due, &mut api, &mut |_| {});
+        }
+        self.stepped = Some(now);
         let outage = sh.faults.outage();
         if let Some(feeds) = &mut self.watches {
             match feeds.drain(&sh, outage, now) {
@@ -553,5 +591,108 @@ impl Driver {
         }
         let mut api = ServedApi { cluster: &sh, reader: self.reader };
         controller.step(now, &mut api, &mut |_| {});
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use nodewarden_sim::fleet::FleetSpec;
+    use nodewarden_sim::{AdmissionDefaults, Builtin, KubeletTiming};
+
+    use super::*;
+    use crate::populate::{ServeSource, populate};
+    use crate::store::StoreLimits;
+    use nodewarden_objects::TimeBase;
+
+    /// The reported zone outage (`sim --serve --scenario zone-outage
+    /// --controller`, period 5 s, grace 40 s), driven step by step on the
+    /// 100 ms tick, each tick's clock read up to a millisecond late, as the
+    /// driver's wakes are. Whatever the lateness, every node of the
+    /// partitioned zone goes Unknown a grace and a period after the pass
+    /// that took in its last renewal (the grid's verdict: strictly after
+    /// the grace, so the pass after the one the grace ends at), as with
+    /// punctual ticks. Decided at the ticks' times, some went a period
+    /// earlier, 40.0000 s after it (two nodes here, with this lateness).
+    #[test]
+    fn late_ticks_never_bring_an_unknown_a_period_early() {
+        let time = TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 };
+        let cluster = Arc::new(ServedCluster::new(StoreLimits::default(), time, AdmissionDefaults::default()));
+        let fleet = FleetSpec { nodes: 60, zones: 3, pods_per_node: 2, seed: 1 };
+        let populated =
+            populate(&ServeSource::Fleet(fleet, Some(Builtin::ZoneOutage)), &KubeletTiming::default(), 40, &cluster)
+                .expect("the fleet");
+        let zone = match populated.plan.faults().first().map(|f| &f.fault) {
+            Some(Fault::Partition(nodes)) => nodes.clone(),
+            other => panic!("zone-outage starts with a partition: {other:?}"),
+        };
+        let config = ControllerConfig::default();
+        let reader = Reader::for_config(&config);
+        // Started between ticks, as a served controller is.
+        let start = time.unix_timestamp(Timestamp::EPOCH + Span::from_millis(37));
+        let mut controller = Controller::new(config.clone(), start).expect("config");
+        for o in reader.state(&cluster, start) {
+            controller.observe(start, o);
+        }
+        let settings = DriverSettings {
+            api_faults: Vec::new(),
+            scenario_speed: 1.0,
+            lease_duration: 40,
+            tick: Duration::from_millis(100),
+            scheduler: false,
+        };
+        let status = Arc::new(Mutex::new(StatusLine::default()));
+        let mut driver = Driver::new(cluster.clone(), populated, settings, Some((controller, reader)), status);
+        driver.watches = Some(served_api::Feeds::subscribe(&cluster, reader));
+
+        let renew_time = |n: &str| {
+            let s = cluster.store.lock();
+            s.get(Kind::Lease, &key_of(NODE_LEASE_NAMESPACE, n)).map(|l| l.value()["spec"]["renewTime"].clone())
+        };
+        // Per node, the tick its Lease was last renewed at and the tick it
+        // was found Unknown at; the ticks at which a monitor pass ran.
+        let mut renewed = BTreeMap::new();
+        let mut unknown = BTreeMap::new();
+        let mut passes = Vec::new();
+        let mut lcg = 7u64;
+        for k in 1..=1100i64 {
+            lcg = lcg.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let late = Span::from_nanos(((lcg >> 33) % 1_000) as i64 * 1_000);
+            let now = Timestamp::EPOCH + Span::from_millis(100 * k) + late;
+            let before: Vec<_> = zone.iter().map(|n| renew_time(n)).collect();
+            let ran = driver.controller.as_ref().map(|c| c.engine().monitor_passes());
+            driver.advance(now, k % 10 == 0);
+            if driver.controller.as_ref().map(|c| c.engine().monitor_passes()) != ran {
+                passes.push(now);
+            }
+            for (n, before) in zone.iter().zip(before) {
+                if renew_time(n) != before {
+                    renewed.insert(n.clone(), now);
+                }
+            }
+            let s = cluster.store.lock();
+            for n in s.snapshot(Kind::Node).iter_from("", None) {
+                if n.field(NODE_READY).as_deref() == Some("Unknown") {
+                    unknown.entry(n.name().to_string()).or_insert(now);
+                }
+            }
+        }
+        assert_eq!(unknown.keys().collect::<Vec<_>>(), zone.iter().collect::<Vec<_>>(), "the partitioned zone, only");
+        let expected = config.node_monitor_grace_period + config.node_monitor_period;
+        let early: Vec<String> = zone
+            .iter()
+            .filter_map(|n| {
+                // The earliest pass that can have taken the renewal in (a
+                // tick's own pass is decided before what the tick brought,
+                // so it is taken in by the next one).
+                let probe = passes.iter().copied().find(|&p| p >= renewed[n]).expect("a pass after the renewal");
+                let silent = unknown[n] - probe;
+                (silent.as_secs_f64() < expected.as_secs_f64() - 0.01).then(|| {
+                    format!("{n}: Unknown {:.4} s after the pass that took in its last renewal", silent.as_secs_f64())
+                })
+            })
+            .collect();
+        assert!(early.is_empty(), "{early:#?}");
     }
 }
