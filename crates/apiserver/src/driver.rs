@@ -33,11 +33,6 @@ use crate::store::{Inner, NODE_READY, key_of};
 use nodewarden_objects::NODE_LEASE_NAMESPACE;
 use nodewarden_objects::write as convert;
 
-/// How late a step may be and still decide the controller's work as of
-/// the instant it fell due (see [`Driver::step_controller`]); a step later
-/// than that (after a frozen API) decides at its own time.
-const LATE_STEP: Span = Span::from_secs(1);
-
 /// A one-line status of the running cluster, for `nodewarden sim
 /// --serve`'s terminal: enough to see the fault plan bite without a
 /// client.
@@ -555,7 +550,7 @@ impl Driver {
         // grid) is decided as of its own instant, on what the controller
         // had taken in by then, before this step's changes: as `nodewarden
         // run`'s engine thread decides a pass its wake is late for
-        // (`late_pass`). Decided at the step's time, a pass took the tick's
+        // (`nodewarden_controller::late_pass`, shared). Decided at the step's time, a pass took the tick's
         // lateness (how long after the tick the driver read the clock) for
         // time. A probe time is a pass's time and the grace a whole number
         // of periods, so a silent node's grace ends exactly at a pass: it
@@ -565,8 +560,8 @@ impl Driver {
         // (and `run`) finds it overdue at. In a zone outage, a third of the
         // zone went Unknown a period before a `run --dry-run` beside it
         // judged the nodes silent.
-        let due = controller.next_due();
-        if due <= now && now - due <= LATE_STEP && self.stepped.is_none_or(|s| due > s) {
+        let stepped = self.stepped.unwrap_or(Timestamp::MIN);
+        if let Some(due) = nodewarden_controller::late_pass(now, controller.next_due(), stepped) {
             let mut api = ServedApi { cluster: &sh, reader: self.reader };
             controller.step(due, &mut api, &mut |_| {});
         }

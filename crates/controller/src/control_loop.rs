@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use nodewarden_engine::{Action, ActionKind, Engine, ObjectKind, ObjectRef, Observation, WriteOutcome, WriteSlot};
-use nodewarden_model::{ConfigError, ControllerConfig, Timestamp};
+use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp};
 
 use crate::api::{Applied, ClusterApi};
 use crate::invariants::{Invariant, InvariantChecker, Violation};
@@ -479,6 +479,29 @@ fn withdrawn(action: &Action, why: String, api: &mut dyn ClusterApi) -> Applied 
     Applied { observations, outcome: Some(outcome), violation: None }
 }
 
+/// How late a wake may be and still decide as of the instant its work was
+/// due ([`late_pass`]).
+pub const WAKE_LAG: Span = Span::from_secs(1);
+
+/// The instant to decide a pass at before a driver's wake takes anything
+/// in (`nodewarden run`'s engine thread, `sim --serve`'s in-process
+/// controller):
+/// the instant the engine's work was due, when the thread woke a little
+/// after it (up to [`WAKE_LAG`]). A pass is so judged as of its own
+/// instant: the thread's wake-up lateness (a busy machine, a descheduled
+/// thread) never ages a node past its grace, and the passes keep the grid
+/// replay keeps. What arrived in those moments is taken in after it, as
+/// seen at the wake, by the engine and the safety interlock alike: taken
+/// in as of the due instant, a NoExecute taint that arrived after it had
+/// its countdown start before it was seen, and a pod went that much
+/// before its toleration ran out (the full-size `freeze` chaos trial: 17
+/// ms early). `None` when the wake is not late, far too late (then the
+/// pass runs at the wake), or the time would go back (`fed`, the last
+/// time the controller was given).
+pub fn late_pass(now: Timestamp, due: Timestamp, fed: Timestamp) -> Option<Timestamp> {
+    (due <= now && now - due <= WAKE_LAG && due > fed).then_some(due)
+}
+
 #[cfg(test)]
 mod tests {
     //! The interlock, shown one invariant at a time: a wrong action is
@@ -495,6 +518,19 @@ mod tests {
         delete, evict_for_addon, node, not_ready, pod, reservation, reservation_patch, scheduled_pod, t, taint_patch,
         unreachable,
     };
+
+    #[test]
+    fn a_late_wake_decides_the_pass_as_of_the_due_instant() {
+        let at = |ms: i64| Timestamp::from_nanos(ms * 1_000_000);
+        // Woke 60 ms after the pass was due: the pass's own instant.
+        assert_eq!(late_pass(at(40_060), at(40_000), at(39_000)), Some(at(40_000)));
+        // Never at or before the last time given.
+        assert_eq!(late_pass(at(40_060), at(40_000), at(40_030)), None);
+        assert_eq!(late_pass(at(40_060), at(40_000), at(40_000)), None);
+        // Woken early by an input, or far too late: no pass of its own.
+        assert_eq!(late_pass(at(39_000), at(40_000), at(39_000)), None);
+        assert_eq!(late_pass(at(50_000), at(40_000), at(39_000)), None);
+    }
 
     /// Applies everything it is given, as a fast API server would; the
     /// nodes it was given (`nodes`) are kept and their new state answered,

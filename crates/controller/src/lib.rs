@@ -32,6 +32,6 @@ pub mod write_order;
 pub use api::{Applied, ClusterApi};
 pub use control_loop::{
     CheckerFeed, Controller, EngineFeed, Handled, INTERLOCK_METRIC, MAX_ANSWER_ROUNDS, StepEvent, StepSummary,
-    WITHDRAWN_METRIC,
+    WAKE_LAG, WITHDRAWN_METRIC, late_pass,
 };
 pub use invariants::{Invariant, InvariantChecker, Violation};

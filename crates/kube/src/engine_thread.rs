@@ -206,7 +206,7 @@ impl EngineThread {
 
     /// Runs until [`Input::Stop`] or until every sender is gone. Each wake:
     /// a pass that came due a little before it first, as of its own
-    /// instant ([`late_pass`]); then take in what arrived, and, once every
+    /// instant ([`nodewarden_controller::late_pass`]); then take in what arrived, and, once every
     /// watch has synced, one `Controller::step` through `api`, both at the
     /// wake's time.
     pub fn run(&mut self, rx: &Receiver<Input>, api: &mut dyn ClusterApi, events: &mut dyn FnMut(StepEvent<'_>)) {
@@ -236,7 +236,7 @@ impl EngineThread {
             // on what had arrived by then; what arrived since is taken in
             // as seen now, never earlier (a NoExecute taint's countdown
             // runs from when it was seen).
-            if let Some(pass) = late_pass(now, self.controller.next_due(), state.fed)
+            if let Some(pass) = nodewarden_controller::late_pass(now, self.controller.next_due(), state.fed)
                 && self.start_at.is_none()
                 && state.waiting.is_empty()
                 && !state.blind()
@@ -478,27 +478,6 @@ fn behind_spell(behind: bool, since: Option<(Instant, bool)>, backlog: usize) ->
     }
 }
 
-/// How late a wake may be and still decide as of the instant its work was
-/// due ([`late_pass`]).
-const WAKE_LAG: Span = Span::from_secs(1);
-
-/// The instant to decide a pass at before this wake takes anything in:
-/// the instant the engine's work was due, when the thread woke a little
-/// after it (up to [`WAKE_LAG`]). A pass is so judged as of its own
-/// instant: the thread's wake-up lateness (a busy machine, a descheduled
-/// thread) never ages a node past its grace, and the passes keep the grid
-/// replay keeps. What arrived in those moments is taken in after it, as
-/// seen at the wake, by the engine and the safety interlock alike: taken
-/// in as of the due instant, a NoExecute taint that arrived after it had
-/// its countdown start before it was seen, and a pod went that much
-/// before its toleration ran out (the full-size `freeze` chaos trial: 17
-/// ms early). `None` when the wake is not late, far too late (then the
-/// pass runs at the wake), or the time would go back (`fed`, the last
-/// time the controller was given).
-fn late_pass(now: Timestamp, due: Timestamp, fed: Timestamp) -> Option<Timestamp> {
-    (due <= now && now - due <= WAKE_LAG && due > fed).then_some(due)
-}
-
 #[cfg(test)]
 mod tests {
 
@@ -506,19 +485,6 @@ mod tests {
     use nodewarden_model::ControllerConfig;
 
     use super::*;
-
-    #[test]
-    fn a_late_wake_decides_the_pass_as_of_the_due_instant() {
-        let t = |ms: i64| Timestamp::from_nanos(ms * 1_000_000);
-        // Woke 60 ms after the pass was due: the pass's own instant.
-        assert_eq!(late_pass(t(40_060), t(40_000), t(39_000)), Some(t(40_000)));
-        // Never at or before the last time given.
-        assert_eq!(late_pass(t(40_060), t(40_000), t(40_030)), None);
-        assert_eq!(late_pass(t(40_060), t(40_000), t(40_000)), None);
-        // Woken early by an input, or far too late: no pass of its own.
-        assert_eq!(late_pass(t(39_000), t(40_000), t(39_000)), None);
-        assert_eq!(late_pass(t(50_000), t(40_000), t(39_000)), None);
-    }
 
     fn node(name: &str) -> Observation {
         Observation::NodeUpserted(NodeSnapshot::new(name, Timestamp::EPOCH))
