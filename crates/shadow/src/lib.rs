@@ -271,7 +271,7 @@ impl Shadow {
                 Seen::EpisodeEnded(node) => self.matcher.new_episode(now, &node),
                 Seen::Slot(zone, at) => {
                     if let Some(name) = self.upstream.zone_name(zone) {
-                        self.slots.record(&name, Side::Upstream, at);
+                        self.slots.record(&name, Side::Upstream, at, None);
                     }
                 }
             }
@@ -317,7 +317,7 @@ impl Shadow {
             && taint.effect == nodewarden_model::TaintEffect::NoExecute
             && facts.queued_at.is_some()
         {
-            self.slots.record(&facts::zone_name(&facts.zone), Side::Nodewarden, j.at);
+            self.slots.record(&facts::zone_name(&facts.zone), Side::Nodewarden, j.at, Some(facts.zone_rate));
         }
         let object: Box<str> = object.into();
         let reason = facts::reason(&j, now).into_boxed_str();
@@ -339,15 +339,19 @@ impl Shadow {
     }
 
     /// A NoExecute pair compared at the same place in its zone's queue
-    /// (see `slots`): when the node's places differ, the difference and
-    /// verdict are those of the two sides' releases at the earlier place,
-    /// and the reason says so.
+    /// (see `slots`), within the tolerance and one token of the zone's
+    /// bucket (each side's bucket fills on its own phase): when the node's
+    /// places differ, the difference and verdict are those of the two
+    /// sides' releases at the earlier place, and the reason says so.
     fn at_the_same_place(&self, mut d: Decided, tolerance: Span) -> Decided {
         let noexecute = matches!(d.kind, DecisionKind::NoExecuteNotReady | DecisionKind::NoExecuteUnreachable);
         let (Some(nodewarden), Some(upstream)) = (d.nodewarden_at, d.upstream_at) else { return d };
         let Some(zone) = self.upstream.zone_name_of_node(&d.object).filter(|_| noexecute) else { return d };
         let Some(same) = self.slots.same_place(&zone, nodewarden, upstream) else { return d };
+        let tolerance = tolerance + same.token.unwrap_or(Span::ZERO);
         if same.places.0 == same.places.1 {
+            // `difference` is `d`'s own (spread taken off) at the same place.
+            d.verdict = matcher::verdict_for(d.difference.unwrap_or(same.difference), tolerance);
             return d;
         }
         d.difference = Some(same.difference);

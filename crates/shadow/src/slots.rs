@@ -24,11 +24,13 @@ use nodewarden_model::{Span, Timestamp};
 
 use crate::kind::Side;
 
-/// Each side's releases in one zone, in time order.
+/// Each side's releases in one zone, in time order, and the zone's rate
+/// at nodewarden's latest release.
 #[derive(Clone, Debug, Default)]
 struct ZoneSlots {
     nodewarden: VecDeque<Timestamp>,
     upstream: VecDeque<Timestamp>,
+    rate: f64,
 }
 
 impl ZoneSlots {
@@ -55,15 +57,26 @@ pub(crate) struct SamePlace {
     /// Nodewarden's time minus kube-controller-manager's for the earlier of
     /// the two places.
     pub difference: Span,
+    /// One token of the zone's bucket at nodewarden's rate (`None` when
+    /// paused or unknown): each side's bucket fills on its own phase, from
+    /// when its zone's limiter was last set (a state change, seen at each
+    /// side's own pass), so the same place may be this much apart on two
+    /// controllers that agree on everything else.
+    pub token: Option<Span>,
 }
 
 impl Slots {
-    /// A release in `zone` at `at` on `side`.
-    pub fn record(&mut self, zone: &str, side: Side, at: Timestamp) {
+    /// A release in `zone` at `at` on `side`; nodewarden's come with the
+    /// zone's rate then (nodes a second).
+    pub fn record(&mut self, zone: &str, side: Side, at: Timestamp, rate: Option<f64>) {
         if !self.zones.contains_key(zone) {
             self.zones.insert(zone.to_string(), ZoneSlots::default());
         }
-        let Some(times) = self.zones.get_mut(zone).map(|z| z.side_mut(side)) else { return };
+        let Some(z) = self.zones.get_mut(zone) else { return };
+        if let Some(rate) = rate {
+            z.rate = rate;
+        }
+        let times = z.side_mut(side);
         let at_or_after = times.partition_point(|t| *t <= at);
         times.insert(at_or_after, at);
     }
@@ -93,7 +106,8 @@ impl Slots {
             return None;
         }
         let difference = if up <= nw { z.nodewarden[up - 1] - upstream } else { nodewarden - z.upstream[nw - 1] };
-        Some(SamePlace { places: (nw, up), difference })
+        let token = (z.rate > 0.0 && z.rate.is_finite()).then(|| Span::from_nanos((1e9 / z.rate) as i64));
+        Some(SamePlace { places: (nw, up), difference, token })
     }
 
     /// Releases held, both sides.
@@ -115,10 +129,10 @@ mod tests {
         let mut s = Slots::default();
         // kube-controller-manager released a then b; nodewarden b then a,
         // at the same pace, 1 s later.
-        s.record("z", Side::Upstream, t(100));
-        s.record("z", Side::Upstream, t(110));
-        s.record("z", Side::Nodewarden, t(101));
-        s.record("z", Side::Nodewarden, t(111));
+        s.record("z", Side::Upstream, t(100), None);
+        s.record("z", Side::Upstream, t(110), None);
+        s.record("z", Side::Nodewarden, t(101), Some(0.1));
+        s.record("z", Side::Nodewarden, t(111), Some(0.1));
         // a: nodewarden's second (111), kube-controller-manager's first (100).
         let a = s.same_place("z", t(111), t(100)).expect("both recorded");
         assert_eq!(a.places, (2, 1));
@@ -134,18 +148,19 @@ mod tests {
     fn a_slower_pace_shows_at_the_same_places() {
         let mut s = Slots::default();
         for i in 0..4 {
-            s.record("z", Side::Upstream, t(100 + 10 * i));
-            s.record("z", Side::Nodewarden, t(100 + 20 * i));
+            s.record("z", Side::Upstream, t(100 + 10 * i), None);
+            s.record("z", Side::Nodewarden, t(100 + 20 * i), Some(0.1));
         }
         let fourth = s.same_place("z", t(160), t(130)).expect("both recorded");
         assert_eq!((fourth.places, fourth.difference), ((4, 4), Span::from_secs(30)));
+        assert_eq!(fourth.token, Some(Span::from_secs(10)), "one token at 0.1/s");
     }
 
     #[test]
     fn old_releases_are_forgotten() {
         let mut s = Slots::default();
-        s.record("z", Side::Upstream, t(0));
-        s.record("z", Side::Nodewarden, t(700));
+        s.record("z", Side::Upstream, t(0), None);
+        s.record("z", Side::Nodewarden, t(700), Some(0.1));
         s.prune(t(700), Span::from_secs(600));
         assert_eq!(s.len(), 1);
         s.prune(t(1400), Span::from_secs(600));

@@ -76,20 +76,33 @@ fn noexecute_taints_compare_at_the_same_place_in_the_zone_queue() {
     // kube-controller-manager released n1 at 100 and n2 at 110;
     // nodewarden, which queued them the other way round, n2 at 101 and n1
     // at 111: the same nodes at the same pace, 1 s apart.
-    s.observe(t(100), &unknown("n1", 95, vec![taint(UNREACHABLE, NO_EXECUTE, Some(100))]));
-    s.observe(t(110), &unknown("n2", 95, vec![taint(UNREACHABLE, NO_EXECUTE, Some(110))]));
+    s.observe(t(100), &unknown("n1", 99, vec![taint(UNREACHABLE, NO_EXECUTE, Some(100))]));
+    s.observe(t(110), &unknown("n2", 109, vec![taint(UNREACHABLE, NO_EXECUTE, Some(110))]));
     s.judged(t(101), tainted("n2", 101, UNREACHABLE, NO_EXECUTE, 96));
     s.judged(t(111), tainted("n1", 111, UNREACHABLE, NO_EXECUTE, 96));
-    // n3: third on both sides, but nodewarden 30 s behind its pace.
-    s.observe(t(120), &unknown("n3", 95, vec![taint(UNREACHABLE, NO_EXECUTE, Some(120))]));
+    // n3: third on both sides, but nodewarden 30 s behind its pace: more
+    // than the tolerance and a token of the zone's bucket (10 s at 0.1/s).
+    s.observe(t(120), &unknown("n3", 119, vec![taint(UNREACHABLE, NO_EXECUTE, Some(120))]));
     s.judged(t(150), tainted("n3", 150, UNREACHABLE, NO_EXECUTE, 96));
     let sum = summary(&s, 160);
+    assert_eq!(sum.tolerance_seconds, 6.1, "{sum:#?}");
     assert_eq!(of(&sum, DecisionKind::NoExecuteUnreachable, Verdict::Agree), 2, "{sum:#?}");
     assert_eq!(of(&sum, DecisionKind::NoExecuteUnreachable, Verdict::Later), 1, "{sum:#?}");
     let k = sum.kinds.iter().find(|k| k.kind == DecisionKind::NoExecuteUnreachable).expect("listed");
     assert_eq!(k.largest_difference_seconds, Some(30.0), "node by node the swapped pair is 10 s apart: {sum:#?}");
     let late = &sum.disagreements[0];
     assert_eq!((late.object.as_str(), late.difference_seconds), ("n3", Some(30.0)));
+}
+
+#[test]
+fn a_release_a_token_apart_agrees() {
+    // Each side's zone bucket fills on its own phase: the same place 8 s
+    // apart at 0.1/s (one token is 10 s) is the same pace.
+    let mut s = synced_shadow(ControllerConfig::default(), &["n1"]);
+    s.observe(t(100), &unknown("n1", 99, vec![taint(UNREACHABLE, NO_EXECUTE, Some(100))]));
+    s.judged(t(108), tainted("n1", 108, UNREACHABLE, NO_EXECUTE, 96));
+    let sum = summary(&s, 120);
+    assert_eq!(of(&sum, DecisionKind::NoExecuteUnreachable, Verdict::Agree), 1, "{sum:#?}");
 }
 
 #[test]
