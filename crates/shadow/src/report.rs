@@ -114,7 +114,18 @@ pub fn plain_verdict(s: &Summary) -> String {
     let disagree = s.counts.disagreements();
     if disagree == 0 {
         let all = if s.decisions == 1 { "it agrees" } else { "all agree" };
-        return format!("{over}, {decisions}: {all} within {}", seconds(s.tolerance_seconds));
+        let mut out = format!("{over}, {decisions}: {all} within {}", seconds(s.tolerance_seconds));
+        // NoExecute releases agree within a token of their zone's bucket
+        // more: say so when one used it.
+        let largest = s.kinds.iter().filter_map(|k| k.largest_difference_seconds).fold(0.0, f64::max);
+        if largest > s.tolerance_seconds {
+            let _ = write!(
+                out,
+                " (NoExecute releases within a token of their zone's bucket more; the largest difference {})",
+                seconds(largest)
+            );
+        }
+        return out;
     }
     let split: Vec<String> = [Verdict::OnlyUpstream, Verdict::OnlyNodewarden, Verdict::Later, Verdict::Earlier]
         .iter()
@@ -512,6 +523,13 @@ mod tests {
         assert!(s.all_agree());
         let none = Summary { decisions: 0, counts: Counts::default(), watched_seconds: 125.0, ..s };
         assert_eq!(plain_verdict(&none), "over 2 m 5 s, no decisions compared yet");
+        let token =
+            summary(&[(DecisionKind::NoExecuteUnreachable, Counts { agree: 20, ..Counts::default() }, Some(13.2))]);
+        assert_eq!(
+            plain_verdict(&token),
+            "over 3 d 4 h, 20 decisions: all agree within 5 s \
+             (NoExecute releases within a token of their zone's bucket more; the largest difference 13 s)"
+        );
     }
 
     #[test]
