@@ -405,6 +405,19 @@ pub struct Basis {
     pub scheduled_at: Timestamp,
 }
 
+impl Basis {
+    /// What a shadow is told of pod `pod`'s deletion on this basis
+    /// ([`crate::judgement::Judged::PodDeletion`]): fired, or cut short by
+    /// the pod's own deletion.
+    pub fn judged(&self, pod: &str) -> crate::judgement::Judged {
+        crate::judgement::Judged::PodDeletion {
+            pod: pod.to_string(),
+            verdict: self.verdict.clone(),
+            scheduled_at: self.scheduled_at,
+        }
+    }
+}
+
 /// A zone: its key, disruption state and rate-limited queue.
 #[derive(Component, Debug)]
 pub struct Zone {

@@ -166,7 +166,8 @@ impl Default for ShadowSettings {
 pub struct Footprint {
     /// Nodes in kube-controller-manager's view (the cluster's size).
     pub nodes: usize,
-    /// Pods seen terminating and not yet gone.
+    /// Pods seen terminating and not yet gone, and pods of nodes in
+    /// trouble seen marked not Ready (kept to attribute their removal).
     pub terminating_pods: usize,
     /// Decisions waiting for the other side.
     pub waiting: usize,

@@ -265,11 +265,7 @@ pub(super) fn delete_pod(world: &mut World, key: &str) {
     {
         // Gone before its deadline: the deletion a shadow compares with
         // whoever deleted it.
-        let judged = crate::judgement::Judged::PodDeletion {
-            pod: key.to_string(),
-            verdict: basis.verdict.clone(),
-            scheduled_at: basis.scheduled_at,
-        };
+        let judged = basis.judged(key);
         let node = node.as_deref().unwrap_or_default();
         world.resource_mut::<crate::judgement::Judgements>().note(deadline.fire_at, node, || judged);
     }

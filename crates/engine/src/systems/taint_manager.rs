@@ -13,7 +13,7 @@ use nodewarden_model::{ControllerConfig, Span, Taint, TaintEffect, Timestamp, ta
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::explain::{Explanation, Verdict};
-use crate::judgement::{Judged, Judgements};
+use crate::judgement::Judgements;
 use crate::monitor::{Health, NodeTimers};
 use crate::resources::*;
 
@@ -332,11 +332,7 @@ fn fire_due_deletions(
             // compares with that deletion.
             if let Some(basis) = pending.basis() {
                 let node = p.node.as_deref().unwrap_or_default();
-                work.judgements.note(deadline.fire_at, node, || Judged::PodDeletion {
-                    pod: p.key.to_string(),
-                    verdict: basis.verdict.clone(),
-                    scheduled_at: basis.scheduled_at,
-                });
+                work.judgements.note(deadline.fire_at, node, || basis.judged(&p.key));
             }
             continue;
         }
@@ -353,11 +349,7 @@ fn fire_due_deletions(
         let tainting = known
             .and_then(|(_, _, _, record)| record.0.clone())
             .filter(|r| basis.taints.iter().any(|t| t.same_as(&r.taint) && t.time_added == r.taint.time_added));
-        work.judgements.note(now, p.node.as_deref().unwrap_or_default(), || Judged::PodDeletion {
-            pod: p.key.to_string(),
-            verdict: basis.verdict.clone(),
-            scheduled_at: basis.scheduled_at,
-        });
+        work.judgements.note(now, p.node.as_deref().unwrap_or_default(), || basis.judged(&p.key));
         let why = Explanation {
             pod: p.key.to_string(),
             node: node_name,
