@@ -278,6 +278,9 @@ impl Outcome {
 pub(crate) struct Statistics {
     pub(crate) zone_keys: Vec<String>,
     zone_index: HashMap<String, usize>,
+    /// `zone_index` by the engine's key, met at every tick's zone report:
+    /// a few zones, searched in place rather than formatted each time.
+    zone_by_key: Vec<(ZoneKey, usize)>,
     pub(crate) node_index: HashMap<String, usize, foldhash::fast::RandomState>,
     /// `node_index` by the cluster's row of the name (`NodeSummary::row`),
     /// filled as the timeline meets them.
@@ -367,7 +370,14 @@ impl Statistics {
 
     pub(crate) fn track_zones(&mut self, t: Timestamp, zones: &[ZoneReport]) {
         for z in zones {
-            let slot = self.zone_slot(z.key.to_string());
+            let slot = match self.zone_by_key.iter().find(|(k, _)| *k == z.key) {
+                Some(&(_, slot)) => slot,
+                None => {
+                    let slot = self.zone_slot(z.key.to_string());
+                    self.zone_by_key.push((z.key.clone(), slot));
+                    slot
+                }
+            };
             let states = &mut self.tally[slot].states;
             if states.last().is_none_or(|&(_, s, r)| s != z.state || r != z.rate) {
                 states.push((t, z.state, z.rate));

@@ -44,7 +44,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::str::FromStr;
 
 use nodewarden_controller::write_order::{
@@ -334,11 +334,16 @@ pub struct Wire {
     unsent: Dispatch<Timestamp>,
     /// Writes on their way, by object: when the last lands, the object's
     /// next write may go.
-    on_way: HashMap<ObjectRef, u32>,
+    on_way: HashMap<ObjectRef, u32, foldhash::fast::RandomState>,
     /// The client's token buckets, with a client rate.
     client: Option<Client>,
-    events: BTreeMap<(Timestamp, u64), Observation>,
-    objects: HashMap<u64, ObjectTimes>,
+    /// Watch events on their way, in delivery order. Boxed: a node or pod
+    /// snapshot is some 150 bytes, and the map shifts its entries on
+    /// every insert and removal (a change per renewal).
+    events: BTreeMap<(Timestamp, u64), Box<Observation>>,
+    /// Per object (by [`object_id`]): its version and watch times. Never
+    /// iterated, so its hasher's seed changes nothing a run shows.
+    objects: HashMap<u64, ObjectTimes, foldhash::fast::RandomState>,
 }
 
 /// The controller's clients under a rate: node lifecycle's bucket, the
@@ -388,7 +393,8 @@ pub type Judge<'a> = dyn FnMut(Timestamp, &Action) -> Result<(), String> + 'a;
 /// (still a valid order), and a node status write refused as a conflict
 /// (decided again).
 fn object_id(kind: ObjectKind, key: &str) -> u64 {
-    let mut h = DefaultHasher::new();
+    // A fixed seed: the identity is the same in every run.
+    let mut h = foldhash::quality::FixedState::with_seed(0).build_hasher();
     (kind as u8).hash(&mut h);
     key.hash(&mut h);
     h.finish()
@@ -412,10 +418,10 @@ impl Wire {
             revision: 0,
             writes: BTreeMap::new(),
             unsent: Dispatch::new(NOTHING_IN_LINE),
-            on_way: HashMap::new(),
+            on_way: HashMap::default(),
             client: latency.client_rate().map(|(qps, burst)| Client::new(qps, burst, EvictionClient::Own)),
             events: BTreeMap::new(),
-            objects: HashMap::new(),
+            objects: HashMap::default(),
         }
     }
 
@@ -514,7 +520,7 @@ impl Wire {
     pub fn list(&mut self, now: Timestamp, mut state: Vec<Observation>) -> Vec<Observation> {
         let listed: std::collections::HashSet<u64> =
             state.iter().filter_map(|o| o.key().map(|(kind, key)| object_id(kind, key))).collect();
-        let gone = std::mem::take(&mut self.events).into_values().filter(|o| {
+        let gone = std::mem::take(&mut self.events).into_values().map(|o| *o).filter(|o| {
             matches!(
                 o,
                 Observation::NodeDeleted { .. }
@@ -798,7 +804,7 @@ impl Wire {
             times.changed_at = times.changed_at.max(now);
         }
         let seq = self.next_seq();
-        self.events.insert((at, seq), obs);
+        self.events.insert((at, seq), Box::new(obs));
     }
 
     /// The watch events due by `now`, in order, into `out`.
@@ -807,7 +813,7 @@ impl Wire {
             if entry.key().0 > now {
                 break;
             }
-            out.push(entry.remove());
+            out.push(*entry.remove());
         }
     }
 
