@@ -15,18 +15,31 @@ use nodewarden_chaos::{Scale, Trial};
 /// The trial that is not one of `nodewarden_chaos`'s.
 const BIG_ZONE: &str = "big-zone";
 
+/// `cargo xtask chaos`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChaosArgs {
+    /// The trials to run (every one when none): failover-kill,
+    /// failover-stop, api-errors, api-throttle, dropped-watches,
+    /// api-outage, freeze, restart-storm, malformed, big-zone.
+    #[arg(value_name = "TRIAL")]
+    trials: Vec<String>,
+    /// The shortened trials (no big-zone), as the test suite runs them.
+    #[arg(long)]
+    short: bool,
+    /// The nodewarden binary (default: built with cargo build --release).
+    #[arg(long, value_name = "PATH")]
+    binary: Option<PathBuf>,
+}
+
 /// Runs the trials `args` name (every one when none), at the full scale
 /// unless `--short`.
-pub fn chaos(args: impl Iterator<Item = String>) -> Result<()> {
+pub fn chaos(args: ChaosArgs) -> Result<()> {
     let mut trials = Vec::new();
     let mut big_zone = false;
-    let mut scale = Scale::full();
-    let mut binary: Option<PathBuf> = None;
-    let mut args = args.peekable();
-    while let Some(a) = args.next() {
+    let scale = if args.short { Scale::short() } else { Scale::full() };
+    let binary = args.binary;
+    for a in &args.trials {
         match a.as_str() {
-            "--short" => scale = Scale::short(),
-            "--binary" => binary = Some(args.next().context("--binary needs a path")?.into()),
             BIG_ZONE => big_zone = true,
             name => match Trial::named(name) {
                 Some(t) => trials.push(t),

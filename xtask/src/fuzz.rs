@@ -23,12 +23,25 @@ use anyhow::{Context, Result, bail};
 /// The targets, in the order they run.
 pub const TARGETS: [&str; 4] = ["engine_steps", "scenario_parser", "tolerations", "rate_queue"];
 
-const USAGE: &str = "usage: cargo xtask fuzz [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
-  --time       how long each target runs (s, m or h suffix; default 60s)
-  --target     run only this target (engine_steps, scenario_parser, tolerations, rate_queue)
-  --sanitizer  none (default): coverage instrumentation only;
-               address: AddressSanitizer and LeakSanitizer too (several times slower)
-  --cmin       afterwards, minimize each corpus (what is committed under fuzz/corpus)";
+/// `cargo xtask fuzz`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FuzzArgs {
+    /// How long each target runs (s, m or h suffix).
+    #[arg(long = "time", value_name = "TIME", default_value = "60s", value_parser = parse_secs)]
+    secs: u64,
+    /// Run only this target (engine_steps, scenario_parser, tolerations,
+    /// rate_queue).
+    #[arg(long = "target", value_name = "NAME")]
+    only: Option<String>,
+    /// none: coverage instrumentation only; address: AddressSanitizer and
+    /// LeakSanitizer too (several times slower).
+    #[arg(long, value_name = "none|address", default_value = "none", value_parser = Sanitizer::parse)]
+    sanitizer: Sanitizer,
+    /// Afterwards, minimize each corpus (what is committed under
+    /// fuzz/corpus).
+    #[arg(long)]
+    cmin: bool,
+}
 
 /// How the targets are instrumented beyond libFuzzer's coverage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,21 +239,8 @@ fn summary(o: &Outcome) -> String {
 }
 
 /// `cargo xtask fuzz [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]`.
-pub fn fuzz(mut args: impl Iterator<Item = String>) -> Result<()> {
-    let (mut secs, mut only, mut cmin, mut sanitizer) = (60, None, false, Sanitizer::None);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--time" => secs = parse_secs(&args.next().context("--time needs a value")?)?,
-            "--target" => only = Some(args.next().context("--target needs a value")?),
-            "--sanitizer" => sanitizer = Sanitizer::parse(&args.next().context("--sanitizer needs a value")?)?,
-            "--cmin" => cmin = true,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other => bail!("unknown argument {other:?}\n\n{USAGE}"),
-        }
-    }
+pub fn fuzz(args: FuzzArgs) -> Result<()> {
+    let FuzzArgs { secs, only, sanitizer, cmin } = args;
     let targets: Vec<&str> = match &only {
         Some(t) if TARGETS.contains(&t.as_str()) => vec![t.as_str()],
         Some(t) => bail!("unknown target {t:?}; targets: {}", TARGETS.join(", ")),

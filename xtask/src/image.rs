@@ -33,16 +33,18 @@ fn is_static(path: &Path) -> Result<bool> {
     Ok(true)
 }
 
-pub fn image(mut args: impl Iterator<Item = String>) -> Result<()> {
-    let mut tag = format!("nodewarden:{}", env!("CARGO_PKG_VERSION"));
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--tag" => {
-                tag = args.next().context("--tag needs a value, e.g. --tag registry.example/nodewarden:0.1.0")?
-            }
-            other => bail!("unknown flag {other:?} for `cargo xtask image` (only --tag NAME:TAG)"),
-        }
-    }
+/// `cargo xtask image`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImageArgs {
+    /// The image's name and tag, e.g. registry.example/nodewarden:0.1.0.
+    #[arg(long, value_name = "NAME:TAG", default_value = concat!("nodewarden:", env!("CARGO_PKG_VERSION")))]
+    tag: String,
+}
+
+/// Builds the binary, checks it is static, and builds the image when
+/// Docker answers.
+pub fn image(args: ImageArgs) -> Result<()> {
+    let tag = args.tag;
     // Paths below (target/, the Dockerfile's context) are the workspace's.
     std::env::set_current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .context("cannot change to the workspace root")?;

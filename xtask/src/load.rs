@@ -23,73 +23,73 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use clap::Parser;
 use serde_json::{Value, json};
 
-use crate::USAGE;
-
-struct LoadArgs {
-    nodes: u64,
+/// `cargo xtask load`'s flags: a cluster's shape (a preset, or nodes and
+/// pods per node; a flag given with a preset overrides it), the scenario
+/// and the API's latency.
+#[derive(Debug, Parser)]
+#[command(after_help = "Presets: 10k nodes / 300k pods, 100k / 1M, 130k-1m: 130k / 1.04M. The API's latency is \
+                  realistic unless said otherwise.")]
+pub(crate) struct LoadArgs {
+    /// A named cluster size: 10k, 100k or 130k-1m (130k is the same).
+    #[arg(long, value_parser = parse_preset)]
+    preset: Option<(u64, u64)>,
+    /// Nodes of the cluster [default: 10000, or the preset's].
+    #[arg(long)]
+    nodes: Option<u64>,
+    /// Zones.
+    #[arg(long, default_value_t = 3)]
     zones: u64,
-    pods_per_node: u64,
+    /// Pods a node [default: 30, or the preset's].
+    #[arg(long)]
+    pods_per_node: Option<u64>,
+    /// The built-in scenario.
+    #[arg(long, default_value = "zone-outage")]
     scenario: String,
+    /// Simulated hours (positive).
+    #[arg(long, default_value_t = 1.0, value_parser = positive_hours)]
     hours: f64,
+    /// The simulation's seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Legacy eviction mode (no taint manager).
+    #[arg(long)]
     legacy: bool,
-    /// `--api-latency` for `nodewarden sim` (its default, realistic, when
-    /// not given).
+    /// `nodewarden sim`'s `--api-latency`: realistic, none or
+    /// write=MIN..MAX,watch=MIN..MAX.
+    #[arg(long, default_value = "realistic")]
     api_latency: String,
     /// Also run the same shape with `--api-latency none` and report the
-    /// ratio of wall and CPU time (`--compare-latency`): what the latency
-    /// world costs, as a number in the same invocation.
+    /// ratios of wall and CPU time: what the latency world costs, as a
+    /// number in the same invocation.
+    #[arg(long)]
     compare_latency: bool,
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<LoadArgs> {
-    let mut a = LoadArgs {
-        nodes: 10_000,
-        zones: 3,
-        pods_per_node: 30,
-        scenario: "zone-outage".into(),
-        hours: 1.0,
-        seed: 1,
-        legacy: false,
-        api_latency: "realistic".into(),
-        compare_latency: false,
-    };
-    while let Some(flag) = args.next() {
-        if flag == "--legacy" {
-            a.legacy = true;
-            continue;
-        }
-        if flag == "--compare-latency" {
-            a.compare_latency = true;
-            continue;
-        }
-        let Some(value) = args.next() else { bail!("{flag} needs a value\n\n{USAGE}") };
-        let number = |what: &str| -> Result<u64> {
-            value.parse().with_context(|| format!("{what} must be a whole number, got {value:?}"))
-        };
-        match flag.as_str() {
-            "--preset" => {
-                (a.nodes, a.pods_per_node) =
-                    preset(&value).with_context(|| format!("--preset must be 10k, 100k or 130k-1m, got {value:?}"))?;
-            }
-            "--nodes" => a.nodes = number("--nodes")?,
-            "--zones" => a.zones = number("--zones")?,
-            "--pods-per-node" => a.pods_per_node = number("--pods-per-node")?,
-            "--seed" => a.seed = number("--seed")?,
-            "--scenario" => a.scenario = value,
-            "--api-latency" => a.api_latency = value,
-            "--hours" => {
-                a.hours = value.parse().with_context(|| format!("--hours must be a number, got {value:?}"))?;
-                if !(a.hours.is_finite() && a.hours > 0.0) {
-                    bail!("--hours must be positive, got {value}");
-                }
-            }
-            other => bail!("unknown flag {other:?}\n\n{USAGE}"),
-        }
+impl LoadArgs {
+    /// Nodes: the flag, else the preset's, else 10,000.
+    fn nodes(&self) -> u64 {
+        self.nodes.or(self.preset.map(|p| p.0)).unwrap_or(10_000)
     }
-    Ok(a)
+
+    /// Pods a node: the flag, else the preset's, else 30.
+    fn pods_per_node(&self) -> u64 {
+        self.pods_per_node.or(self.preset.map(|p| p.1)).unwrap_or(30)
+    }
+}
+
+fn parse_preset(name: &str) -> Result<(u64, u64), String> {
+    preset(name).ok_or_else(|| "expected 10k, 100k or 130k-1m".to_string())
+}
+
+fn positive_hours(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(h) if h.is_finite() && h > 0.0 => Ok(h),
+        Ok(_) => Err("must be positive".into()),
+        Err(_) => Err("must be a number".into()),
+    }
 }
 
 /// The node count and pods per node of a named cluster size: the sizes
@@ -120,11 +120,11 @@ fn run_sim(binary: &std::path::Path, a: &LoadArgs, latency: &str) -> Result<SimR
         "sim".into(),
         "--json".into(),
         "--nodes".into(),
-        a.nodes.to_string(),
+        a.nodes().to_string(),
         "--zones".into(),
         a.zones.to_string(),
         "--pods-per-node".into(),
-        a.pods_per_node.to_string(),
+        a.pods_per_node().to_string(),
         "--scenario".into(),
         a.scenario.clone(),
         "--hours".into(),
@@ -172,8 +172,7 @@ fn times(report: &Value, wall: f64) -> Value {
 }
 
 /// Runs the load test and prints its report.
-pub fn load(args: impl Iterator<Item = String>) -> Result<()> {
-    let a = parse(args)?;
+pub fn load(a: LoadArgs) -> Result<()> {
     let binary = crate::build_release("nodewarden", "nodewarden")?;
     let SimRun { mut report, status, command, wall: process_wall } = run_sim(&binary, &a, &a.api_latency)?;
     let with_latency = times(&report, process_wall);
@@ -252,11 +251,11 @@ fn engine_only(a: &LoadArgs) -> Result<Value> {
     let binary = crate::build_release("xtask", "engine-memory")?;
     let args = [
         "--nodes".to_string(),
-        a.nodes.to_string(),
+        a.nodes().to_string(),
         "--zones".into(),
         a.zones.to_string(),
         "--pods-per-node".into(),
-        a.pods_per_node.to_string(),
+        a.pods_per_node().to_string(),
         "--seed".into(),
         a.seed.to_string(),
     ];
@@ -277,29 +276,31 @@ fn engine_only(a: &LoadArgs) -> Result<Value> {
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> impl Iterator<Item = String> {
-        s.split_whitespace().map(String::from).collect::<Vec<_>>().into_iter()
+    fn parse(line: &str) -> Result<LoadArgs, clap::Error> {
+        LoadArgs::try_parse_from(std::iter::once("load").chain(line.split_whitespace()))
     }
 
     #[test]
     fn parses_flags_and_refuses_bad_ones() {
-        let a = parse(args("--nodes 100 --hours 0.5 --scenario flapping --legacy")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((a.nodes, a.hours, a.scenario.as_str(), a.legacy), (100, 0.5, "flapping", true));
-        assert!(parse(args("--nodes ten")).is_err());
-        let p = parse(args("--preset 130k-1m --hours 0.5")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((p.nodes, p.pods_per_node, p.hours), (130_000, 8, 0.5));
-        let p = parse(args("--preset 130k")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((p.nodes, p.pods_per_node), (130_000, 8));
-        let p = parse(args("--preset 10k")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((p.nodes, p.pods_per_node), (10_000, 30));
-        let p = parse(args("--preset 100k --nodes 50")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((p.nodes, p.pods_per_node), (50, 10), "a flag after the preset wins");
-        assert!(parse(args("--preset 1m")).is_err());
-        assert!(parse(args("--hours -1")).is_err());
-        assert!(parse(args("--nodes")).is_err());
-        assert!(parse(args("--bogus 1")).is_err());
-        let c = parse(args("--compare-latency --preset 10k")).unwrap_or_else(|e| panic!("{e}"));
-        assert!(c.compare_latency && c.nodes == 10_000);
-        assert!(!parse(args("--nodes 5")).unwrap_or_else(|e| panic!("{e}")).compare_latency);
+        let a = parse("--nodes 100 --hours 0.5 --scenario flapping --legacy").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((a.nodes(), a.hours, a.scenario.as_str(), a.legacy), (100, 0.5, "flapping", true));
+        assert!(parse("--nodes ten").is_err());
+        let p = parse("--preset 130k-1m --hours 0.5").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.nodes(), p.pods_per_node(), p.hours), (130_000, 8, 0.5));
+        let p = parse("--preset 130k").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.nodes(), p.pods_per_node()), (130_000, 8));
+        let p = parse("--preset 10k").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.nodes(), p.pods_per_node()), (10_000, 30));
+        let p = parse("--preset 100k --nodes 50").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.nodes(), p.pods_per_node()), (50, 10), "a flag with the preset wins");
+        let p = parse("--nodes 50 --preset 100k").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((p.nodes(), p.pods_per_node()), (50, 10), "before it too");
+        assert!(parse("--preset 1m").is_err());
+        assert!(parse("--hours -1").is_err());
+        assert!(parse("--nodes").is_err());
+        assert!(parse("--bogus 1").is_err());
+        let c = parse("--compare-latency --preset 10k").unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.compare_latency && c.nodes() == 10_000);
+        assert!(!parse("--nodes 5").unwrap_or_else(|e| panic!("{e}")).compare_latency);
     }
 }

@@ -6,6 +6,7 @@
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod chaos;
 mod fuzz;
@@ -14,49 +15,54 @@ mod load;
 mod wire;
 mod wire_load;
 
-const USAGE: &str = "usage: cargo xtask <task>
+/// `cargo xtask`'s tasks. Each task's flags are its module's (`--help`
+/// after a task lists them).
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", about = "nodewarden's project automation")]
+struct Cli {
+    #[command(subcommand)]
+    task: Option<Task>,
+}
 
-tasks:
-  ci      what CI runs: cargo fmt --check, clippy (-D warnings), the test suite,
-          `cargo xtask wire --ci`
-  load    the controller on a large simulated cluster; prints one JSON report
-          [--preset 10k|100k|130k-1m] [--nodes 10000] [--zones 3] [--pods-per-node 30]
-          [--scenario zone-outage] [--hours 1] [--seed 1] [--legacy]
-          [--api-latency realistic|none|write=MIN..MAX,watch=MIN..MAX]
-          [--compare-latency]
-          (presets: 10k nodes / 300k pods, 100k / 1M, 130k-1m: 130k / 1.04M;
-          flags after a preset override it; the API's latency is realistic
-          unless said otherwise; --compare-latency also runs the shape with
-          --api-latency none and reports the wall and CPU ratios)
-  chaos   `nodewarden run` replicas through a zone outage while the leader is
-          killed or stopped, the API fails, throttles, drops watches, goes away
-          or freezes, the controller restarts again and again, objects are
-          malformed; one JSON verdict a trial [TRIAL...] [--short] [--binary PATH]
-          (trials: failover-kill failover-stop api-errors api-throttle
-          dropped-watches api-outage freeze restart-storm malformed)
-  wire    every scenario file (tests/scenarios/ and ../shared/conformance/, or
-          the FILEs or directories given) through real `nodewarden sim --serve`
-          and `nodewarden run` processes on one compressed clock; a PASS/FAIL
-          line a file [FILE...] [--ci] [--json] [--binary PATH] [--rate 20]
-          [--parallel 3] [--keep] (--ci: the conformance files and a part of
-          tests/scenarios/, what CI plays)
-  wire-load
-          `nodewarden sim --serve` and `nodewarden run` processes on loopback
-          at size through a node crash (--failover: the leader is SIGKILLed
-          5 s after it) or a zone outage; one JSON report of memory, CPU,
-          sync, Lease watch lag, detection, taint and takeover times, and
-          for a zone outage its write backlog, requests and deletions
-          [--nodes 1000] [--pods-per-node 30] [--zones 3] [--failover [--cold]]
-          [--zone-outage [--outage 240] [--toleration 60]] [--crash-at 60]
-          [--run-flag FLAG]... [--binary PATH] [--server-binary PATH] [--keep]
-  fuzz    every cargo-fuzz target in turn (stable toolchain; installs cargo-fuzz)
-          [--time 60s] [--target NAME] [--sanitizer none|address] [--cmin]
-  image   builds the static release binary the Dockerfile builds, then the
-          image with docker when an engine answers [--tag NAME:TAG]
-  transcripts
-          checks that `nodewarden replay` of every scenario under tests/scenarios/
-          and ../shared/conformance/ prints exactly its stored transcript
-          (tests/transcripts/); --bless re-records them after a meant change";
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// What CI runs: cargo fmt --check, clippy (-D warnings), the test
+    /// suite, `cargo xtask wire --ci`.
+    Ci,
+    /// The controller on a large simulated cluster; prints one JSON report.
+    Load(load::LoadArgs),
+    /// `nodewarden run` replicas through a zone outage while the leader is
+    /// killed or stopped, the API fails, throttles, drops watches, goes away
+    /// or freezes, the controller restarts again and again, objects are
+    /// malformed; one JSON verdict a trial.
+    Chaos(chaos::ChaosArgs),
+    /// Every scenario file (tests/scenarios/ and ../shared/conformance/, or
+    /// the files or directories given) through real `nodewarden sim
+    /// --serve` and `nodewarden run` processes on one compressed clock; a
+    /// PASS/FAIL line a file.
+    Wire(wire::WireArgs),
+    /// `nodewarden sim --serve` and `nodewarden run` processes on loopback
+    /// at size through a node crash or a zone outage; one JSON report of
+    /// memory, CPU, sync, Lease watch lag, detection, taint and takeover
+    /// times, and for a zone outage its write backlog, requests and
+    /// deletions.
+    WireLoad(wire_load::WireLoadArgs),
+    /// Every cargo-fuzz target in turn (stable toolchain; installs
+    /// cargo-fuzz).
+    Fuzz(fuzz::FuzzArgs),
+    /// Builds the static release binary the Dockerfile builds, then the
+    /// image with docker when an engine answers.
+    Image(image::ImageArgs),
+    /// Checks that `nodewarden replay` of every scenario under
+    /// tests/scenarios/ and ../shared/conformance/ prints exactly its
+    /// stored transcript (tests/transcripts/).
+    Transcripts {
+        /// Re-record the transcripts after a change of behaviour that is
+        /// meant.
+        #[arg(long)]
+        bless: bool,
+    },
+}
 
 /// One step of a task: a command line, shown before it runs.
 fn run(program: &str, args: &[&str]) -> Result<()> {
@@ -124,12 +130,7 @@ fn ci() -> Result<()> {
 }
 
 /// Runs the transcript test; with `--bless`, re-records the transcripts.
-fn transcripts(mut args: impl Iterator<Item = String>) -> Result<()> {
-    let bless = match args.next().as_deref() {
-        None => false,
-        Some("--bless") => true,
-        Some(other) => bail!("unknown flag {other:?} for `cargo xtask transcripts` (only --bless)"),
-    };
+fn transcripts(bless: bool) -> Result<()> {
     let cargo = cargo();
     let args = ["test", "-p", "nodewarden-sim", "--test", "transcripts"];
     eprintln!("$ {}{cargo} {}", if bless { "NODEWARDEN_BLESS=1 " } else { "" }, args.join(" "));
@@ -145,20 +146,35 @@ fn transcripts(mut args: impl Iterator<Item = String>) -> Result<()> {
 }
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("ci") => ci(),
-        Some("load") => load::load(args),
-        Some("fuzz") => fuzz::fuzz(args),
-        Some("chaos") => chaos::chaos(args),
-        Some("wire") => wire::wire(args),
-        Some("wire-load") => wire_load::wire_load(args),
-        Some("transcripts") => transcripts(args),
-        Some("image") => image::image(args),
-        Some("-h" | "--help") | None => {
-            println!("{USAGE}");
-            Ok(())
+    match Cli::parse().task {
+        Some(Task::Ci) => ci(),
+        Some(Task::Load(a)) => load::load(a),
+        Some(Task::Fuzz(a)) => fuzz::fuzz(a),
+        Some(Task::Chaos(a)) => chaos::chaos(a),
+        Some(Task::Wire(a)) => wire::wire(a),
+        Some(Task::WireLoad(a)) => wire_load::wire_load(a),
+        Some(Task::Transcripts { bless }) => transcripts(bless),
+        Some(Task::Image(a)) => image::image(a),
+        None => Ok(Cli::command().print_help()?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_task_is_named_as_before() {
+        for task in ["ci", "load", "chaos", "wire", "wire-load", "fuzz", "image", "transcripts"] {
+            assert!(Cli::command().find_subcommand(task).is_some(), "{task}");
         }
-        Some(other) => bail!("unknown task {other:?}\n\n{USAGE}"),
+        let bless = Cli::try_parse_from(["xtask", "transcripts", "--bless"]).expect("--bless");
+        assert!(matches!(bless.task, Some(Task::Transcripts { bless: true })));
+        assert!(Cli::try_parse_from(["xtask", "transcripts", "--bliss"]).is_err());
     }
 }

@@ -31,49 +31,63 @@ pub const CI_SCENARIOS: [&str; 13] = [
     "tests/scenarios/74-client-rate-paces-deletions.yaml",
 ];
 
+/// `cargo xtask wire`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WireArgs {
+    /// Scenario files, or directories of them (default: tests/scenarios/
+    /// and ../shared/conformance/).
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// The conformance files and a part of tests/scenarios/: what CI plays.
+    #[arg(long)]
+    ci: bool,
+    /// One JSON object a file instead of the text line.
+    #[arg(long)]
+    json: bool,
+    /// The nodewarden binary (default: built with cargo build --release).
+    #[arg(long, value_name = "PATH")]
+    binary: Option<PathBuf>,
+    /// Clock seconds per real second (1 to 200).
+    #[arg(long, default_value_t = DEFAULT_RATE, value_parser = rate)]
+    rate: f64,
+    /// Files played at once (at least 1).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
+    parallel: usize,
+    /// Keep every file's logs, not only a failed one's.
+    #[arg(long)]
+    keep: bool,
+}
+
+fn rate(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(r) if (1.0..=200.0).contains(&r) => Ok(r),
+        Ok(r) => Err(format!("must be from 1 to 200, got {r}")),
+        Err(_) => Err("needs a number".into()),
+    }
+}
+
+fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("needs a whole number".into()),
+    }
+}
+
 /// Runs `cargo xtask wire [FILE...] [--ci] [--json] [--binary PATH]
 /// [--rate N] [--parallel N] [--keep]`.
-pub fn wire(args: impl Iterator<Item = String>) -> Result<()> {
+pub fn wire(args: WireArgs) -> Result<()> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let root = std::fs::canonicalize(&root).unwrap_or(root);
+    let WireArgs { files: given, ci, json, binary, rate, parallel, keep } = args;
     let mut files: Vec<PathBuf> = Vec::new();
-    let mut json = false;
-    let mut ci = false;
-    let mut binary: Option<PathBuf> = None;
-    let mut rate = DEFAULT_RATE;
-    let mut parallel = 3usize;
-    let mut keep = false;
-    let mut args = args.peekable();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--ci" => ci = true,
-            "--keep" => keep = true,
-            "--binary" => binary = Some(args.next().context("--binary needs a path")?.into()),
-            "--rate" => {
-                rate = args.next().context("--rate needs a number")?.parse().context("--rate needs a number")?;
-                if !(1.0..=200.0).contains(&rate) {
-                    bail!("--rate must be from 1 to 200, got {rate}");
-                }
-            }
-            "--parallel" => {
-                parallel =
-                    args.next().context("--parallel needs a number")?.parse().context("--parallel needs a number")?;
-                if parallel == 0 {
-                    bail!("--parallel must be at least 1");
-                }
-            }
-            flag if flag.starts_with("--") => bail!("unknown flag {flag}"),
-            file => {
-                let path = PathBuf::from(file);
-                if path.is_dir() {
-                    files.extend(nodewarden_wire::scenario_files(&[path]));
-                } else if path.is_file() {
-                    files.push(path);
-                } else {
-                    bail!("{file}: no such file or directory");
-                }
-            }
+    for path in given {
+        if path.is_dir() {
+            files.extend(nodewarden_wire::scenario_files(&[path]));
+        } else if path.is_file() {
+            files.push(path);
+        } else {
+            bail!("{}: no such file or directory", path.display());
         }
     }
     let shared = root.join("../shared/conformance");

@@ -60,7 +60,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use options::{Options, USAGE};
+use options::Options;
+pub(crate) use options::WireLoadArgs;
 
 /// CPU of the server alone, before any controller: the kubelets' renewals
 /// and nothing else.
@@ -147,13 +148,8 @@ async fn stop_signal() -> &'static str {
 /// Runs `cargo xtask wire-load [--nodes N] [--pods-per-node P] [--zones Z]
 /// [--failover [--cold]] [--crash-at SECS] [--run-flag FLAG]...
 /// [--binary PATH] [--keep]`.
-pub fn wire_load(args: impl Iterator<Item = String>) -> Result<()> {
-    let args: Vec<String> = args.collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        return Ok(());
-    }
-    let (report, problems) = measure(args)?;
+pub fn wire_load(args: WireLoadArgs) -> Result<()> {
+    let (report, problems) = measure_options(args.options()?)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     if !problems.is_empty() {
         bail!("wire-load: {}", problems.join("; "));
@@ -166,7 +162,11 @@ pub fn wire_load(args: impl Iterator<Item = String>) -> Result<()> {
 /// makes). Progress on stderr; the logs kept when there are problems (or
 /// with `--keep`). Also `cargo xtask chaos big-zone`'s course.
 pub fn measure(args: Vec<String>) -> Result<(Value, Vec<String>)> {
-    let o = Options::parse(args.into_iter())?;
+    measure_options(Options::parse(args)?)
+}
+
+/// [`measure`] of options already read.
+fn measure_options(o: Options) -> Result<(Value, Vec<String>)> {
     if cfg!(debug_assertions) && o.nodes >= 20_000 {
         eprintln!(
             "wire-load: note: this harness is a debug build and shares the machine with what it measures; \

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use nodewarden_wire::WireError;
-use nodewarden_wire::process::{Proc, ScrapeTimeouts, free_port};
+use nodewarden_harness::http::Timeouts;
+use nodewarden_harness::process::{Proc, ProcessError, free_port};
+use nodewarden_harness::prometheus::named;
 
 use crate::{ChaosError, Scale};
 
@@ -67,52 +68,38 @@ fn dur(d: Duration) -> String {
 
 /// How long a scrape may take: a replica about to be killed is scraped
 /// for what it counted, so it gets time to answer under the trial's load.
-const SCRAPE: ScrapeTimeouts = ScrapeTimeouts { connect: Duration::from_millis(500), read: Duration::from_secs(2) };
+const SCRAPE: Timeouts = Timeouts { connect: Duration::from_millis(500), read: Duration::from_secs(2) };
 
 /// `GET /metrics` of a replica, with this module's timeouts; empty when it
 /// cannot be read.
 fn scrape(addr: SocketAddr) -> String {
-    nodewarden_wire::process::scrape(addr, SCRAPE)
+    nodewarden_harness::http::scrape(addr, SCRAPE)
 }
 
-/// A sample's value, and its labels as `k="v"` text.
-fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
-    text.lines().filter(|l| !l.starts_with('#')).filter_map(move |l| {
-        let rest = l.strip_prefix(name)?;
-        let (labels, value) = match rest.strip_prefix('{') {
-            Some(r) => r.split_once('}').map(|(l, v)| (l, v.trim()))?,
-            None if rest.starts_with(' ') => ("", rest.trim()),
-            None => return None,
-        };
-        Some((labels, value.parse().ok()?))
-    })
-}
-
-fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
-    labels.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix("=\"")?.strip_suffix('"'))
+/// A counter's value, summed over its label sets, as a whole number.
+fn total(metrics: &str, name: &str) -> u64 {
+    named(metrics, name).map(|s| s.value as u64).sum()
 }
 
 impl Scraped {
     fn add(&mut self, metrics: &str, log: &str) {
-        self.interlock_refusals +=
-            samples(metrics, "nodewarden_safety_interlock_blocked_total").map(|(_, v)| v as u64).sum::<u64>();
-        self.withdrawn += samples(metrics, "nodewarden_writes_withdrawn_total").map(|(_, v)| v as u64).sum::<u64>();
+        self.interlock_refusals += total(metrics, "nodewarden_safety_interlock_blocked_total");
+        self.withdrawn += total(metrics, "nodewarden_writes_withdrawn_total");
         // Per class: the count, and each bucket's cumulative count; the
         // highest bucket in use is the smallest bound already holding the
         // whole count.
-        let counts: BTreeMap<&str, f64> = samples(metrics, "nodewarden_write_lag_seconds_count")
-            .filter_map(|(l, v)| Some((label(l, "class")?, v)))
+        let counts: BTreeMap<String, f64> = named(metrics, "nodewarden_write_lag_seconds_count")
+            .filter_map(|s| Some((s.label("class")?.to_string(), s.value)))
             .collect();
         for (class, count) in counts {
             if count == 0.0 {
                 continue;
             }
-            let bound = samples(metrics, "nodewarden_write_lag_seconds_bucket")
-                .filter(|(l, _)| label(l, "class") == Some(class))
-                .filter(|(_, v)| *v >= count)
-                .filter_map(|(l, _)| label(l, "le")?.parse::<f64>().ok())
+            let bound = named(metrics, "nodewarden_write_lag_seconds_bucket")
+                .filter(|s| s.label("class") == Some(class.as_str()) && s.value >= count)
+                .filter_map(|s| s.label("le")?.parse::<f64>().ok())
                 .fold(f64::INFINITY, f64::min);
-            let e = self.write_lag_max.entry(class.to_string()).or_insert(0.0);
+            let e = self.write_lag_max.entry(class).or_insert(0.0);
             *e = e.max(bound);
         }
         if log.contains("leadership lost") {
@@ -171,7 +158,7 @@ impl Replicas {
             .env("RUST_LOG", "info")
             .stdout(Stdio::null());
         let proc = Proc::spawn(cmd, format!("nodewarden run (replica {n})"), log).map_err(|e| match e {
-            WireError::Io { what, source } => ChaosError::Io { what, source },
+            ProcessError::Io { what, source } => ChaosError::Io { what, source },
             other => ChaosError::Replica(other.to_string()),
         })?;
         self.scraped.started += 1;
@@ -226,7 +213,7 @@ impl Replicas {
             for (i, r) in self.running.iter().enumerate() {
                 let addr = r.addr;
                 let metrics = tokio::task::spawn_blocking(move || scrape(addr)).await.unwrap_or_default();
-                if samples(&metrics, "leader_election_master_status").any(|(_, v)| v == 1.0) {
+                if named(&metrics, "leader_election_master_status").any(|s| s.value == 1.0) {
                     return Some(i);
                 }
             }

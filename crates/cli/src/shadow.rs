@@ -2,13 +2,14 @@
 //! and prints the comparison with kube-controller-manager as a table, with
 //! an HTML page beside it on request (`--html FILE`).
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::Write;
+use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
+use nodewarden_harness::http::{self, Timeouts};
 use nodewarden_shadow::Summary;
 
 /// `nodewarden shadow ...`.
@@ -89,28 +90,23 @@ fn get(url: &str, path: &str) -> anyhow::Result<String> {
         .with_context(|| format!("--url {url}: cannot resolve {host} (is the port given?)"))?
         .next()
         .ok_or_else(|| anyhow!("--url {url}: {host} resolves to no address"))?;
-    let mut sock =
-        TcpStream::connect_timeout(&addr, TIMEOUT).with_context(|| format!("connecting to {url} ({addr})"))?;
-    sock.set_read_timeout(Some(TIMEOUT))?;
-    sock.write_all(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())
-        .with_context(|| format!("asking {url}{path}"))?;
-    let mut answer = String::new();
-    sock.read_to_string(&mut answer).with_context(|| format!("reading {url}{path}"))?;
-    let (head, body) = answer.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}{path}: not an HTTP answer"))?;
-    let status = head.lines().next().unwrap_or_default();
-    let code = status.split_whitespace().nth(1).unwrap_or_default();
-    if code != "200" {
+    let answer = http::get(addr, host, path, Timeouts { connect: TIMEOUT, read: TIMEOUT })
+        .with_context(|| format!("{url}{path} ({addr})"))?;
+    if answer.code != 200 {
+        let body = &answer.body;
         let why = serde_json::from_str::<serde_json::Value>(body)
             .ok()
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
             .unwrap_or_else(|| body.trim().chars().take(200).collect());
-        bail!("{url}{path} answered {status}: {why}");
+        bail!("{url}{path} answered {}: {why}", answer.status);
     }
-    Ok(body.to_string())
+    Ok(answer.body)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+
     use super::*;
 
     #[test]

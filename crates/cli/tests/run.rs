@@ -242,16 +242,11 @@ fn refused_kubeconfig(test: &str) -> (std::path::PathBuf, String) {
 
 /// One plain HTTP GET: (status code, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the replica");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    // One write: the replica reads a request in one go.
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes()).expect("send");
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    let code = answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (code, body)
+    use nodewarden_harness::http::{self, Timeouts};
+    let sock = addr.parse().expect("the replica's address");
+    let t = Timeouts { connect: Duration::from_secs(5), read: Duration::from_secs(5) };
+    let answer = http::get(sock, addr, path, t).unwrap_or_else(|e| panic!("GET {path} from the replica: {e}"));
+    (answer.code, answer.body)
 }
 
 /// Reads a child's stderr on a thread, a line at a time.

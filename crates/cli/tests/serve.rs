@@ -72,7 +72,7 @@ fn serves_and_writes_a_kubeconfig() {
 /// `--plain-http`: today's plain HTTP without authentication, on request.
 #[test]
 fn plain_http_serves_plain_http_without_credentials() {
-    use std::io::{Read, Write};
+    use nodewarden_harness::http::{self, Timeouts};
     let path = std::env::temp_dir().join(format!("nodewarden-cli-serve-plain-{}.kubeconfig", std::process::id()));
     let mut child = match nodewarden()
         .args(["sim", "--serve", "127.0.0.1:0", "--plain-http", "--nodes", "2", "--zones", "1", "--pods-per-node", "1"])
@@ -97,16 +97,11 @@ fn plain_http_serves_plain_http_without_credentials() {
         .map(str::to_string)
         .unwrap_or_else(|| panic!("no plain HTTP server in the kubeconfig ({line}):\n{text}"));
     assert!(text.contains("  user: {}\n") && !text.contains("certificate-authority-data"), "{text}");
-    let reply = (|| -> std::io::Result<String> {
-        let mut s = std::net::TcpStream::connect(&addr)?;
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-        write!(s, "GET /api/v1/nodes HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
-        let mut reply = String::new();
-        s.read_to_string(&mut reply)?;
-        Ok(reply)
-    })();
+    let ten = std::time::Duration::from_secs(10);
+    let sock = addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
+    let reply = http::get(sock, &addr, "/api/v1/nodes", Timeouts { connect: ten, read: ten });
     let _ = child.kill();
     let _ = child.wait();
     let reply = reply.unwrap_or_else(|e| panic!("GET over plain HTTP: {e}"));
-    assert!(reply.starts_with("HTTP/1.1 200") && reply.contains("\"kind\":\"NodeList\""), "{reply}");
+    assert!(reply.code == 200 && reply.body.contains("\"kind\":\"NodeList\""), "{reply:?}");
 }

@@ -20,7 +20,7 @@ use crate::action::{ActionId, ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::metric_names;
 use crate::monitor::{Health, NodeTimers, ZoneCounts};
-use crate::observation::{NodeSnapshot, Observation, WriteOutcome};
+use crate::observation::{NodeSnapshot, ObjectKind, Observation, WriteOutcome};
 use crate::queue::RateLimitedTimedQueue;
 use crate::reschedule::SchedFacts;
 use crate::resources::*;
@@ -131,7 +131,7 @@ fn upsert_node(world: &mut World, mut snap: NodeSnapshot) {
     let existing = world.resource::<NodeIndex>().0.get(snap.name.as_str()).copied();
     let (held, retake) = match existing {
         Some(e) => world.get::<ObservedNode>(e).map_or((None, false), |o| (Some(o.version), o.retake)),
-        None => (world.resource::<Tombstones>().version(true, &snap.name), false),
+        None => (world.resource::<Tombstones>().version(ObjectKind::Node, &snap.name), false),
     };
     if let Some(held) = held
         && is_stale(snap.version, held)
@@ -314,7 +314,7 @@ fn delete_node(world: &mut World, name: &str) {
     };
     if let Some(version) = world.get::<ObservedNode>(e).map(|o| o.version) {
         let now = world.resource::<Now>().0;
-        world.resource_mut::<Tombstones>().bury(now, true, name, version);
+        world.resource_mut::<Tombstones>().bury(now, ObjectKind::Node, name, version);
     }
     if let Some(in_zone) = world.get::<InZone>(e).copied() {
         move_out_of_zone(world, e, in_zone.zone);

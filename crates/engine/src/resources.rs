@@ -20,6 +20,8 @@ use bevy_ecs::prelude::*;
 use hashbrown::HashTable;
 use nodewarden_model::{CompactName, ConditionStatus, ControllerConfig, PodKey, Span, Timestamp, Toleration, ZoneKey};
 
+use crate::observation::ObjectKind;
+
 mod outbox;
 
 pub use outbox::Outbox;
@@ -322,13 +324,13 @@ pub struct ZoneIndex {
 /// that a late event about one (a watch event older than the answer that
 /// told of its deletion) does not bring it back. Kept only for versioned
 /// objects; an object created again under the name has a newer version and
-/// is taken in.
+/// is taken in. Leases and budgets are not kept: a late one does no harm.
 #[derive(Resource, Debug, Default)]
 pub struct Tombstones {
     nodes: HashMap<Box<str>, u64>,
     pods: HashMap<Box<str>, u64>,
-    /// Burial order, for letting them go: (when, a node, the key).
-    order: std::collections::VecDeque<(Timestamp, bool, Box<str>)>,
+    /// Burial order, for letting them go: (when, the kind, the key).
+    order: std::collections::VecDeque<(Timestamp, ObjectKind, Box<str>)>,
 }
 
 impl Tombstones {
@@ -336,9 +338,9 @@ impl Tombstones {
     /// watch event is late.
     pub const KEPT: Span = Span::from_secs(300);
 
-    /// The node (`node`) or pod named `key` was deleted at `now`, last seen
-    /// at `version`.
-    pub fn bury(&mut self, now: Timestamp, node: bool, key: &str, version: u64) {
+    /// The object of `kind` named `key` was deleted at `now`, last seen at
+    /// `version` (nothing is kept of a Lease or a budget).
+    pub fn bury(&mut self, now: Timestamp, kind: ObjectKind, key: &str, version: u64) {
         if version == 0 {
             return;
         }
@@ -346,24 +348,38 @@ impl Tombstones {
             && *at + Self::KEPT <= now
         {
             let kind = *kind;
-            if let Some((_, _, old)) = self.order.pop_front() {
-                let map = if kind { &mut self.nodes } else { &mut self.pods };
+            if let Some((_, _, old)) = self.order.pop_front()
+                && let Some(map) = self.kept_mut(kind)
+            {
                 map.remove(&old);
             }
         }
-        let map = if node { &mut self.nodes } else { &mut self.pods };
+        let Some(map) = self.kept_mut(kind) else { return };
         map.insert(key.into(), version);
-        self.order.push_back((now, node, key.into()));
+        self.order.push_back((now, kind, key.into()));
     }
 
-    /// The version the node (`node`) or pod named `key` had when it was
+    /// The version the object of `kind` named `key` had when it was
     /// deleted, if that was lately.
-    pub fn version(&self, node: bool, key: &str) -> Option<u64> {
-        let map = if node { &self.nodes } else { &self.pods };
+    pub fn version(&self, kind: ObjectKind, key: &str) -> Option<u64> {
+        let map = match kind {
+            ObjectKind::Node => &self.nodes,
+            ObjectKind::Pod => &self.pods,
+            ObjectKind::Lease | ObjectKind::Budget => return None,
+        };
         if map.is_empty() {
             return None;
         }
         map.get(key).copied()
+    }
+
+    /// Where the versions of `kind` are kept, if they are.
+    fn kept_mut(&mut self, kind: ObjectKind) -> Option<&mut HashMap<Box<str>, u64>> {
+        match kind {
+            ObjectKind::Node => Some(&mut self.nodes),
+            ObjectKind::Pod => Some(&mut self.pods),
+            ObjectKind::Lease | ObjectKind::Budget => None,
+        }
     }
 }
 

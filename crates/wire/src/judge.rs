@@ -15,6 +15,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
+use nodewarden_harness::prometheus::named;
 use nodewarden_model::{ConditionStatus, PodScheduling, Span, Timestamp, ZoneKey, ZoneState};
 use nodewarden_objects::{Detail, Reader, TimeBase};
 use nodewarden_sim::{ExpectRecord, Observed, Scenario, SimPod, evaluate};
@@ -239,10 +240,10 @@ pub fn zones_from_metrics(text: &str) -> Vec<ZoneReport> {
             .key
             .clone()
     };
-    for (labels, value) in samples(text, "nodewarden_zone_state") {
-        let (Some(zone), Some(state)) = (label(labels, "zone"), label(labels, "state")) else { continue };
+    for s in named(text, "nodewarden_zone_state") {
+        let (Some(zone), Some(state)) = (s.label("zone"), s.label("state")) else { continue };
         entry(&mut zones, zone);
-        if value == 1.0
+        if s.value == 1.0
             && let Some(z) = zones.get_mut(zone)
         {
             z.state = [ZoneState::Initial, ZoneState::Normal, ZoneState::PartialDisruption, ZoneState::FullDisruption]
@@ -250,42 +251,16 @@ pub fn zones_from_metrics(text: &str) -> Vec<ZoneReport> {
                 .find(|s| s.as_str() == state);
         }
     }
-    for (labels, value) in samples(text, "nodewarden_zone_rate") {
-        let Some(zone) = label(labels, "zone") else { continue };
+    for s in named(text, "nodewarden_zone_rate") {
+        let Some(zone) = s.label("zone") else { continue };
         entry(&mut zones, zone);
         if let Some(z) = zones.get_mut(zone) {
-            z.rate = value;
+            z.rate = s.value;
         }
     }
     let mut out: Vec<ZoneReport> = zones.into_values().collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out
-}
-
-/// A sample's labels (as `k="v",...` text) and value.
-/// The sum of every sample of the metric `name` in a `/metrics` page
-/// (over all its label sets); 0 when it has none.
-pub fn metric_sum(text: &str, name: &str) -> f64 {
-    samples(text, name).map(|(_, v)| v).sum()
-}
-
-fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
-    text.lines().filter(|l| !l.starts_with('#')).filter_map(move |l| {
-        let rest = l.strip_prefix(name)?;
-        let (labels, value) = match rest.strip_prefix('{') {
-            Some(r) => r.rsplit_once('}').map(|(l, v)| (l, v.trim()))?,
-            None if rest.starts_with(' ') => ("", rest.trim()),
-            None => return None,
-        };
-        Some((labels, value.parse().ok()?))
-    })
-}
-
-fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
-    labels.split("\",").find_map(|kv| {
-        let kv = kv.trim_start_matches(',');
-        kv.strip_prefix(key)?.strip_prefix("=\"").map(|v| v.trim_end_matches('"'))
-    })
 }
 
 /// The verdict on one file's expectations.
@@ -397,18 +372,6 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_metric_is_summed_over_its_labels() {
-        let page = "# TYPE nodewarden_write_queue_depth gauge\n\
-                    nodewarden_write_queue_depth{class=\"node\"} 3\n\
-                    nodewarden_write_queue_depth{class=\"pod_status\"} 40\n\
-                    nodewarden_write_queue_depth_other 7\n\
-                    nodewarden_up 1\n";
-        assert_eq!(metric_sum(page, "nodewarden_write_queue_depth"), 43.0);
-        assert_eq!(metric_sum(page, "nodewarden_up"), 1.0);
-        assert_eq!(metric_sum(page, "nodewarden_absent"), 0.0);
-    }
 
     #[test]
     fn zones_are_read_from_metrics() {

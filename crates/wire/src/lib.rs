@@ -8,7 +8,8 @@
 //! served cluster held and when (its journal) and the zone states and
 //! rates the controller's `/metrics` showed, with replay's own checks
 //! ([`judge`]). The processes are started, watched and killed by
-//! [`process`], which `cargo xtask wire-load` and the chaos trials share.
+//! [`nodewarden_harness::process`], which `cargo xtask wire-load` and the
+//! chaos trials share.
 //!
 //! Time is compressed by one clock both processes share
 //! ([`nodewarden_model::wall`]): every duration of the file, every flag,
@@ -21,10 +22,6 @@
 mod flags;
 mod judge;
 mod play;
-pub mod process;
-
-/// Read by `cargo xtask wire-load` too: one reading of a `/metrics` page.
-pub use judge::metric_sum;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -46,9 +43,12 @@ pub enum WireError {
         /// Why it failed.
         source: std::io::Error,
     },
-    /// A process ended too early or never served.
+    /// A process ended too early.
+    #[error(transparent)]
+    Process(#[from] nodewarden_harness::process::ProcessError),
+    /// The server never said it served.
     #[error("{0}")]
-    Process(String),
+    NotServing(String),
     /// The file is not a valid scenario.
     #[error("invalid scenario: {0}")]
     Scenario(String),

@@ -23,9 +23,11 @@ use nodewarden_model::Timestamp;
 use nodewarden_model::wall::{self, Dilation};
 use nodewarden_sim::{EventAction, Scenario};
 
+use nodewarden_harness::http::{Timeouts, scrape};
+use nodewarden_harness::process::{Proc, free_port, tail};
+
 use crate::WireError;
 use crate::judge::zones_from_metrics;
-use crate::process::{Proc, ScrapeTimeouts, free_port, scrape, tail};
 
 /// What a play left to judge.
 pub struct Played {
@@ -59,7 +61,7 @@ const LEAD: Duration = Duration::from_millis(2500);
 
 /// How long a scrape of a controller may take: short, since the loop that
 /// kills a controller at its instant waits for it.
-const SCRAPE: ScrapeTimeouts = ScrapeTimeouts { connect: Duration::from_millis(50), read: Duration::from_millis(100) };
+const SCRAPE: Timeouts = Timeouts { connect: Duration::from_millis(50), read: Duration::from_millis(100) };
 
 /// A controller process and where its metrics are.
 struct Controller {
@@ -192,7 +194,7 @@ fn start_server(
                 Some(Ok(_)) => {}
                 _ => {
                     server.check()?;
-                    return Err(WireError::Process(format!(
+                    return Err(WireError::NotServing(format!(
                         "sim --serve wrote no kubeconfig; the end of {}:\n{}",
                         server_log.display(),
                         tail(&server_log)

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
+use nodewarden_harness::process::unix_nanos;
 use nodewarden_objects::parse_rfc3339;
-use nodewarden_wire::process::unix_nanos;
 use serde_json::Value;
 
 use super::api::Api;

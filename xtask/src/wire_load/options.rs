@@ -1,12 +1,11 @@
-//! `cargo xtask wire-load`'s arguments: read by hand, as every xtask
-//! reads its own (no argument parser in xtask), with `--help`'s text
-//! beside the reader so the two change together.
+//! `cargo xtask wire-load`'s arguments: clap reads each flag, and
+//! [`WireLoadArgs::options`] checks the ones that go together.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, bail};
+use clap::Parser;
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,49 +65,76 @@ impl Default for Options {
     }
 }
 
-pub(super) fn number<T: FromStr>(flag: &str, value: Option<String>) -> Result<T> {
-    let value = value.with_context(|| format!("{flag} needs a number"))?;
-    value.parse().map_err(|_| anyhow!("{flag} needs a whole number, got {value:?}"))
+/// `cargo xtask wire-load`'s flags, as given; [`WireLoadArgs::options`]
+/// checks them together.
+#[derive(Debug, Parser)]
+#[command(after_help = "Figures and what each key means: docs/run.md (\"Measured\").")]
+pub(crate) struct WireLoadArgs {
+    /// Nodes of the served cluster.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    nodes: usize,
+    /// Pods a node.
+    #[arg(long, value_name = "P", default_value_t = 30)]
+    pods_per_node: usize,
+    /// Zones.
+    #[arg(long, value_name = "Z", default_value_t = 3)]
+    zones: usize,
+    /// When 1% of the nodes crash, in seconds after the server's launch
+    /// (20 to 3600).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    crash_at: u64,
+    /// Instead of the crash: the first zone loses the API server at
+    /// --crash-at.
+    #[arg(long)]
+    zone_outage: bool,
+    /// With --zone-outage: the zone gets it back this long after, in
+    /// seconds (60 to 3600) [default: 240].
+    #[arg(long, value_name = "SECS")]
+    outage: Option<u64>,
+    /// With --zone-outage: the served cluster's default
+    /// unreachable/not-ready tolerationSeconds for pods without their own
+    /// [default: 60].
+    #[arg(long, value_name = "SECS")]
+    toleration: Option<u64>,
+    /// Two replicas with leader election; the leader is SIGKILLed 5 s
+    /// after the crash.
+    #[arg(long)]
+    failover: bool,
+    /// With --failover: the standby is cold (--warm-standby=false).
+    #[arg(long)]
+    cold: bool,
+    /// An extra flag for every nodewarden run replica (repeatable).
+    #[arg(long = "run-flag", value_name = "FLAG", allow_hyphen_values = true)]
+    run_flags: Vec<String>,
+    /// The nodewarden binary (default: built with cargo build --release).
+    #[arg(long, value_name = "PATH")]
+    binary: Option<PathBuf>,
+    /// The nodewarden binary that serves the cluster (default: --binary's);
+    /// to measure an older run against today's server.
+    #[arg(long, value_name = "PATH")]
+    server_binary: Option<PathBuf>,
+    /// Keep the log directory.
+    #[arg(long)]
+    keep: bool,
 }
 
-impl Options {
-    /// Reads `--flag VALUE` and `--flag=VALUE`.
-    pub(super) fn parse(args: impl Iterator<Item = String>) -> Result<Options> {
-        let mut o = Options::default();
-        let (mut zone_outage, mut outage, mut toleration) = (false, None, None);
-        let mut args = args.peekable();
-        while let Some(arg) = args.next() {
-            let (flag, mut inline) = match arg.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-                _ => (arg.clone(), None),
-            };
-            let mut value = || inline.take().or_else(|| args.next());
-            match flag.as_str() {
-                "--nodes" => o.nodes = number("--nodes", value())?,
-                "--pods-per-node" => o.pods_per_node = number("--pods-per-node", value())?,
-                "--zones" => o.zones = number("--zones", value())?,
-                "--crash-at" => o.crash_at = Duration::from_secs(number("--crash-at", value())?),
-                "--binary" => o.binary = Some(value().context("--binary needs a path")?.into()),
-                "--server-binary" => {
-                    o.server_binary = Some(value().context("--server-binary needs a path")?.into());
-                }
-                "--outage" => outage = Some(Duration::from_secs(number("--outage", value())?)),
-                "--toleration" => toleration = Some(Duration::from_secs(number("--toleration", value())?)),
-                "--run-flag" => o.run_flags.push(value().context("--run-flag needs a flag for `nodewarden run`")?),
-                "--failover" | "--cold" | "--keep" | "--zone-outage" => {
-                    if inline.is_some() {
-                        bail!("{flag} takes no value");
-                    }
-                    match flag.as_str() {
-                        "--failover" => o.failover = true,
-                        "--cold" => o.cold = true,
-                        "--zone-outage" => zone_outage = true,
-                        _ => o.keep = true,
-                    }
-                }
-                other => bail!("unknown flag {other:?} for `cargo xtask wire-load`\n\n{USAGE}"),
-            }
-        }
+impl WireLoadArgs {
+    /// The options, once the flags agree with one another.
+    pub(super) fn options(self) -> Result<Options> {
+        let secs = Duration::from_secs;
+        let o = Options {
+            nodes: self.nodes,
+            pods_per_node: self.pods_per_node,
+            zones: self.zones,
+            failover: self.failover,
+            cold: self.cold,
+            binary: self.binary,
+            keep: self.keep,
+            crash_at: secs(self.crash_at),
+            run_flags: self.run_flags,
+            incident: Incident::NodeCrash,
+            server_binary: self.server_binary,
+        };
         if o.nodes == 0 {
             bail!("--nodes must be at least 1");
         }
@@ -121,45 +147,31 @@ impl Options {
         if o.cold && !o.failover {
             bail!("--cold is the standby's kind: it needs --failover");
         }
-        if zone_outage {
-            if o.failover {
-                bail!("--zone-outage with --failover is not measured yet: run them apart");
+        if !self.zone_outage {
+            if self.outage.is_some() || self.toleration.is_some() {
+                bail!("--outage and --toleration shape the zone outage: they need --zone-outage");
             }
-            let outage = outage.unwrap_or(DEFAULT_OUTAGE);
-            if !(60..=3600).contains(&outage.as_secs()) {
-                bail!("--outage must be from 60 to 3600 seconds, got {}", outage.as_secs());
-            }
-            o.incident = Incident::ZoneOutage { outage, toleration: toleration.unwrap_or(DEFAULT_TOLERATION) };
-        } else if outage.is_some() || toleration.is_some() {
-            bail!("--outage and --toleration shape the zone outage: they need --zone-outage");
+            return Ok(o);
         }
-        Ok(o)
+        if o.failover {
+            bail!("--zone-outage with --failover is not measured yet: run them apart");
+        }
+        let outage = self.outage.map_or(DEFAULT_OUTAGE, secs);
+        if !(60..=3600).contains(&outage.as_secs()) {
+            bail!("--outage must be from 60 to 3600 seconds, got {}", outage.as_secs());
+        }
+        let toleration = self.toleration.map_or(DEFAULT_TOLERATION, secs);
+        Ok(Options { incident: Incident::ZoneOutage { outage, toleration }, ..o })
     }
 }
 
-/// What `cargo xtask wire-load --help` prints.
-pub(super) const USAGE: &str = "\
-cargo xtask wire-load: nodewarden sim --serve and nodewarden run on loopback, through a node crash
-or a zone outage;
-one JSON report on stdout (memory, CPU, sync, Lease watch lag, detection, taint, takeover), progress on stderr
-
-  --nodes N           nodes of the served cluster (1000)
-  --pods-per-node P   pods a node (30)
-  --zones Z           zones (3)
-  --crash-at SECS     when 1% of the nodes crash, after the server's launch (60; 20 to 3600)
-  --zone-outage       instead of the crash: the first zone loses the API server at --crash-at
-  --outage SECS       with --zone-outage: the zone gets it back this long after (240; 60 to 3600)
-  --toleration SECS   with --zone-outage: the served cluster's default unreachable/not-ready
-                      tolerationSeconds for pods without their own (60)
-  --failover          two replicas with leader election; the leader is SIGKILLed 5 s after the crash
-  --cold              with --failover: the standby is cold (--warm-standby=false)
-  --run-flag FLAG     an extra flag for every nodewarden run replica (repeatable)
-  --binary PATH       the nodewarden binary (default: built with cargo build --release)
-  --server-binary P   the nodewarden binary that serves the cluster (default: --binary's);
-                      to measure an older run against today's server
-  --keep              keep the log directory
-
-Figures and what each key means: docs/run.md (\"Measured\").";
+impl Options {
+    /// Reads wire-load's flags from `args` (without the task's name): what
+    /// `cargo xtask chaos big-zone` hands it.
+    pub(super) fn parse(args: impl IntoIterator<Item = String>) -> Result<Options> {
+        WireLoadArgs::try_parse_from(std::iter::once("wire-load".to_string()).chain(args))?.options()
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -174,6 +186,8 @@ mod tests {
         assert_eq!(args("").expect("defaults"), Options::default());
         let o = args("--nodes=10000 --pods-per-node 30 --failover --cold --crash-at 90 --run-flag=--kube-api-qps=50")
             .expect("flags");
+        let o2 = args("--run-flag --kube-api-qps=50 --run-flag --kube-api-burst=100").expect("a flag as the value");
+        assert_eq!(o2.run_flags, ["--kube-api-qps=50", "--kube-api-burst=100"]);
         assert_eq!((o.nodes, o.pods_per_node, o.failover, o.cold), (10000, 30, true, true));
         assert_eq!(o.crash_at, Duration::from_secs(90));
         assert_eq!(o.run_flags, vec!["--kube-api-qps=50".to_string()]);
@@ -186,13 +200,13 @@ mod tests {
         assert_eq!(o.incident, Incident::ZoneOutage { outage: DEFAULT_OUTAGE, toleration: DEFAULT_TOLERATION });
         for (line, says) in [
             ("--cold", "needs --failover"),
-            ("--nodes ten", "--nodes needs a whole number, got \"ten\""),
-            ("--nodes", "--nodes needs a number"),
+            ("--nodes ten", "invalid value 'ten' for '--nodes <N>'"),
+            ("--nodes", "a value is required for '--nodes <N>'"),
             ("--nodes 0", "at least 1"),
             ("--nodes 2 --zones 3", "--zones must be from 1 to --nodes (2)"),
             ("--crash-at 5", "--crash-at must be from 20"),
-            ("--keep=yes", "--keep takes no value"),
-            ("--speed 2", "unknown flag \"--speed\""),
+            ("--keep=yes", "unexpected value 'yes' for '--keep'"),
+            ("--speed 2", "unexpected argument '--speed'"),
             ("--outage 300", "they need --zone-outage"),
             ("--zone-outage --failover", "not measured yet"),
             ("--zone-outage --outage 10", "--outage must be from 60"),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use kube::core::params::ListParams;
-use nodewarden_wire::process::unix_nanos;
+use nodewarden_harness::process::unix_nanos;
 use serde_json::Value;
 
 use super::api::{Api, NODE_LEASES, PAGE};

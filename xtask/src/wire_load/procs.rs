@@ -1,5 +1,5 @@
 //! The processes wire-load measures: the served cluster and the `run`
-//! replicas (started through `nodewarden_wire::process`, killed when
+//! replicas (started through `nodewarden_harness::process`, killed when
 //! dropped), and the reading of their JSON logs for the moments the
 //! timeline waits for.
 
@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use nodewarden_harness::process::{self, Proc, free_port};
 use nodewarden_objects::parse_rfc3339;
-use nodewarden_wire::process::{self, Proc, free_port};
 use serde_json::Value;
 
 use super::options::Options;

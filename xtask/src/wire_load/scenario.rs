@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nodewarden_wire::process::{self, unix_nanos};
+use nodewarden_harness::process::{self, unix_nanos};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 

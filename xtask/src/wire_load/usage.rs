@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use anyhow::{Context, Result};
-use nodewarden_wire::process::Proc;
+use nodewarden_harness::process::Proc;
 
 /// Memory and CPU of a process so far, from `/proc`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

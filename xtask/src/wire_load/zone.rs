@@ -319,7 +319,7 @@ impl ZoneWatch {
     pub(super) async fn look(
         &mut self,
         api: &super::api::Api,
-        run: &nodewarden_wire::process::Proc,
+        run: &nodewarden_harness::process::Proc,
         metrics: std::net::SocketAddr,
         tick: f64,
         newly: Vec<(String, i64)>,
@@ -329,15 +329,17 @@ impl ZoneWatch {
             let rss = super::usage::usage(run, tick)?.rss;
             self.rss_at_outage.get_or_insert(rss);
             self.rss_max = self.rss_max.max(rss);
-            let timeouts = nodewarden_wire::process::ScrapeTimeouts {
+            let timeouts = nodewarden_harness::http::Timeouts {
                 connect: std::time::Duration::from_secs(1),
                 read: std::time::Duration::from_secs(2),
             };
-            let page = tokio::task::spawn_blocking(move || nodewarden_wire::process::scrape(metrics, timeouts))
+            let page = tokio::task::spawn_blocking(move || nodewarden_harness::http::scrape(metrics, timeouts))
                 .await
                 .unwrap_or_default();
-            self.queue_max = self.queue_max.max(nodewarden_wire::metric_sum(&page, "nodewarden_write_queue_depth"));
-            self.wanted_max = self.wanted_max.max(nodewarden_wire::metric_sum(&page, "nodewarden_writes_wanted"));
+            self.queue_max =
+                self.queue_max.max(nodewarden_harness::prometheus::sum(&page, "nodewarden_write_queue_depth"));
+            self.wanted_max =
+                self.wanted_max.max(nodewarden_harness::prometheus::sum(&page, "nodewarden_writes_wanted"));
             self.samples += 1;
         }
         for (node, added) in newly {

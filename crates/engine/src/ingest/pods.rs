@@ -12,7 +12,7 @@ use tracing::debug;
 use crate::action::{EventType, ObjectRef};
 use crate::components::*;
 use crate::metric_names;
-use crate::observation::{Observation, PodSnapshot};
+use crate::observation::{ObjectKind, Observation, PodSnapshot};
 use crate::reschedule::SchedFacts;
 use crate::resources::*;
 
@@ -150,7 +150,7 @@ impl PodRun {
                 }
             }
             Err(place) => {
-                if let Some(held) = world.resource::<Tombstones>().version(false, &snap.key)
+                if let Some(held) = world.resource::<Tombstones>().version(ObjectKind::Pod, &snap.key)
                     && is_stale(snap.version, held)
                 {
                     debug!(pod = %snap.key, version = snap.version, held, "snapshot of a pod deleted since; passed over");
@@ -255,7 +255,7 @@ pub(super) fn delete_pod(world: &mut World, key: &str) {
     let Some(e) = removed else { return };
     if let Some(version) = world.get::<Pod>(e).map(|p| p.version) {
         let now = world.resource::<Now>().0;
-        world.resource_mut::<Tombstones>().bury(now, false, key, version);
+        world.resource_mut::<Tombstones>().bury(now, ObjectKind::Pod, key, version);
     }
     let node = world.get::<Pod>(e).and_then(|p| p.node.clone());
     world.resource_mut::<PodIndex>().rebind(e, node.as_deref(), None, || 0);

@@ -2,21 +2,52 @@
 //! `nodewarden run` started as users start them, watched while a trial
 //! runs, read over loopback, and never left behind.
 //!
-//! `cargo xtask wire` ([`crate::play`]), `cargo xtask wire-load` and the
-//! chaos trials all do this; one copy keeps their rules the same: a
-//! process's stderr goes to its own log file (the tail of which is what a
-//! failure shows), its stdin is closed, it is SIGKILLed and reaped when
-//! its handle is dropped (on an error or a panic too), and a process that
-//! cannot be asked whether it still runs counts as a failure rather than
-//! as running.
+//! `cargo xtask wire`, `cargo xtask wire-load` and the chaos trials all do
+//! this; one copy keeps their rules the same: a process's stderr goes to
+//! its own log file (the tail of which is what a failure shows), its stdin
+//! is closed, it is SIGKILLed and reaped when its handle is dropped (on an
+//! error or a panic too), and a process that cannot be asked whether it
+//! still runs counts as a failure rather than as running.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdout, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::process::{ChildStdout, Command, ExitStatus, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::WireError;
+/// Why a process could not be started, or is no longer running: each
+/// names the process, so a harness with several can pass it on as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// Its log could not be created, or the program not started.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// It exited: its status and the end of its log, its last words.
+    #[error("{what} exited ({status}); the end of {}:\n{tail}", log.display())]
+    Exited {
+        /// The process, as [`Proc::what`] names it.
+        what: String,
+        /// How it ended.
+        status: ExitStatus,
+        /// Its stderr's file.
+        log: PathBuf,
+        /// The last lines of it ([`tail`]).
+        tail: String,
+    },
+    /// It cannot be asked whether it runs, which a harness treats as an
+    /// exit: a process it cannot watch is no process it can trust.
+    #[error("{what}: cannot tell whether it runs: {source}")]
+    Unknown {
+        /// The process.
+        what: String,
+        /// Why it could not be asked.
+        source: std::io::Error,
+    },
+}
 
 /// Lines of a log that a failure shows: enough for a panic's message or
 /// the last few requests, short enough to read in a CI log.
@@ -36,14 +67,16 @@ impl Proc {
     /// file at `log` (stdout is left as `cmd` says: a harness that reads
     /// what the process prints pipes it, one that does not sends it to
     /// `Stdio::null()`). `what` names the process in every error.
-    pub fn spawn(mut cmd: Command, what: impl Into<String>, log: PathBuf) -> Result<Proc, WireError> {
+    pub fn spawn(mut cmd: Command, what: impl Into<String>, log: PathBuf) -> Result<Proc, ProcessError> {
         let what = what.into();
-        let file = std::fs::File::create(&log).map_err(|e| WireError::io(format!("creating {}", log.display()), e))?;
+        let file = std::fs::File::create(&log)
+            .map_err(|source| ProcessError::Io { what: format!("creating {}", log.display()), source })?;
         cmd.stdin(Stdio::null()).stderr(file);
         let spawned_unix_nanos = unix_nanos();
-        let child = cmd
-            .spawn()
-            .map_err(|e| WireError::io(format!("starting {}", Path::new(cmd.get_program()).display()), e))?;
+        let child = cmd.spawn().map_err(|source| ProcessError::Io {
+            what: format!("starting {}", Path::new(cmd.get_program()).display()),
+            source,
+        })?;
         Ok(Proc { child, what, log, spawned_unix_nanos })
     }
 
@@ -77,16 +110,16 @@ impl Proc {
     /// An error naming the process and the end of its log once it has
     /// exited (or cannot be asked), so a harness that checks between
     /// steps stops at the first process that died, with its last words.
-    pub fn check(&mut self) -> Result<(), WireError> {
+    pub fn check(&mut self) -> Result<(), ProcessError> {
         match self.child.try_wait() {
-            Ok(Some(status)) => Err(WireError::Process(format!(
-                "{} exited ({status}); the end of {}:\n{}",
-                self.what,
-                self.log.display(),
-                tail(&self.log)
-            ))),
+            Ok(Some(status)) => Err(ProcessError::Exited {
+                what: self.what.clone(),
+                status,
+                log: self.log.clone(),
+                tail: tail(&self.log),
+            }),
             Ok(None) => Ok(()),
-            Err(e) => Err(WireError::Process(format!("{}: cannot tell whether it runs: {e}", self.what))),
+            Err(source) => Err(ProcessError::Unknown { what: self.what.clone(), source }),
         }
     }
 
@@ -120,31 +153,6 @@ pub fn free_port() -> std::io::Result<SocketAddr> {
     TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
-/// How long a [`scrape`] may take. Each harness picks its own: one that
-/// must kill a process at an instant cannot wait long for its metrics,
-/// one that counts what a process said before it dies would rather wait.
-#[derive(Clone, Copy, Debug)]
-pub struct ScrapeTimeouts {
-    /// For the connection.
-    pub connect: Duration,
-    /// For each read of the answer.
-    pub read: Duration,
-}
-
-/// `GET /metrics` over plain HTTP/1.1, the whole answer (headers too) as
-/// text; empty when it cannot be read in time, since a process being
-/// killed or stopped is an ordinary moment for a harness, not an error.
-pub fn scrape(addr: SocketAddr, timeouts: ScrapeTimeouts) -> String {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, timeouts.connect) else { return String::new() };
-    let _ = s.set_read_timeout(Some(timeouts.read));
-    if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
-        return String::new();
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
-}
-
 /// The Unix time now, in nanoseconds (0 before 1970, the maximum after
 /// 2262).
 pub fn unix_nanos() -> i64 {
@@ -153,10 +161,12 @@ pub fn unix_nanos() -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use super::*;
 
     fn dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nodewarden-wire-process-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("nodewarden-harness-process-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("temp dir");
         d
     }
@@ -169,11 +179,11 @@ mod tests {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "for i in $(seq 1 20); do echo line $i >&2; done; exit 3"]).stdout(Stdio::null());
         let mut p = Proc::spawn(cmd, "the shell", log.clone()).expect("spawn");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(10);
         let err = loop {
             match p.check() {
                 Err(e) => break e.to_string(),
-                Ok(()) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Ok(()) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
                 Ok(()) => panic!("sh did not exit"),
             }
         };
@@ -188,12 +198,5 @@ mod tests {
         drop(p);
         // Reaped: no such process any more, not even a zombie.
         assert!(!Path::new(&format!("/proc/{pid}")).exists());
-    }
-
-    #[test]
-    fn nothing_listening_scrapes_empty() {
-        let addr = free_port().expect("a port");
-        let t = ScrapeTimeouts { connect: Duration::from_millis(50), read: Duration::from_millis(100) };
-        assert_eq!(scrape(addr, t), "");
     }
 }
