@@ -12,6 +12,7 @@ use std::time::Duration;
 use nodewarden_harness::http::Timeouts;
 use nodewarden_harness::process::{Proc, ProcessError, free_port};
 use nodewarden_harness::prometheus::named;
+use nodewarden_model::{ControllerConfig, KubeVersion, Span};
 
 use crate::{ChaosError, Scale};
 
@@ -115,18 +116,26 @@ impl Replicas {
     /// (`--leader-elect=false`), as a crash-looping single controller.
     pub fn new(binary: &Path, kubeconfig: &Path, dir: &Path, scale: &Scale, single: bool) -> Replicas {
         let (lease, renew, retry) = scale.election;
-        let mut flags: Vec<String> = [
-            ("--node-monitor-period", dur(scale.monitor_period)),
-            ("--node-monitor-grace-period", dur(scale.grace)),
-            ("--node-startup-grace-period", dur(scale.grace)),
-            ("--node-eviction-rate", scale.eviction_rate.to_string()),
-            ("--leader-elect-lease-duration", dur(lease)),
-            ("--leader-elect-renew-deadline", dur(renew)),
-            ("--leader-elect-retry-period", dur(retry)),
-        ]
-        .into_iter()
-        .flat_map(|(k, v)| [k.to_string(), v])
-        .collect();
+        let span = |d: Duration| Span::from_nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        // Every controller flag spelled out, the scale's over `run`'s
+        // defaults.
+        let config = ControllerConfig {
+            node_monitor_period: span(scale.monitor_period),
+            node_monitor_grace_period: span(scale.grace),
+            node_startup_grace_period: span(scale.grace),
+            node_eviction_rate: scale.eviction_rate,
+            ..ControllerConfig::of_kube_controller_manager(KubeVersion::OLDEST_SUPPORTED)
+        };
+        let mut flags = nodewarden_model::flags::command_line(&config);
+        flags.extend(
+            [
+                ("--leader-elect-lease-duration", dur(lease)),
+                ("--leader-elect-renew-deadline", dur(renew)),
+                ("--leader-elect-retry-period", dur(retry)),
+            ]
+            .into_iter()
+            .flat_map(|(k, v)| [k.to_string(), v]),
+        );
         if single {
             flags.push("--leader-elect=false".into());
         }

@@ -22,6 +22,7 @@ use nodewarden_sim::{
 };
 use tracing_subscriber::EnvFilter;
 
+mod controller_flags;
 mod memory;
 mod run;
 

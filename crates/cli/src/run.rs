@@ -10,7 +10,12 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use clap::{ArgAction, Args};
 use nodewarden_kube::{ElectionConfig, Fence, Health, RunOptions, WriterOptions};
-use nodewarden_model::{ControllerConfig, DeletionMode, Span};
+use nodewarden_model::flags::{
+    NODE_LIFECYCLE_CONTROLLER as NODE_LIFECYCLE, TAINT_EVICTION_CONTROLLER as TAINT_EVICTION,
+};
+use nodewarden_model::{ControllerConfig, Span};
+
+use crate::controller_flags::ControllerFlags;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Flags of `nodewarden run` (kube-controller-manager's names).
@@ -20,67 +25,15 @@ pub(crate) struct RunArgs {
     /// ~/.kube/config, then the in-cluster configuration (in a pod).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// How often node health is checked.
-    #[arg(long, default_value = "5s")]
-    node_monitor_period: Span,
-    /// How long a node may go without a heartbeat before it is Unknown
-    /// (kube-controller-manager's default since 1.32; scenario files keep
-    /// their documented 40s).
-    #[arg(long, default_value = "50s")]
-    node_monitor_grace_period: Span,
-    /// Grace for a node that has just registered.
-    #[arg(long, default_value = "1m")]
-    node_startup_grace_period: Span,
-    /// Legacy mode: how long a node is unready before its pods go.
-    #[arg(long, default_value = "5m")]
-    pod_eviction_timeout: Span,
-    /// Nodes tainted per second in a healthy zone.
-    #[arg(long, default_value_t = 0.1)]
-    node_eviction_rate: f64,
-    /// Nodes tainted per second in a partially disrupted large zone.
-    #[arg(long, default_value_t = 0.01)]
-    secondary_node_eviction_rate: f64,
-    /// Zones with more nodes than this are large.
-    #[arg(long, default_value_t = 50)]
-    large_cluster_size_threshold: u32,
-    /// Share of unready nodes that makes a zone partially disrupted.
-    #[arg(long, default_value_t = 0.55)]
-    unhealthy_zone_threshold: f64,
-    /// false: legacy eviction (no NoExecute taints; pods deleted after
-    /// --pod-eviction-timeout).
-    #[arg(long, default_value_t = true, action = ArgAction::Set)]
-    enable_taint_manager: bool,
-    /// delete (upstream) or evict (through the Eviction API, honouring
-    /// PodDisruptionBudgets).
-    #[arg(long, default_value = "delete", value_parser = ["delete", "evict"])]
-    pod_deletion_mode: String,
-    /// Run the critical-addon rescheduler: when a kube-system pod marked
-    /// critical (system-cluster-critical, system-node-critical or the
-    /// critical-pod annotation) stays unschedulable, pick a node, taint it
-    /// CriticalAddonsOnly and evict pods there to make room. Off by
-    /// default, as upstream shipped its rescheduler.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    enable_rescheduler: bool,
-    /// How often the rescheduler looks for critical addons that need help.
-    #[arg(long, default_value = "10s")]
-    rescheduler_housekeeping_interval: Span,
-    /// How long a critical addon must have been unschedulable before the
-    /// rescheduler makes room for it.
-    #[arg(long, default_value = "10s")]
-    rescheduler_unschedulable_grace: Span,
-    /// The longest termination grace period the rescheduler's evictions
-    /// give a pod (a longer one is shortened to this).
-    #[arg(long, default_value = "10s")]
-    rescheduler_eviction_grace: Span,
-    /// How long a node prepared for an addon is held for it before it is
-    /// released and the addon reconsidered.
-    #[arg(long, default_value = "10m")]
-    rescheduler_pod_scheduled_timeout: Span,
+    /// The controller's flags (kube-controller-manager's node lifecycle
+    /// flags and nodewarden's own), from the model's table.
+    #[command(flatten)]
+    controller: ControllerFlags,
     /// Client-side requests per second to the API server.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = nodewarden_kube::DEFAULT_QPS)]
     kube_api_qps: f64,
     /// Client-side burst of requests to the API server.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = nodewarden_kube::DEFAULT_BURST)]
     kube_api_burst: u32,
     /// Elect one writing replica through a Lease (false: this replica
     /// writes at once; run only one).
@@ -88,19 +41,19 @@ pub(crate) struct RunArgs {
     leader_elect: bool,
     /// How long standby replicas wait, after the leader's Lease record last
     /// changed, before taking it.
-    #[arg(long, default_value = "15s")]
+    #[arg(long, default_value_t = election_default(|e| e.lease_duration))]
     leader_elect_lease_duration: Span,
     /// How long after its last renewal was sent the leader may still write.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value_t = election_default(|e| e.renew_deadline))]
     leader_elect_renew_deadline: Span,
     /// How often standby replicas look at the Lease and the leader renews.
-    #[arg(long, default_value = "2s")]
+    #[arg(long, default_value_t = election_default(|e| e.retry_period))]
     leader_elect_retry_period: Span,
     /// The leader election Lease's name.
-    #[arg(long, default_value = "nodewarden")]
+    #[arg(long, default_value_t = ElectionConfig::default().name)]
     leader_elect_resource_name: String,
     /// The leader election Lease's namespace.
-    #[arg(long, default_value = "kube-system")]
+    #[arg(long, default_value_t = ElectionConfig::default().namespace)]
     leader_elect_resource_namespace: String,
     /// The lock kind; only `leases` (upstream's default since 1.24).
     #[arg(long, default_value = "leases", value_parser = ["leases"])]
@@ -132,8 +85,8 @@ pub(crate) struct RunArgs {
     bind_address: SocketAddr,
     /// Log format on stderr: `text` for people, `json` (one object a line)
     /// for log pipelines.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    log_format: String,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Controllers to run, kube-controller-manager's way: `*` for all,
     /// a name to switch one on, `-name` to switch one off; names:
     /// node-lifecycle-controller (health, Unknown conditions, tainting),
@@ -149,10 +102,25 @@ pub(crate) struct RunArgs {
     start_at: Option<i64>,
 }
 
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object a line, for log pipelines.
+    Json,
+}
+
+/// A leader election flag's default: the adapter's own
+/// ([`ElectionConfig::default`], kube-controller-manager's).
+fn election_default(pick: fn(&ElectionConfig) -> Duration) -> Span {
+    Span::from_nanos(i64::try_from(pick(&ElectionConfig::default()).as_nanos()).unwrap_or(i64::MAX))
+}
+
 impl RunArgs {
     /// `--log-format json`.
     pub(crate) fn json_logs(&self) -> bool {
-        self.log_format == "json"
+        self.log_format == LogFormat::Json
     }
 }
 
@@ -245,10 +213,6 @@ pub(crate) async fn kube_config(path: Option<&Path>) -> anyhow::Result<kube::Con
         .map_err(|e| anyhow!("{from}: {}", kubeconfig_problem(&e)))
 }
 
-/// The controllers nodewarden is: kube-controller-manager's names.
-const NODE_LIFECYCLE: &str = "node-lifecycle-controller";
-const TAINT_EVICTION: &str = "taint-eviction-controller";
-
 /// Which controllers `--controllers` switches on: (node lifecycle, taint
 /// eviction, taint eviction switched off by name). As in
 /// kube-controller-manager, `*` switches on every controller, a name
@@ -282,28 +246,12 @@ fn controllers(list: &str) -> anyhow::Result<(bool, bool, bool)> {
 
 fn config(args: &RunArgs) -> anyhow::Result<ControllerConfig> {
     let (node_lifecycle, taint_eviction, eviction_switched_off) = controllers(&args.controllers)?;
-    let c = ControllerConfig {
-        node_monitor_period: args.node_monitor_period,
-        node_monitor_grace_period: args.node_monitor_grace_period,
-        node_startup_grace_period: args.node_startup_grace_period,
-        pod_eviction_timeout: args.pod_eviction_timeout,
-        node_eviction_rate: args.node_eviction_rate,
-        secondary_node_eviction_rate: args.secondary_node_eviction_rate,
-        large_cluster_size_threshold: args.large_cluster_size_threshold,
-        unhealthy_zone_threshold: args.unhealthy_zone_threshold,
-        enable_taint_manager: args.enable_taint_manager,
-        node_lifecycle,
-        // Legacy eviction has no taint-eviction-controller: only switching
-        // it off by name is refused there (by validate), leaving it out of
-        // the list is not.
-        taint_eviction: taint_eviction || (!args.enable_taint_manager && !eviction_switched_off),
-        pod_deletion_mode: if args.pod_deletion_mode == "evict" { DeletionMode::Evict } else { DeletionMode::Delete },
-        enable_rescheduler: args.enable_rescheduler,
-        rescheduler_housekeeping_interval: args.rescheduler_housekeeping_interval,
-        rescheduler_unschedulable_grace: args.rescheduler_unschedulable_grace,
-        rescheduler_eviction_grace: args.rescheduler_eviction_grace,
-        rescheduler_pod_scheduled_timeout: args.rescheduler_pod_scheduled_timeout,
-    };
+    let mut c = args.controller.config.clone();
+    c.node_lifecycle = node_lifecycle;
+    // Legacy eviction has no taint-eviction-controller: only switching it
+    // off by name is refused there (by validate), leaving it out of the
+    // list is not.
+    c.taint_eviction = taint_eviction || (!c.enable_taint_manager && !eviction_switched_off);
     c.validate().context("invalid controller flags")?;
     Ok(c)
 }
@@ -564,8 +512,9 @@ async fn serve_endpoints(args: &RunArgs, client: &kube::Client, server: &str) ->
     let serving = listener.local_addr().unwrap_or(args.bind_address);
     tracing::info!("serving /metrics, /healthz and /readyz on http://{serving}");
     tokio::spawn(reach(client.clone(), role.clone()));
-    let stuck_after = Duration::from_secs(30)
-        .max(Duration::from_nanos(u64::try_from(args.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3)));
+    let stuck_after = Duration::from_secs(30).max(Duration::from_nanos(
+        u64::try_from(args.controller.config.node_monitor_period.as_nanos()).unwrap_or(0).saturating_mul(3),
+    ));
     tokio::spawn(serve_http(listener, role.clone(), metrics, stuck_after));
     Ok(role)
 }

@@ -70,6 +70,7 @@ mod writer;
 pub use engine_thread::{EngineClock, EngineThread, Health};
 pub use input::{Input, Watched};
 pub use leader::{ElectionConfig, ElectionError, Fence, Leadership, campaign, process_identity};
+pub use nodewarden_controller::write_order::{DEFAULT_BURST, DEFAULT_QPS};
 pub use nodewarden_objects::Detail;
 pub use runner::{ProbeClient, RunOptions, Running, start};
 pub use shadow::{ShadowBoard, ShadowFeed};

@@ -16,10 +16,11 @@ fn to_mapping(config: &ControllerConfig) -> Result<serde_yaml_ng::Mapping, Confi
     }
 }
 
-/// Node-lifecycle configuration. Field names in files and on the command
-/// line are the upstream flag names without `--` (`node-monitor-period`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+/// Node-lifecycle configuration. Its flags, with their names in files and
+/// on the command line (upstream's, without `--`: `node-monitor-period`),
+/// are the table [`crate::flags::FLAGS`], which also reads and writes it
+/// as a mapping of those names (serde).
+#[derive(Clone, Debug, PartialEq)]
 pub struct ControllerConfig {
     /// How often the health monitor looks at every node (5s).
     pub node_monitor_period: Span,

@@ -9,6 +9,7 @@
 pub mod budget;
 pub mod condition;
 pub mod config;
+pub mod flags;
 pub mod keys;
 pub mod name;
 pub mod pod;
@@ -23,6 +24,7 @@ pub mod zone;
 pub use budget::{BudgetAmounts, IntOrPercent};
 pub use condition::{ConditionStatus, ConditionType, NodeCondition};
 pub use config::{ConfigError, ConfigParseError, ControllerConfig, DeletionMode};
+pub use flags::{FLAGS, Flag};
 pub use name::CompactName;
 pub use pod::PodKey;
 pub use resources::{QuantityError, Resources};

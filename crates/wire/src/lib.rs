@@ -219,7 +219,11 @@ pub fn run_file(path: &Path, opts: &Options, slot: usize) -> FileReport {
                 binary: &opts.binary,
                 rate: opts.rate,
                 until,
-                flags: [flags::run_flags(&scenario.config), flags::client_flags(&scenario.cluster.api)].concat(),
+                flags: [
+                    nodewarden_model::flags::command_line(&scenario.config),
+                    flags::client_flags(&scenario.cluster.api),
+                ]
+                .concat(),
                 dir: &dir,
             },
         )?;
