@@ -29,7 +29,8 @@ fn command_line_flags() -> impl Iterator<Item = &'static Flag> {
 
 /// The clap argument of `flag`, with `defaults`' value as its default.
 fn arg(flag: &'static Flag, defaults: &ControllerConfig) -> Arg {
-    let arg = Arg::new(flag.name).long(flag.name).help(flag.help.trim_end_matches('.')).default_value(flag.text(defaults));
+    let arg =
+        Arg::new(flag.name).long(flag.name).help(flag.help.trim_end_matches('.')).default_value(flag.text(defaults));
     let checked = move |text: &str| -> Result<String, String> {
         flag.set_text(&mut ControllerConfig::default(), text).map(|()| text.to_string())
     };
