@@ -2,10 +2,13 @@
 //!
 //! - [`module_graph`]: reads a crate's `crate::` / `super::` paths and
 //!   finds module cycles and edges that point up a declared layering.
-//!   Every crate runs it on itself in `tests/module_graph.rs`, so a cycle
-//!   fails `cargo test` in the crate that grew it.
-//! - [`code_map`]: the check that `docs/architecture.md` names every
-//!   source file of the workspace, so the map cannot go stale silently.
+//!   `tests/workspace.rs` runs the cycle check on every crate; a crate
+//!   with declared layers also runs it on itself in its own
+//!   `tests/module_graph.rs`, so an upward edge fails `cargo test` in the
+//!   crate that grew it.
+//! - [`code_map`]: the checks that `docs/architecture.md` stays a true
+//!   map: a section for every crate, every source path it names
+//!   existing, and short; so the map cannot go stale silently.
 //! - `served` (feature `served`): the served cluster started on loopback
 //!   with fast kubelets, and a kube-rs client of it configured from its
 //!   kubeconfig, for the end-to-end tests of the crates above it.

@@ -1,7 +1,9 @@
 //! The workspace's structure, checked on every crate at once: no crate's
-//! modules form a cycle, and docs/architecture.md names every source
-//! file. (The engine and sim also check their layers, in their own
-//! `tests/module_graph.rs`.)
+//! modules form a cycle, and docs/architecture.md stays a true map: a
+//! section for every crate, every source path it names existing, at most
+//! 400 lines (`nodewarden_testkit::code_map`). The map names the modules a
+//! reader needs, not every file. (Crates with declared layers also check
+//! them, in their own `tests/module_graph.rs`.)
 
 use std::path::{Path, PathBuf};
 
@@ -47,13 +49,29 @@ fn every_crate_is_read() {
     assert!(kube.edges.get("watch").is_some_and(|d| d.contains("input")), "the reader sees kube's edges");
 }
 
+fn map() -> String {
+    std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md is readable")
+}
+
 #[test]
-fn the_code_map_names_every_source_file() {
-    let map = std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md is readable");
-    let missing = nodewarden_testkit::code_map::unmapped(&root(), &map);
+fn the_code_map_has_a_section_for_every_crate() {
+    let missing = nodewarden_testkit::code_map::missing_sections(&root(), &map());
+    assert!(missing.is_empty(), "docs/architecture.md:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn every_source_path_the_code_map_names_exists() {
+    let broken = nodewarden_testkit::code_map::broken_paths(&root(), &map());
     assert!(
-        missing.is_empty(),
-        "docs/architecture.md's code map does not name these files (name each in its crate's section):\n{}",
-        missing.join("\n")
+        broken.is_empty(),
+        "docs/architecture.md names paths that do not exist (a moved or renamed file: name it where it is now):\n{}",
+        broken.join("\n")
     );
+}
+
+#[test]
+fn the_code_map_is_short() {
+    if let Some(problem) = nodewarden_testkit::code_map::too_long(&map()) {
+        panic!("docs/architecture.md: {problem}");
+    }
 }
