@@ -42,6 +42,13 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::error::ScenarioError;
+use nodewarden_cluster::faults::apply_event;
+use nodewarden_cluster::kubelet::Kubelets;
+use nodewarden_cluster::latency::{ApiLatency, Wire, Wired};
+use nodewarden_cluster::scenario::{EventAction, EventEntry, Expectation, Scenario};
+use nodewarden_cluster::validate::validate;
 use nodewarden_controller::{Controller, StepEvent};
 use nodewarden_engine::{Observation, WriteOutcome, ZoneReport, ZoneState};
 use nodewarden_model::{ConfigError, Timestamp, ZoneKey};
@@ -49,15 +56,8 @@ use tracing::debug;
 
 use nodewarden_model::Span;
 
-use crate::cluster::Cluster;
-use crate::error::ScenarioError;
 use crate::expect::evaluate;
-use crate::faults::apply_event;
-use crate::kubelet::Kubelets;
 use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
-use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
-use crate::validate::validate;
-use crate::wire::{ApiLatency, Wire, Wired};
 use nodewarden_controller::write_order::EvictionClient;
 
 /// How much of the replay to report.
@@ -460,7 +460,7 @@ impl<'a> Runner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::parse_scenario;
+    use nodewarden_cluster::validate::parse_scenario;
 
     fn run(text: &str, opts: ReplayOptions) -> ReplayOutcome {
         let s = match parse_scenario(text) {

@@ -1,8 +1,8 @@
 //! A scenario file's `config:` as `nodewarden run`'s flags: every flag
 //! spelled out, so `run`'s defaults never decide for the file.
 
+use nodewarden_cluster::ApiLatency;
 use nodewarden_model::{ControllerConfig, DeletionMode, Span};
-use nodewarden_sim::ApiLatency;
 
 fn span(s: Span) -> String {
     format!("{}ns", s.as_nanos())

@@ -14,7 +14,7 @@
 //!
 //! A plan may put an API with latency between the engine and its cluster
 //! ([`Setup::latency`]): writes land late, watch events arrive late and in
-//! each object's order only ([`nodewarden_sim::Wire`]). The reference model
+//! each object's order only ([`nodewarden_cluster::Wire`]). The reference model
 //! is an oracle of the instant world (it reads its cluster directly, and
 //! its deadlines run from its own writes), so with latency the two are not
 //! compared; every invariant, the interlock's silence (an action held back
@@ -31,11 +31,11 @@ pub use plan::{
     MAX_STEPS, NODES, OtherCondition, PODS, Plan, SchedPick, Setup, Status, Step, TaintPick, TolerationPick, ZONES,
 };
 
+use nodewarden_cluster::latency::Wired;
+use nodewarden_cluster::{Cluster, KubeletTiming, Kubelets, Wire};
 use nodewarden_controller::{Controller, StepEvent, Violation};
 use nodewarden_engine::{ActionKind, Observation};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
-use nodewarden_sim::wire::Wired;
-use nodewarden_sim::{Cluster, KubeletTiming, Kubelets, Wire};
 
 use crate::compare::{Difference, compare};
 use crate::model::ReferenceModel;

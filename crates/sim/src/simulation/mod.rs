@@ -38,23 +38,23 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use nodewarden_cluster::addons::AddonTracker;
+use nodewarden_cluster::admission::AdmissionDefaults;
+use nodewarden_cluster::builtin::Builtin;
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::faults::{Fault, FaultPlan, apply_event};
+use nodewarden_cluster::fleet::FleetSpec;
+use nodewarden_cluster::kubelet::{KubeletTiming, Kubelets};
+use nodewarden_cluster::latency::{ApiLatency, Wire, Wired};
+use nodewarden_cluster::scenario::Scenario;
 use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
 use nodewarden_engine::{Action, ActionKind, INGEST_PHASE, Observation, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use setup::World;
 
-use crate::addons::AddonTracker;
-use crate::admission::AdmissionDefaults;
-use crate::builtin::Builtin;
-use crate::cluster::Cluster;
-use crate::faults::{Fault, FaultPlan, apply_event};
-use crate::fleet::FleetSpec;
-use crate::kubelet::{KubeletTiming, Kubelets};
-use crate::scenario::Scenario;
 use crate::statistics::Statistics;
 pub use crate::statistics::{Outcome, Progress, SlowPass};
-use crate::wire::{ApiLatency, Wire, Wired};
 use nodewarden_controller::write_order::EvictionClient;
 
 /// The engine's tainting grid: steps land on it.
@@ -105,7 +105,7 @@ pub enum SimError {
     Config(#[from] nodewarden_model::ConfigError),
     /// The scenario file is not valid.
     #[error("invalid scenario: {0}")]
-    Scenario(#[from] crate::error::ScenarioError),
+    Scenario(#[from] nodewarden_cluster::error::ScenarioError),
 }
 
 /// A running simulation. Drive it with [`Simulation::step`] until it
