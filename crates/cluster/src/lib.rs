@@ -45,7 +45,7 @@ pub use cluster::{Applied, Cluster, RecordedEvent, SimPod};
 pub use error::{Location, ScenarioError};
 pub use faults::{Fault, FaultPlan};
 pub use kubelet::{KubeletApi, KubeletTiming, Kubelets, NodeHandle};
-pub use latency::{ApiLatency, SpanRange, Wire};
+pub use latency::{ApiLatency, SlowApi, SpanRange};
 pub use scenario::{EventAction, EventEntry, Expectation, NodeSpec, PodSpec, Scenario, Subject};
 pub use validate::{load_scenario, parse_scenario, validate};
 
