@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use nodewarden_cluster::AdmissionDefaults;
+use nodewarden_cluster::rules::pod::deletion_grace;
 use nodewarden_model::{Span, Timestamp};
-use nodewarden_sim::AdmissionDefaults;
-use nodewarden_sim::rules::pod::deletion_grace;
 use serde_json::{Value, json};
 
 use crate::faults::ApiFaults;

@@ -12,13 +12,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nodewarden_cluster::rules::node as node_rules;
+use nodewarden_cluster::served::{node_from_spec, pod_from_spec};
+use nodewarden_cluster::{EventAction, Kubelets};
+use nodewarden_cluster::{Fault, FaultPlan};
 use nodewarden_controller::Controller;
 use nodewarden_engine::Observation;
 use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp, wall};
-use nodewarden_sim::rules::node as node_rules;
-use nodewarden_sim::served::{node_from_spec, pod_from_spec};
-use nodewarden_sim::{EventAction, Kubelets};
-use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -593,8 +593,8 @@ impl Driver {
 mod tests {
     use std::collections::BTreeMap;
 
-    use nodewarden_sim::fleet::FleetSpec;
-    use nodewarden_sim::{AdmissionDefaults, Builtin, KubeletTiming};
+    use nodewarden_cluster::fleet::FleetSpec;
+    use nodewarden_cluster::{AdmissionDefaults, Builtin, KubeletTiming};
 
     use super::*;
     use crate::populate::{ServeSource, populate};

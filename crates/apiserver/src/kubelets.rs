@@ -1,5 +1,5 @@
 //! The simulated kubelets' hands on the store: renewing node Leases and
-//! posting Ready, through [`nodewarden_sim::KubeletApi`].
+//! posting Ready, through [`nodewarden_cluster::KubeletApi`].
 //!
 //! Invariant: a kubelet writes only its own node and Lease, and only what
 //! a real kubelet writes (its Ready condition, the Lease's renew time and
@@ -9,9 +9,9 @@
 //! post, as replay's kubelets leave it, so a file plays the same over the
 //! wire as in replay.
 
+use nodewarden_cluster::KubeletApi;
 use nodewarden_engine::Observation;
 use nodewarden_model::{ConditionStatus, Timestamp};
-use nodewarden_sim::KubeletApi;
 use serde_json::{Value, json};
 
 use crate::resource::Kind;

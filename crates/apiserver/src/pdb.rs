@@ -1,6 +1,6 @@
 //! PodDisruptionBudgets in the served cluster: the disruption controller's
 //! status and the eviction of a pod under them. The rules are the
-//! simulated cluster's ([`nodewarden_sim::rules::budget`]), so both back
+//! simulated cluster's ([`nodewarden_cluster::rules::budget`]), so both back
 //! ends count and refuse alike; this module finds the pods and budgets in
 //! the JSON store, reads what the rules need and stores what they answer.
 //!
@@ -19,7 +19,7 @@ use crate::error::{ApiError, Cause};
 use crate::resource::Kind;
 use crate::selector::LabelSelector;
 use crate::store::{Inner, Obj, key_of};
-use nodewarden_sim::rules::budget::{self, BudgetStatus, Disruption, PodHealth};
+use nodewarden_cluster::rules::budget::{self, BudgetStatus, Disruption, PodHealth};
 
 /// A PDB's `spec.selector` as every reader in nodewarden reads a label
 /// selector (`nodewarden_objects`); `None` when malformed (the budget's
@@ -309,7 +309,7 @@ mod tests {
         let sh = ServedCluster::new(
             StoreLimits::default(),
             TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
-            nodewarden_sim::AdmissionDefaults::default(),
+            nodewarden_cluster::AdmissionDefaults::default(),
         );
         let mut s = sh.store.lock();
         let pod = json!({"metadata": {"name": "web-1", "namespace": "default", "uid": "u1", "labels": {"app": "web"}},

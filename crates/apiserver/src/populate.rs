@@ -10,10 +10,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use nodewarden_cluster::fleet::{self, FleetSpec, LEASE_JITTER};
+use nodewarden_cluster::{Builtin, Cluster, EventAction, KubeletTiming, Kubelets, Scenario};
+use nodewarden_cluster::{Fault, FaultPlan};
 use nodewarden_model::{Span, Timestamp};
-use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
-use nodewarden_sim::{Builtin, Cluster, EventAction, KubeletTiming, Kubelets, Scenario};
-use nodewarden_sim::{Fault, FaultPlan};
 use serde_json::{Value, json};
 
 use crate::cluster::ServedCluster;
@@ -56,7 +56,7 @@ pub fn create_namespace(s: &mut Inner, time: &TimeBase, name: &str) {
 /// has any, created now. One of the same name is replaced in place (a new
 /// uid), as the simulator replaces it: not deleted, so no controller
 /// recreates it.
-pub fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_sim::SimPod, now: Timestamp) {
+pub fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_cluster::SimPod, now: Timestamp) {
     let mut snap = p.snapshot();
     snap.scheduling = p.scheduling.clone();
     let ns = snap.key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
@@ -77,7 +77,7 @@ pub fn store_added_pod(s: &mut Inner, time: &TimeBase, p: &nodewarden_sim::SimPo
 
 /// Stores a scenario's budget under policy/v1, or replaces its spec (a new
 /// generation, which the disruption controller has yet to observe).
-pub fn store_budget(s: &mut Inner, time: &TimeBase, spec: &nodewarden_sim::scenario::BudgetSpec) {
+pub fn store_budget(s: &mut Inner, time: &TimeBase, spec: &nodewarden_cluster::scenario::BudgetSpec) {
     let (ns, name) = spec.name.split_once('/').unwrap_or(("default", &spec.name));
     create_namespace(s, time, ns);
     let key = key_of(ns, name);
@@ -179,7 +179,7 @@ fn simulated(
                 // builds: full nodes, budgets, the addons on the first node,
                 // with what the scheduler reads.
                 cluster = cluster.with_scheduling(true, true);
-                nodewarden_sim::served::build_addons(spec, timing, &mut cluster, &mut kubelets)
+                nodewarden_cluster::served::build_addons(spec, timing, &mut cluster, &mut kubelets)
             } else {
                 fleet::build(spec, timing, &mut cluster, &mut kubelets)
             };
@@ -220,7 +220,8 @@ fn store_nodes(
         let uid = s.next_uid();
         let mut n = n.clone();
         if tracks {
-            n.allocatable = Some(cluster.allocatable(&n.name).unwrap_or(nodewarden_sim::scenario::DEFAULT_ALLOCATABLE));
+            n.allocatable =
+                Some(cluster.allocatable(&n.name).unwrap_or(nodewarden_cluster::scenario::DEFAULT_ALLOCATABLE));
         }
         let n = &n;
         let v = convert::node_json(n, &uid, i, time);
@@ -241,7 +242,7 @@ fn store_nodes(
 fn store_pods(
     s: &mut Inner,
     time: &TimeBase,
-    pods: BTreeMap<String, nodewarden_sim::SimPod>,
+    pods: BTreeMap<String, nodewarden_cluster::SimPod>,
     node_uids: &HashMap<String, (String, usize)>,
     workloads: &[fleet::Workload],
 ) -> BTreeMap<(String, String), Value> {
@@ -331,13 +332,13 @@ fn owned_by_workload(v: &mut Value, w: &fleet::Workload, ordinal: usize, uid: &s
 /// A scenario file's PodDisruptionBudget as the API holds it (its status
 /// is the served disruption controller's, [`crate::pdb::refresh`]).
 pub(crate) fn budget_json(
-    b: &nodewarden_sim::scenario::BudgetSpec,
+    b: &nodewarden_cluster::scenario::BudgetSpec,
     ns: &str,
     name: &str,
     uid: &str,
     time: &TimeBase,
 ) -> Value {
-    use nodewarden_sim::scenario::IntOrPercent;
+    use nodewarden_cluster::scenario::IntOrPercent;
     let amount = |a: &IntOrPercent| match a {
         IntOrPercent::Int(n) => json!(n),
         IntOrPercent::Percent(p) => json!(format!("{p}%")),

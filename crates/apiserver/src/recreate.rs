@@ -4,12 +4,12 @@
 //! [`ServeOptions::scheduler`](crate::ServeOptions)): a pod owned by a
 //! controller (a ReplicaSet, StatefulSet, Job, ...) that is deleted or
 //! starts terminating gets a replacement, as the simulator's cluster makes
-//! one ([`nodewarden_sim::Cluster`]'s recreation), so an addon the node
+//! one ([`nodewarden_cluster::Cluster`]'s recreation), so an addon the node
 //! lifecycle controller evicted comes back unscheduled and the scheduler,
 //! and then the rescheduler, have something to do.
 //!
 //! Which pods come back, under what name and how ready is decided by the
-//! simulated cluster's rules ([`nodewarden_sim::rules::recreate`]); this
+//! simulated cluster's rules ([`nodewarden_cluster::rules::recreate`]); this
 //! module reads the JSON for them and stores the replacement: the old pod's
 //! spec under the name `<name>-r<N>` (the first N free, counted from the
 //! original name, with no upper bound), with a new uid, created now,
@@ -25,9 +25,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use nodewarden_cluster::rules::recreate::{is_replaced, replacement_name, replacement_ready};
 use nodewarden_model::Timestamp;
 use nodewarden_model::scheduling::MIRROR_POD_ANNOTATION;
-use nodewarden_sim::rules::recreate::{is_replaced, replacement_name, replacement_ready};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 use tracing::{debug, warn};
@@ -210,7 +210,7 @@ mod tests {
         ServedCluster::new(
             crate::store::StoreLimits::default(),
             crate::TimeBase { unix_nanos_at_epoch: 1_700_000_000_000_000_000 },
-            nodewarden_sim::AdmissionDefaults::default(),
+            nodewarden_cluster::AdmissionDefaults::default(),
         )
     }
 

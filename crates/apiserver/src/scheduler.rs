@@ -1,6 +1,6 @@
 //! The served cluster's scheduler, when asked for ([`ServeOptions::scheduler`](crate::ServeOptions),
 //! or a scenario file's `cluster.scheduler`): the simulator's own first fit
-//! ([`nodewarden_sim::scheduler`]) run over the stored objects, so a
+//! ([`nodewarden_cluster::scheduler`]) run over the stored objects, so a
 //! critical addon nodewarden makes room for gets bound as in replay and
 //! `nodewarden sim`, and through the same rules.
 //!
@@ -22,10 +22,10 @@
 
 use std::collections::BTreeMap;
 
+use nodewarden_cluster::scheduler::{NodeView, PodView, first_fit, unschedulable_message};
 use nodewarden_engine::PodSnapshot;
 use nodewarden_model::{ConditionStatus, ConditionType, PodScheduling, Resources};
 use nodewarden_objects::{Detail, Reader};
-use nodewarden_sim::scheduler::{NodeView, PodView, first_fit, unschedulable_message};
 use serde_json::{Value, json};
 
 use crate::cluster::ServedCluster;

@@ -10,9 +10,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nodewarden_cluster::fleet::FleetSpec;
+use nodewarden_cluster::{AdmissionDefaults, Builtin, KubeletTiming};
 use nodewarden_model::{ControllerConfig, Timestamp};
-use nodewarden_sim::fleet::FleetSpec;
-use nodewarden_sim::{AdmissionDefaults, Builtin, KubeletTiming};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -78,7 +78,7 @@ pub struct ServeOptions {
     /// A built-in scenario's partitioned nodes reach the API server again
     /// at this scenario time rather than its own ([`FaultPlan::heal_at`]).
     ///
-    /// [`FaultPlan::heal_at`]: nodewarden_sim::FaultPlan::heal_at
+    /// [`FaultPlan::heal_at`]: nodewarden_cluster::FaultPlan::heal_at
     pub heal_at: Option<Timestamp>,
 }
 

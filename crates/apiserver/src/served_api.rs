@@ -25,6 +25,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, MutexGuard};
 
+use nodewarden_cluster::rules::node as node_rules;
+use nodewarden_cluster::rules::pod::POD_DISRUPTION_TARGET;
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{
     Action, ActionKind, DISRUPTION_TARGET_TAKEN_BACK, EventType as EngineEventType, ObjectKind, ObjectRef, Observation,
@@ -32,8 +34,6 @@ use nodewarden_engine::{
 };
 use nodewarden_model::{ControllerConfig, DeletionMode, Timestamp};
 use nodewarden_objects::{Detail, budget_reading, lease_reading, node_reading, pod_reading};
-use nodewarden_sim::rules::node as node_rules;
-use nodewarden_sim::rules::pod::POD_DISRUPTION_TARGET;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -581,13 +581,13 @@ mod tests {
             allocatable: Some(Resources { cpu_millis: 2000, memory_bytes: 4 << 30, pods: 10 }),
         };
         let node = s.commit(Kind::Node, "a", convert::node_json(&node, "nu", 0, &time), false);
-        let spec = nodewarden_sim::scenario::BudgetSpec {
+        let spec = nodewarden_cluster::scenario::BudgetSpec {
             name: "default/web".into(),
             selector: nodewarden_model::LabelSelector {
                 match_labels: [("app".to_string(), "web".to_string())].into(),
                 match_expressions: vec![],
             },
-            min_available: Some(nodewarden_sim::scenario::IntOrPercent::Int(1)),
+            min_available: Some(nodewarden_cluster::scenario::IntOrPercent::Int(1)),
             max_unavailable: None,
         };
         let budget = s.commit(

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{OrFail, options, start};
+use nodewarden_cluster::KubeletTiming;
 use nodewarden_model::Span;
-use nodewarden_sim::KubeletTiming;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -10,9 +10,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use nodewarden_apiserver::ServeSource;
+use nodewarden_cluster::Builtin;
+use nodewarden_cluster::fleet::FleetSpec;
 use nodewarden_model::{ControllerConfig, Span};
-use nodewarden_sim::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
 
 fn renew_age(l: &Lease) -> Duration {
     let renew = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0.as_millisecond()).unwrap_or(0);
@@ -103,7 +103,7 @@ async fn in_process_controller_marks_and_taints_a_crashed_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenario_files_events_play_out_on_the_wall_clock() {
-    let scenario = nodewarden_sim::parse_scenario(
+    let scenario = nodewarden_cluster::parse_scenario(
         r#"
 name: served file
 nodes:
@@ -154,7 +154,7 @@ events:
 /// marked Unschedulable with upstream's message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenario_files_scheduler_binds_what_fits_and_marks_the_rest_unschedulable() {
-    let scenario = nodewarden_sim::parse_scenario(
+    let scenario = nodewarden_cluster::parse_scenario(
         r#"
 name: served scheduler
 cluster: {scheduler: true}
@@ -236,7 +236,7 @@ fn pod_condition(p: &k8s_openapi::api::core::v1::Pod, type_: &str) -> Option<(St
 /// Unschedulable by `mark-unschedulable`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reschedulers_scenario_events_reach_the_served_store() {
-    let scenario = nodewarden_sim::parse_scenario(
+    let scenario = nodewarden_cluster::parse_scenario(
         r#"
 name: rescheduler events, served
 config: {enable-rescheduler: true}

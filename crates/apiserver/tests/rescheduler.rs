@@ -38,7 +38,7 @@ pods:
 "#;
 
 async fn serve_file(text: &str) -> Served {
-    let scenario = nodewarden_sim::parse_scenario(text).or_fail("scenario");
+    let scenario = nodewarden_cluster::parse_scenario(text).or_fail("scenario");
     let mut opts = options(1, 0);
     // The file's own controller flags, as `sim --serve --scenario FILE
     // --controller` takes them.
@@ -145,8 +145,8 @@ async fn without_the_flag_the_in_process_controller_leaves_the_addon_alone() {
 async fn the_critical_addon_scenario_is_served_and_the_rescheduler_makes_room() {
     let mut opts = options(3, 4);
     opts.source = ServeSource::Fleet(
-        nodewarden_sim::fleet::FleetSpec { nodes: 3, zones: 1, pods_per_node: 4, seed: 5 },
-        Some(nodewarden_sim::Builtin::CriticalAddon),
+        nodewarden_cluster::fleet::FleetSpec { nodes: 3, zones: 1, pods_per_node: 4, seed: 5 },
+        Some(nodewarden_cluster::Builtin::CriticalAddon),
     );
     // The crash at 1m of the timeline comes after the test (4 minutes of
     // wall time).

@@ -25,7 +25,7 @@ pub fn node_name(zone: &str, i: usize) -> String {
 /// for the scale's toleration (no defaults admitted), the first zone's
 /// kubelets stopped at `outage_at + offset` and started at `heal_at +
 /// offset`.
-pub fn scenario(scale: &Scale, offset: Duration) -> Result<nodewarden_sim::Scenario, ChaosError> {
+pub fn scenario(scale: &Scale, offset: Duration) -> Result<nodewarden_cluster::Scenario, ChaosError> {
     let ms = |d: Duration| format!("{}ms", d.as_millis());
     let mut y = String::new();
     let _ = write!(
@@ -73,7 +73,7 @@ pub fn scenario(scale: &Scale, offset: Duration) -> Result<nodewarden_sim::Scena
         ms(scale.heal_at + offset),
         list = lost.join(", ")
     );
-    nodewarden_sim::parse_scenario(&y).map_err(|e| ChaosError::Scenario(e.to_string()))
+    nodewarden_cluster::parse_scenario(&y).map_err(|e| ChaosError::Scenario(e.to_string()))
 }
 
 /// Objects no typed client can decode, as an older server or a

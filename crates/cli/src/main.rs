@@ -16,10 +16,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use nodewarden_sim::{
-    ApiLatency, EventAction, Record, ReplayOptions, Scenario, ScenarioError, load_scenario, replay_to_writer,
-    replay_with,
-};
+use nodewarden_cluster::{ApiLatency, EventAction, Scenario, ScenarioError, load_scenario};
+use nodewarden_sim::{Record, ReplayOptions, replay_to_writer, replay_with};
 use tracing_subscriber::EnvFilter;
 
 mod controller_flags;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use nodewarden_apiserver::{PlannedApiFault, Security, ServeOptions, ServeSource, Served, ServerConfig};
+use nodewarden_cluster::fleet::FleetSpec;
+use nodewarden_cluster::{AdmissionDefaults, Builtin, KubeletTiming, load_scenario};
 use nodewarden_model::{Span, Timestamp};
-use nodewarden_sim::fleet::FleetSpec;
-use nodewarden_sim::{AdmissionDefaults, Builtin, KubeletTiming, load_scenario};
 
 use crate::sim_args::{CommonArgs, FleetArgs, ServeArgs};
 

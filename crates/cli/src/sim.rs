@@ -9,9 +9,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use nodewarden_sim::fleet::FleetSpec;
+use nodewarden_cluster::fleet::FleetSpec;
+use nodewarden_cluster::{Builtin, load_scenario};
 use nodewarden_sim::report::{self, RunInfo, human, human_span};
-use nodewarden_sim::{Builtin, SimOptions, Simulation, Source, load_scenario};
+use nodewarden_sim::{SimOptions, Simulation, Source};
 
 use crate::sim_args::{ClockArgs, CommonArgs, FleetArgs, Mode, PlainArgs, SimArgs};
 

@@ -126,7 +126,7 @@ pub struct ClockArgs {
     /// and what-if, a scenario file's own `cluster.api` (none when absent;
     /// the file's client rate stays unless this gives one).
     #[arg(long, value_name = "LATENCY", conflicts_with = "serve")]
-    pub(crate) api_latency: Option<nodewarden_sim::ApiLatency>,
+    pub(crate) api_latency: Option<nodewarden_cluster::ApiLatency>,
     /// Print the figures as JSON on stdout instead of the summary.
     #[arg(long, conflicts_with = "serve")]
     pub(crate) json: bool,

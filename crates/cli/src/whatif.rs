@@ -29,7 +29,7 @@ fn faults(common: &CommonArgs, clock: &ClockArgs, args: &WhatIfArgs) -> anyhow::
     };
     let duration = clock.duration()?;
     let events = match &common.scenario {
-        Some(name) if name.parse::<nodewarden_sim::Builtin>().is_ok() => {
+        Some(name) if name.parse::<nodewarden_cluster::Builtin>().is_ok() => {
             bail!(
                 "--scenario {name} generates its own fleet; on a snapshot, aim the failure with --fail-zone, --fail-nodes, --fail-nodes-selector or --fail-control-plane (or give a scenario file)"
             )

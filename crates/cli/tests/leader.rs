@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use nodewarden_apiserver::{ApiFault, FaultTarget, ServeOptions, ServeSource, Served, ServerConfig, WriteRecord};
-use nodewarden_sim::parse_scenario;
+use nodewarden_cluster::parse_scenario;
 
 const LEASE: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);

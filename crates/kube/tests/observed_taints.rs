@@ -286,7 +286,7 @@ type Crashed = [(&'static str, i64)];
 /// A scenario file: `nodes`, every one with a kubelet heartbeating every
 /// 250 ms (1 s Leases), three pods on each ([`pods_yaml`]); the kubelets of
 /// `crashed` stop at `crash_at`. No default tolerations are admitted.
-fn scenario(nodes: &[NodeDef], crashed: &Crashed, crash_at: &str) -> nodewarden_sim::Scenario {
+fn scenario(nodes: &[NodeDef], crashed: &Crashed, crash_at: &str) -> nodewarden_cluster::Scenario {
     let mut y = common::scenario_preamble("observed taints");
     for n in nodes {
         let _ = writeln!(
@@ -303,7 +303,7 @@ fn scenario(nodes: &[NodeDef], crashed: &Crashed, crash_at: &str) -> nodewarden_
     }
     let stopped: Vec<&str> = crashed.iter().map(|(n, _)| *n).collect();
     let _ = writeln!(y, "events:\n- {{at: {crash_at}, kubelet-stop: [{}]}}", stopped.join(", "));
-    nodewarden_sim::parse_scenario(&y).unwrap_or_else(|e| panic!("scenario: {e}\n{y}"))
+    nodewarden_cluster::parse_scenario(&y).unwrap_or_else(|e| panic!("scenario: {e}\n{y}"))
 }
 
 /// Periods shortened about twenty times, and tainting fast enough for

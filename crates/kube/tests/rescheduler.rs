@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use nodewarden_apiserver::{ApiFault, FaultTarget, ServeOptions, ServeSource, ServerConfig, StoreLimits, TimeBase};
+use nodewarden_cluster::fleet::FleetSpec;
 use nodewarden_engine::{NodeSnapshot, PodSnapshot};
 use nodewarden_kube::{Detail, RunOptions, start as run};
 use nodewarden_model::scheduling::{NodeSelectorTerm, Requirement, SelectorOperator};
@@ -25,7 +26,6 @@ use nodewarden_model::{
     ControllerConfig, NodeAffinity, Placement, PodScheduling, Resources, Span, Timestamp, Toleration,
     TolerationOperator,
 };
-use nodewarden_sim::fleet::FleetSpec;
 use serde_json::{Value, json};
 
 /// `nodes` nodes in one zone, no pods of the fleet's, every request logged,
@@ -316,7 +316,7 @@ async fn an_unschedulable_critical_addon_gets_a_node_prepared_through_the_api() 
 /// room made, and nodewarden removes its taint. No client binds anything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_served_scheduler_binds_the_addon_into_the_room_nodewarden_made() {
-    let scenario = nodewarden_sim::parse_scenario(
+    let scenario = nodewarden_cluster::parse_scenario(
         r#"
 name: a full cluster loses its DNS pod
 cluster: {scheduler: true}

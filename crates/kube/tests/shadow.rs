@@ -8,12 +8,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use nodewarden_apiserver::{ServeSource, Served, ServerConfig};
+use nodewarden_cluster::builtin::Builtin;
+use nodewarden_cluster::fleet::FleetSpec;
 use nodewarden_engine::{Action, ActionKind};
 use nodewarden_kube::{RunOptions, start};
 use nodewarden_model::ControllerConfig;
 use nodewarden_shadow::DecisionKind;
-use nodewarden_sim::builtin::Builtin;
-use nodewarden_sim::fleet::FleetSpec;
 
 async fn serve() -> Served {
     // zone-outage cuts the first zone off at 1m: at 60x, after 1 s.

@@ -25,7 +25,7 @@ use nodewarden_kube::{ElectionConfig, Fence, RunOptions, WriterOptions, campaign
 /// 1 s Leases, `pods` untolerating pods on each node of `crowded`, and
 /// `events` as written. No default tolerations are admitted, so those pods
 /// are due for deletion as soon as their node is seen tainted.
-fn scenario(nodes: &[(&str, &str)], crowded: &[&str], pods: usize, events: &str) -> nodewarden_sim::Scenario {
+fn scenario(nodes: &[(&str, &str)], crowded: &[&str], pods: usize, events: &str) -> nodewarden_cluster::Scenario {
     let mut y = common::scenario_preamble("write path");
     for (name, zone) in nodes {
         let _ = writeln!(
@@ -42,10 +42,10 @@ fn scenario(nodes: &[(&str, &str)], crowded: &[&str], pods: usize, events: &str)
     }
     y.push_str("events:\n");
     y.push_str(events);
-    nodewarden_sim::parse_scenario(&y).unwrap_or_else(|e| panic!("scenario: {e}\n{y}"))
+    nodewarden_cluster::parse_scenario(&y).unwrap_or_else(|e| panic!("scenario: {e}\n{y}"))
 }
 
-async fn serve_file(s: nodewarden_sim::Scenario) -> nodewarden_apiserver::Served {
+async fn serve_file(s: nodewarden_cluster::Scenario) -> nodewarden_apiserver::Served {
     let mut opts = common::options();
     opts.source = ServeSource::File(Box::new(s));
     opts.scenario_speed = 1.0;

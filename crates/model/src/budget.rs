@@ -5,7 +5,7 @@
 //! what-if's snapshots all hold budgets, so the amounts and the one way
 //! they are scaled live here. Reading them from an API object's JSON is
 //! `nodewarden_objects`'s job; turning them into a budget's status is
-//! `nodewarden_sim::rules::budget`'s.
+//! `nodewarden_cluster::rules::budget`'s.
 
 use std::fmt;
 

@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use nodewarden_cluster::{Cluster, SimPod};
 use nodewarden_engine::NodeSnapshot;
 use nodewarden_engine::ZoneReport;
 use nodewarden_model::{NodeCondition, Taint};
-use nodewarden_sim::{Cluster, SimPod};
 
 use crate::model::RefZone;
 

@@ -13,10 +13,10 @@
 
 use std::collections::BTreeMap;
 
+use nodewarden_cluster::Cluster;
 use nodewarden_controller::{Applied, ClusterApi};
 use nodewarden_engine::{Action, ActionId, ActionKind, BudgetSnapshot, Observation, WriteOutcome};
 use nodewarden_model::{PodScheduling, Timestamp};
-use nodewarden_sim::Cluster;
 
 /// Scheduling facts and budgets of one harness world.
 #[derive(Clone, Debug, Default)]
@@ -118,9 +118,9 @@ impl ClusterApi for SideApi<'_> {
 
 #[cfg(test)]
 mod tests {
+    use nodewarden_cluster::{AdmissionDefaults, PodSpec};
     use nodewarden_engine::PodSnapshot;
     use nodewarden_model::{LabelSelector, Span};
-    use nodewarden_sim::{AdmissionDefaults, PodSpec};
 
     use super::*;
 

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeSet;
 
+use nodewarden_cluster::cluster::{Cluster, SimPod};
+use nodewarden_cluster::scenario::{EventMatch, Expectation, NodeChecks, PodChecks, Subject, ZoneChecks};
 use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
 use nodewarden_model::{ConditionType, NodeCondition, TaintEffect, Timestamp, ZoneKey, keys};
 use serde_json::{Map, Value, json};
 
-use crate::cluster::{Cluster, SimPod};
 use crate::output::ExpectRecord;
-use crate::scenario::{EventMatch, Expectation, NodeChecks, PodChecks, Subject, ZoneChecks};
 
 /// Collects per-check results: what was found, and which checks failed.
 #[derive(Default)]
@@ -141,8 +141,9 @@ fn node_checks(tally: &mut Tally, name: &str, checks: &NodeChecks, cluster: &dyn
     }
     let actual: Option<BTreeSet<String>> = node.map(|n| n.taints.iter().map(|t| t.short()).collect());
     let actual_json = to_json(&actual);
-    let want_set =
-        |list: &[crate::scenario::TaintRef]| -> BTreeSet<String> { list.iter().map(ToString::to_string).collect() };
+    let want_set = |list: &[nodewarden_cluster::scenario::TaintRef]| -> BTreeSet<String> {
+        list.iter().map(ToString::to_string).collect()
+    };
     if let Some(want) = &checks.taints {
         let ok = actual.as_ref().is_some_and(|a| *a == want_set(want));
         tally.check("taints", ok, actual_json.clone());
@@ -318,8 +319,8 @@ mod tests {
     use nodewarden_model::{ConditionStatus, Span, Taint};
 
     use super::*;
-    use crate::admission::AdmissionDefaults;
-    use crate::scenario::{NodeSpec, PodSpec, TaintRef, TimeSpec, ZoneStateSpec};
+    use nodewarden_cluster::admission::AdmissionDefaults;
+    use nodewarden_cluster::scenario::{NodeSpec, PodSpec, TaintRef, TimeSpec, ZoneStateSpec};
 
     fn world() -> Cluster {
         let mut c = Cluster::new(AdmissionDefaults::default());

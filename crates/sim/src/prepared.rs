@@ -6,12 +6,11 @@
 //! Kept apart from [`crate::simulation`] so the driver only gains one
 //! `Source` variant: whoever builds the cluster owns its shape.
 
+use nodewarden_cluster::admission::AdmissionDefaults;
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::faults::FaultPlan;
+use nodewarden_cluster::kubelet::{KubeletTiming, Kubelets};
 use nodewarden_model::{Span, Timestamp};
-
-use crate::admission::AdmissionDefaults;
-use crate::cluster::Cluster;
-use crate::faults::FaultPlan;
-use crate::kubelet::{KubeletTiming, Kubelets};
 
 /// A cluster ready to simulate, as [`crate::Source::Prepared`] takes it.
 #[derive(Clone, Debug)]

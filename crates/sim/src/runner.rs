@@ -29,7 +29,7 @@
 //!
 //! With API latency (`cluster.api` in the file, or
 //! [`ReplayOptions::api`]) the cluster and the controller talk through a
-//! [`Wire`]: the changes of steps 2 and 3 and the writes of step 4 go on
+//! [`SlowApi`]: the changes of steps 2 and 3 and the writes of step 4 go on
 //! it, and before step 4 the writes due by `t` land (their answers reach
 //! the controller) and the watch events due by `t` are delivered. Time
 //! then also stops where something lands or is delivered. A (re)started
@@ -42,6 +42,13 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::error::ScenarioError;
+use nodewarden_cluster::faults::apply_event;
+use nodewarden_cluster::kubelet::Kubelets;
+use nodewarden_cluster::latency::{ApiLatency, Delayed, SlowApi};
+use nodewarden_cluster::scenario::{EventAction, EventEntry, Expectation, Scenario};
+use nodewarden_cluster::validate::validate;
 use nodewarden_controller::{Controller, StepEvent};
 use nodewarden_engine::{Observation, WriteOutcome, ZoneReport, ZoneState};
 use nodewarden_model::{ConfigError, Timestamp, ZoneKey};
@@ -49,15 +56,8 @@ use tracing::debug;
 
 use nodewarden_model::Span;
 
-use crate::cluster::Cluster;
-use crate::error::ScenarioError;
 use crate::expect::evaluate;
-use crate::faults::apply_event;
-use crate::kubelet::Kubelets;
 use crate::output::{ActionRecord, Record, Summary, ViolationRecord, ZoneRecord};
-use crate::scenario::{EventAction, EventEntry, Expectation, Scenario};
-use crate::validate::validate;
-use crate::wire::{ApiLatency, Wire, Wired};
 use nodewarden_controller::write_order::EvictionClient;
 
 /// How much of the replay to report.
@@ -175,7 +175,7 @@ struct Runner<'a> {
     kubelets: Kubelets,
     /// The API between the controller and the cluster (bypassed when
     /// instant).
-    wire: Wire,
+    wire: SlowApi,
     /// How late an expectation may come true.
     tolerance: Span,
     largest_deviation: Option<Span>,
@@ -199,7 +199,7 @@ impl<'a> Runner<'a> {
             sink,
             cluster,
             kubelets,
-            wire: Wire::new(latency, opts.seed)
+            wire: SlowApi::new(latency, opts.seed)
                 .with_eviction_client(EvictionClient::for_mode(scenario.config.enable_taint_manager)),
             tolerance: latency.tolerance(scenario.config.node_monitor_period),
             largest_deviation: None,
@@ -385,7 +385,7 @@ impl<'a> Runner<'a> {
     fn tick(&mut self, t: Timestamp) {
         let Some(controller) = &mut self.controller else { return };
         let (sink, violations, held_back) = (&mut self.sink, &mut self.violations, &mut self.held_back);
-        let mut api = Wired { wire: &mut self.wire, cluster: &mut self.cluster };
+        let mut api = Delayed { wire: &mut self.wire, cluster: &mut self.cluster };
         controller.step(t, &mut api, &mut |event| {
             let StepEvent::Handled(handled) = event else { return };
             if !handled.violations.is_empty() {
@@ -460,7 +460,7 @@ impl<'a> Runner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::parse_scenario;
+    use nodewarden_cluster::validate::parse_scenario;
 
     fn run(text: &str, opts: ReplayOptions) -> ReplayOutcome {
         let s = match parse_scenario(text) {

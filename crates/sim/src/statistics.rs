@@ -8,16 +8,16 @@
 
 use std::collections::HashMap;
 
+use nodewarden_cluster::admission::AdmissionDefaults;
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::faults::Fault;
+use nodewarden_cluster::fleet::Layout;
+use nodewarden_cluster::kubelet::KubeletTiming;
+use nodewarden_cluster::rules::node::is_controller_noexecute as is_noexecute;
 use nodewarden_controller::Invariant;
 use nodewarden_engine::explain::Verdict;
 use nodewarden_engine::{Action, ActionKind, ZoneReport, ZoneState};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp, ZoneKey};
-
-use crate::admission::AdmissionDefaults;
-use crate::cluster::{Cluster, is_controller_noexecute as is_noexecute};
-use crate::faults::Fault;
-use crate::fleet::Layout;
-use crate::kubelet::KubeletTiming;
 
 /// One node's story, for latencies and per-zone figures.
 #[derive(Clone, Debug, Default)]
@@ -233,7 +233,7 @@ pub struct Outcome {
     /// refusal in a fault-free run is a bug, as the runbook says).
     pub held_back: usize,
     /// The API latency the run had.
-    pub api_latency: crate::wire::ApiLatency,
+    pub api_latency: nodewarden_cluster::latency::ApiLatency,
     /// Writes the cluster refused as contract breaks (to a deleted or
     /// terminating pod).
     pub contract_violations: usize,
@@ -241,7 +241,7 @@ pub struct Outcome {
     pub violations: Vec<String>,
     /// What happened to each critical addon (empty unless the cluster
     /// keeps scheduling data, as in `critical-addon`).
-    pub addons: Vec<crate::addons::AddonOutcome>,
+    pub addons: Vec<nodewarden_cluster::addons::AddonOutcome>,
 }
 
 /// The safety check the simulated API server makes itself: the controller

@@ -8,7 +8,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use nodewarden_sim::{ApiLatency, ReplayOptions, load_scenario, parse_scenario, replay};
+use nodewarden_cluster::{ApiLatency, load_scenario, parse_scenario};
+use nodewarden_sim::{ReplayOptions, replay};
 
 /// The seeds the latency runs use: each draws other delays.
 const LATENCY_SEEDS: [u64; 3] = [1, 2, 3];

@@ -13,7 +13,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use nodewarden_sim::{ReplayOptions, load_scenario, replay};
+use nodewarden_cluster::load_scenario;
+use nodewarden_sim::{ReplayOptions, replay};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use nodewarden_apiserver::{ServeOptions, Served};
+use nodewarden_cluster::KubeletTiming;
 use nodewarden_model::Span;
-use nodewarden_sim::KubeletTiming;
 
 /// Kubelets that renew their Lease and compute their status every 200 ms
 /// and report it every 2 s: a node's death shows within a second, and
@@ -78,8 +78,8 @@ pub const CRASHED: &str = "node-000005";
 /// get a bookmark every 300 ms, and the cluster moves every 50 ms.
 pub fn node_crash_fleet() -> ServeOptions {
     use nodewarden_apiserver::{ServeSource, ServerConfig, StoreLimits};
-    use nodewarden_sim::Builtin;
-    use nodewarden_sim::fleet::FleetSpec;
+    use nodewarden_cluster::Builtin;
+    use nodewarden_cluster::fleet::FleetSpec;
     ServeOptions {
         source: ServeSource::Fleet(
             FleetSpec { nodes: 10, zones: 2, pods_per_node: 2, seed: 3 },

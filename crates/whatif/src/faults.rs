@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
+use nodewarden_cluster::{EventEntry, Fault, FaultPlan};
 use nodewarden_model::{Span, Timestamp, ZoneKey};
 use nodewarden_sim::report::human_span;
-use nodewarden_sim::{EventEntry, Fault, FaultPlan};
 
 use crate::snapshot::{Snapshot, SnapshotError};
 
@@ -157,7 +157,7 @@ impl Faults {
         }
         for e in &self.events {
             let fault = match &e.action {
-                nodewarden_sim::EventAction::RestartController => Fault::RestartController,
+                nodewarden_cluster::EventAction::RestartController => Fault::RestartController,
                 other => Fault::Event(other.clone()),
             };
             plan.add(Timestamp::EPOCH + e.at, fault, String::new());
@@ -185,7 +185,7 @@ impl Faults {
 /// controller's flags come from `--config`). Node names in the events must
 /// be the snapshot's (checked by [`check_events`]).
 pub fn scenario_events(text: &str) -> Result<Vec<EventEntry>, SnapshotError> {
-    let scenario: nodewarden_sim::Scenario =
+    let scenario: nodewarden_cluster::Scenario =
         serde_yaml_ng::from_str(text).map_err(|e| SnapshotError::Fault(format!("invalid scenario file: {e}")))?;
     Ok(scenario.events)
 }
@@ -196,7 +196,9 @@ pub fn check_events(events: &[EventEntry], snap: &Snapshot) -> Result<(), Snapsh
     let names: BTreeSet<&str> = snap.nodes.iter().map(|n| n.name.as_str()).collect();
     for e in events {
         let nodes = match &e.action {
-            nodewarden_sim::EventAction::KubeletStop(n) | nodewarden_sim::EventAction::KubeletStart(n) => n.as_slice(),
+            nodewarden_cluster::EventAction::KubeletStop(n) | nodewarden_cluster::EventAction::KubeletStart(n) => {
+                n.as_slice()
+            }
             _ => &[],
         };
         if let Some(missing) = nodes.iter().find(|n| !names.contains(n.as_str())) {

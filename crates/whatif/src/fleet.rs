@@ -19,16 +19,17 @@
 //!   (admission already ran in the real cluster, so none is added), their
 //!   node, Ready condition and deletion timestamp.
 
+use nodewarden_cluster::Cluster;
+use nodewarden_cluster::{AdmissionDefaults, KubeletTiming, Kubelets, PodSpec};
 use nodewarden_engine::NodeSnapshot;
 use nodewarden_model::{ConditionStatus, ConditionType, Span, Timestamp};
-use nodewarden_sim::{AdmissionDefaults, KubeletTiming, Kubelets, PodSpec};
-use nodewarden_sim::{Cluster, Prepared};
+use nodewarden_sim::Prepared;
 
 use crate::faults::Faults;
 use crate::snapshot::{SEEN_AT, Snapshot, SnapshotError};
 
 /// The kubelet's Lease renewal jitter (as the generated fleet's).
-const LEASE_JITTER: f64 = nodewarden_sim::fleet::LEASE_JITTER;
+const LEASE_JITTER: f64 = nodewarden_cluster::fleet::LEASE_JITTER;
 
 /// The snapshot's own moment: the latest Lease renewal or Ready heartbeat
 /// in it (Unix nanoseconds); `None` when it has neither.

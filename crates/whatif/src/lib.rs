@@ -80,7 +80,7 @@ pub fn play_with(
     faults: &Faults,
     config: ControllerConfig,
     seed: u64,
-    api: Option<nodewarden_sim::ApiLatency>,
+    api: Option<nodewarden_cluster::ApiLatency>,
 ) -> Result<Played, WhatIfError> {
     let prepared = fleet::prepare(snap, faults, seed)?;
     let plan = prepared.plan.clone();

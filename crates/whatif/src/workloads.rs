@@ -31,7 +31,7 @@
 //! stop it. A budget is *breached* when the controller deletes more of its
 //! pods than it allowed at the snapshot, the `disruptionsAllowed` the
 //! disruption controller would publish over the pods it selects
-//! (`nodewarden_sim::rules::budget`, the served cluster's rule):
+//! (`nodewarden_cluster::rules::budget`, the served cluster's rule):
 //! `maxUnavailable` first, else `minAvailable`, percentages of the
 //! selected pods rounded up, and a budget with neither allows nothing.
 //! The breach time is the deletion that went one over. Separately, the time
@@ -45,10 +45,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
 
+use nodewarden_cluster::FaultPlan;
+use nodewarden_cluster::rules::budget::{PodHealth, budget_status};
 use nodewarden_model::{BudgetAmounts, Timestamp, ZoneKey};
-use nodewarden_sim::FaultPlan;
 use nodewarden_sim::report::{human, human_span};
-use nodewarden_sim::rules::budget::{PodHealth, budget_status};
 use nodewarden_sim::{PodChange, PodChangeKind};
 use serde_json::{Value, json};
 

@@ -10,9 +10,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig};
+use nodewarden_cluster::Builtin;
+use nodewarden_cluster::fleet::FleetSpec;
 use nodewarden_model::{ControllerConfig, Span};
-use nodewarden_sim::fleet::FleetSpec;
-use nodewarden_sim::{Builtin, Outcome, SimOptions, Simulation, Source};
+use nodewarden_sim::{Outcome, SimOptions, Simulation, Source};
 use nodewarden_whatif::{Faults, Played, play};
 use nodewarden_whatif::{Snapshot, read_bytes};
 

@@ -142,7 +142,7 @@ fn zone_a_fails() -> Faults {
 /// manager counts from the observed taint: with API latency, a watch delay
 /// and a write latency later).
 fn played(config: ControllerConfig) -> Played {
-    let instant = Some(nodewarden_sim::ApiLatency::NONE);
+    let instant = Some(nodewarden_cluster::ApiLatency::NONE);
     nodewarden_whatif::play_with(&snapshot(), &zone_a_fails(), config, 1, instant).expect("plays")
 }
 
@@ -308,7 +308,7 @@ fn budgets_are_read_as_the_disruption_controller_reads_them() {
     let mut snap = Snapshot::new("test");
     read_bytes(&serde_json::to_vec(&v).expect("json"), "test", &mut snap).expect("reads");
     assert!(snap.problems.is_empty(), "{:?}", snap.problems);
-    let instant = Some(nodewarden_sim::ApiLatency::NONE);
+    let instant = Some(nodewarden_cluster::ApiLatency::NONE);
     let p =
         nodewarden_whatif::play_with(&snap, &zone_a_fails(), ControllerConfig::default(), 1, instant).expect("plays");
     let db = p.report.pdbs.iter().find(|b| b.name == "shop/db").expect("db budget");

@@ -1,7 +1,7 @@
 //! A scenario file's client rate as `nodewarden run`'s flags (its
 //! controller flags are the model's `flags::command_line`).
 
-use nodewarden_sim::ApiLatency;
+use nodewarden_cluster::ApiLatency;
 
 /// The file's client rate (`cluster.api.kube-api-qps` and
 /// `kube-api-burst`), as `run`'s flags, so the wire sends under the rate

@@ -14,11 +14,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::BufRead;
 use std::path::Path;
 
+use nodewarden_cluster::{Scenario, SimPod};
 use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
 use nodewarden_harness::prometheus::named;
 use nodewarden_model::{ConditionStatus, PodScheduling, Span, Timestamp, ZoneKey, ZoneState};
 use nodewarden_objects::{Detail, Reader, TimeBase};
-use nodewarden_sim::{ExpectRecord, Observed, Scenario, SimPod, evaluate};
+use nodewarden_sim::{ExpectRecord, Observed, evaluate};
 use serde_json::Value;
 
 use crate::WireError;

@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use nodewarden_cluster::Scenario;
 use nodewarden_model::{ControllerConfig, Span};
 use nodewarden_objects::TimeBase;
-use nodewarden_sim::{ExpectRecord, Scenario};
+use nodewarden_sim::ExpectRecord;
 use serde_json::{Value, json};
 
 /// Why a file could not be played.
@@ -206,7 +207,8 @@ pub fn run_file(path: &Path, opts: &Options, slot: usize) -> FileReport {
         .work_dir
         .join(format!("{}-{slot}", path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned())));
     let result = (|| -> Result<(), WireError> {
-        let scenario: Scenario = nodewarden_sim::load_scenario(path).map_err(|e| WireError::Scenario(e.to_string()))?;
+        let scenario: Scenario =
+            nodewarden_cluster::load_scenario(path).map_err(|e| WireError::Scenario(e.to_string()))?;
         report.expectations = scenario.expect.len();
         report.tolerance = tolerance(&scenario.config);
         let _ = std::fs::remove_dir_all(&dir);

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nodewarden_cluster::{EventAction, Scenario};
 use nodewarden_engine::ZoneReport;
 use nodewarden_model::Timestamp;
 use nodewarden_model::wall::{self, Dilation};
-use nodewarden_sim::{EventAction, Scenario};
 
 use nodewarden_harness::http::{Timeouts, scrape};
 use nodewarden_harness::process::{Proc, free_port, tail};

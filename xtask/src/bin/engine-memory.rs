@@ -3,7 +3,7 @@
 //!
 //! `cargo xtask load` runs it beside `nodewarden sim` (and it can be run by
 //! hand: `cargo run --release -p xtask --bin engine-memory -- --nodes 10000`).
-//! The fleet is `nodewarden sim`'s (`nodewarden_sim::fleet`); its kubelets
+//! The fleet is `nodewarden sim`'s (`nodewarden_cluster::fleet`); its kubelets
 //! renew Leases and post status on their own cadences, and the engine is fed
 //! exactly what the cluster's watches deliver, through the same control loop
 //! as production (`Controller::step`, the simulated cluster as its API).
@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use nodewarden_cluster::fleet::{self, FleetSpec, LEASE_JITTER};
+use nodewarden_cluster::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets};
 use nodewarden_controller::Controller;
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
-use nodewarden_sim::fleet::{self, FleetSpec, LEASE_JITTER};
-use nodewarden_sim::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets};
 use serde_json::json;
 
 /// Counts live bytes, their peak, and allocations, on top of the system

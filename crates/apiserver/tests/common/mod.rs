@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use nodewarden_apiserver::{ServeOptions, ServeSource, Served, ServerConfig, StoreLimits};
-use nodewarden_sim::fleet::FleetSpec;
+use nodewarden_cluster::fleet::FleetSpec;
 
 #[allow(unused_imports)] // each test binary uses its own part of this module
 pub use nodewarden_testkit::served::{fast_kubelets, kube_config as config};

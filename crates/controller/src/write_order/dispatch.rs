@@ -1,7 +1,7 @@
 //! Which write starts next: the writer's queue, as a state machine with no
 //! I/O and no clock. The kube adapter's writer (an async shell) starts what
 //! it hands out and reports back what finished; the simulated API server
-//! with a client rate (`nodewarden_sim`'s `Wire`) does the same on the
+//! with a client rate (`nodewarden_cluster`'s `SlowApi`) does the same on the
 //! virtual clock, so replay and `nodewarden run` send in one order.
 //!
 //! Why it exists: a large incident decides tens of thousands of writes at

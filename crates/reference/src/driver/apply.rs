@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use nodewarden_cluster::PodSpec;
 use nodewarden_engine::{BudgetSnapshot, NodeSnapshot, Observation};
 use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, SYSTEM_NAMESPACE};
 use nodewarden_model::{
     ConditionStatus, ConditionType, LabelSelector, NodeCondition, Resources, Span, Taint, Timestamp, Toleration,
     TolerationOperator, keys,
 };
-use nodewarden_sim::PodSpec;
 
 use super::World;
 use super::plan::{NODES, OtherCondition, PODS, SchedPick, Status, Step, TaintPick, ZONES};

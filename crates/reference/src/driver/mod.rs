@@ -14,7 +14,7 @@
 //!
 //! A plan may put an API with latency between the engine and its cluster
 //! ([`Setup::latency`]): writes land late, watch events arrive late and in
-//! each object's order only ([`nodewarden_sim::Wire`]). The reference model
+//! each object's order only ([`nodewarden_cluster::SlowApi`]). The reference model
 //! is an oracle of the instant world (it reads its cluster directly, and
 //! its deadlines run from its own writes), so with latency the two are not
 //! compared; every invariant, the interlock's silence (an action held back
@@ -31,11 +31,11 @@ pub use plan::{
     MAX_STEPS, NODES, OtherCondition, PODS, Plan, SchedPick, Setup, Status, Step, TaintPick, TolerationPick, ZONES,
 };
 
+use nodewarden_cluster::latency::Delayed;
+use nodewarden_cluster::{Cluster, KubeletTiming, Kubelets, SlowApi};
 use nodewarden_controller::{Controller, StepEvent, Violation};
 use nodewarden_engine::{ActionKind, Observation};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
-use nodewarden_sim::wire::Wired;
-use nodewarden_sim::{Cluster, KubeletTiming, Kubelets, Wire};
 
 use crate::compare::{Difference, compare};
 use crate::model::ReferenceModel;
@@ -127,7 +127,7 @@ pub struct Harness {
     model_world: World,
     trace: Option<Vec<String>>,
     /// The API between the engine and its cluster (bypassed when instant).
-    wire: Wire,
+    wire: SlowApi,
     /// The reference model runs and is compared: asked for, and the API
     /// answers at once.
     compare: bool,
@@ -163,7 +163,7 @@ impl Harness {
             engine_world: world(),
             model_world: world(),
             trace: None,
-            wire: Wire::new(setup.api_latency(), u64::from(setup.latency)),
+            wire: SlowApi::new(setup.api_latency(), u64::from(setup.latency)),
             compare: checks.reference && setup.api_latency().is_instant(),
         }
     }
@@ -212,7 +212,7 @@ impl Harness {
         self.engine_world = world();
         self.model_world = world();
         self.trace = None;
-        self.wire = Wire::new(setup.api_latency(), u64::from(setup.latency));
+        self.wire = SlowApi::new(setup.api_latency(), u64::from(setup.latency));
         self.compare = checks.reference && setup.api_latency().is_instant();
     }
 
@@ -358,7 +358,7 @@ impl Harness {
         let (step, invariants) = (self.step, self.checks.invariants);
         let stats = &mut self.stats;
         let mut side = SideApi { cluster: &mut self.engine_world.cluster, side: &mut self.engine_world.side };
-        let mut api = Wired { wire: &mut self.wire, cluster: &mut side };
+        let mut api = Delayed { wire: &mut self.wire, cluster: &mut side };
         self.controller.step(now, &mut api, &mut |event| {
             let StepEvent::Handled(h) = event else { return };
             stats.actions += 1;

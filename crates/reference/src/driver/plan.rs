@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
+use nodewarden_cluster::latency::SpanRange;
+use nodewarden_cluster::{AdmissionDefaults, ApiLatency};
 use nodewarden_model::{
     ConditionStatus, ControllerConfig, DeletionMode, PodScheduling, Resources, Span, Taint, TaintEffect, Timestamp,
     Toleration, TolerationOperator, keys,
 };
-use nodewarden_sim::wire::SpanRange;
-use nodewarden_sim::{AdmissionDefaults, ApiLatency};
 
 /// How many nodes, pods and zones the steps pick from (small, so that steps
 /// collide on the same objects).

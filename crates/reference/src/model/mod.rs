@@ -22,9 +22,9 @@ mod taints;
 
 use std::collections::BTreeMap;
 
+use nodewarden_cluster::Cluster;
 use nodewarden_engine::{Action, ActionId, ActionKind, WriteOutcome, ZoneState};
 use nodewarden_model::{ConditionStatus, ControllerConfig, NodeCondition, Span, Timestamp, ZoneKey, keys};
-use nodewarden_sim::Cluster;
 
 use queue::RefQueue;
 use rescheduler::RefRescheduler;

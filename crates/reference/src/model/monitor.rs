@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use nodewarden_cluster::Cluster;
 use nodewarden_engine::NodeSnapshot;
 use nodewarden_engine::{ActionKind, ZoneState};
 use nodewarden_model::condition::{
     MESSAGE_NEVER_UPDATED, MESSAGE_STATUS_UNKNOWN, REASON_NEVER_UPDATED, REASON_STATUS_UNKNOWN,
 };
 use nodewarden_model::{ConditionStatus, ConditionType, NodeCondition, Timestamp, ZoneKey, keys};
-use nodewarden_sim::Cluster;
 
 use super::queue::RefQueue;
 use super::{Eviction, Health, ReferenceModel, zone_of};

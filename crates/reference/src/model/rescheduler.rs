@@ -4,13 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nodewarden_cluster::Cluster;
 use nodewarden_engine::explain::{AddonEviction, PreparationTier};
 use nodewarden_engine::{ActionKind, WriteSlot};
 use nodewarden_model::scheduling::{CRITICAL_ADDONS_ONLY_TAINT, CRITICAL_ADDONS_ONLY_VALUE, is_critical_addon};
 use nodewarden_model::{
     ConditionStatus, ConditionType, ControllerConfig, PodScheduling, Resources, Span, Taint, TaintEffect, Timestamp,
 };
-use nodewarden_sim::Cluster;
 
 use crate::sched::SchedSide;
 

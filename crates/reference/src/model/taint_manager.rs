@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nodewarden_cluster::Cluster;
+use nodewarden_cluster::cluster::POD_DISRUPTION_TARGET;
 use nodewarden_engine::ActionKind;
 use nodewarden_engine::explain::{Explanation, Verdict};
 use nodewarden_model::{ConditionStatus, Span, Taint, TaintEffect, Timestamp, Toleration};
-use nodewarden_sim::Cluster;
-use nodewarden_sim::cluster::POD_DISRUPTION_TARGET;
 
 use super::ReferenceModel;
 use crate::tolerations::{RefVerdict, verdict};

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use nodewarden_cluster::Cluster;
 use nodewarden_engine::{ActionKind, WriteSlot};
 use nodewarden_model::{ConditionStatus, ConditionType, Span, Taint, TaintEffect, Timestamp, keys};
-use nodewarden_sim::Cluster;
 
 use super::queue::RefAttempt;
 use super::{Eviction, ReferenceModel, zone_of};
@@ -245,7 +245,7 @@ impl ReferenceModel {
             .map(|p| (p.key.clone(), p.uid.clone(), p.daemonset, p.terminating, p.reason.clone()))
             .collect();
         for (key, uid, daemonset, terminating, reason) in pods {
-            if reason.as_deref() != Some(nodewarden_sim::cluster::POD_REASON_NODE_LOST) {
+            if reason.as_deref() != Some(nodewarden_cluster::cluster::POD_REASON_NODE_LOST) {
                 let kind = ActionKind::SetPodNodeLost { pod: key.clone(), uid: uid.clone(), node: node.to_string() };
                 self.write(now, cluster, kind);
             }

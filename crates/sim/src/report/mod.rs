@@ -152,11 +152,11 @@ mod tests {
         assert_eq!(human(t(3_725_000)), "1h02m05s");
     }
 
-    fn run(builtin: crate::Builtin, nodes: usize) -> Outcome {
+    fn run(builtin: nodewarden_cluster::Builtin, nodes: usize) -> Outcome {
         let opts = crate::SimOptions {
             source: crate::Source::Builtin(
                 builtin,
-                crate::fleet::FleetSpec { nodes, zones: 3, pods_per_node: 4, seed: 1 },
+                nodewarden_cluster::fleet::FleetSpec { nodes, zones: 3, pods_per_node: 4, seed: 1 },
             ),
             config: nodewarden_model::ControllerConfig::default(),
             duration: None,
@@ -174,7 +174,7 @@ mod tests {
     fn the_page_marks_every_fault_and_folds_the_json_away() {
         // Rolling failure: one node after another, each down for 8m; the
         // summary has one line for all of them, the charts a mark each.
-        let o = run(crate::Builtin::RollingFailure, 120);
+        let o = run(nodewarden_cluster::Builtin::RollingFailure, 120);
         let page = render_html(&o, &RunInfo::default());
         let downs: usize = o.zones.iter().map(|z| z.marks.iter().filter(|m| m.kind == MarkKind::Down).count()).sum();
         let ups: usize = o.zones.iter().map(|z| z.marks.iter().filter(|m| m.kind == MarkKind::Up).count()).sum();
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_control_plane_outage_is_marked_in_every_zone() {
-        let o = run(crate::Builtin::ControlPlaneOutage, 30);
+        let o = run(nodewarden_cluster::Builtin::ControlPlaneOutage, 30);
         for z in &o.zones {
             let marks: Vec<(Timestamp, MarkKind)> = z.marks.iter().map(|m| (m.at, m.kind)).collect();
             let t = |s| Timestamp::EPOCH + Span::from_secs(s);

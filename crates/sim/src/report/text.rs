@@ -489,8 +489,8 @@ mod tests {
     fn zone_outage(nodes: usize) -> Outcome {
         let opts = crate::SimOptions {
             source: crate::Source::Builtin(
-                crate::Builtin::ZoneOutage,
-                crate::fleet::FleetSpec { nodes, zones: 3, pods_per_node: 4, seed: 1 },
+                nodewarden_cluster::Builtin::ZoneOutage,
+                nodewarden_cluster::fleet::FleetSpec { nodes, zones: 3, pods_per_node: 4, seed: 1 },
             ),
             config: nodewarden_model::ControllerConfig::default(),
             duration: Some(Span::from_secs(5 * 60)),

@@ -25,7 +25,7 @@
 //!
 //! With API latency ([`SimOptions::api`]; the built-in scenarios default
 //! to [`ApiLatency::REALISTIC`]) the controller and the cluster talk
-//! through a [`Wire`]: what steps 1 and 2 change goes on the watch, and
+//! through a [`SlowApi`]: what steps 1 and 2 change goes on the watch, and
 //! before step 4 the writes due land (their answers reach the controller)
 //! and the watch events due are delivered; the steps also stop, on the
 //! grid, where something lands or arrives. The kubelets then run on the
@@ -38,23 +38,23 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use nodewarden_cluster::addons::AddonTracker;
+use nodewarden_cluster::admission::AdmissionDefaults;
+use nodewarden_cluster::builtin::Builtin;
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::faults::{Fault, FaultPlan, apply_event};
+use nodewarden_cluster::fleet::FleetSpec;
+use nodewarden_cluster::kubelet::{KubeletTiming, Kubelets};
+use nodewarden_cluster::latency::{ApiLatency, Delayed, SlowApi};
+use nodewarden_cluster::scenario::Scenario;
 use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
 use nodewarden_engine::{Action, ActionKind, INGEST_PHASE, Observation, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use setup::World;
 
-use crate::addons::AddonTracker;
-use crate::admission::AdmissionDefaults;
-use crate::builtin::Builtin;
-use crate::cluster::Cluster;
-use crate::faults::{Fault, FaultPlan, apply_event};
-use crate::fleet::FleetSpec;
-use crate::kubelet::{KubeletTiming, Kubelets};
-use crate::scenario::Scenario;
 use crate::statistics::Statistics;
 pub use crate::statistics::{Outcome, Progress, SlowPass};
-use crate::wire::{ApiLatency, Wire, Wired};
 use nodewarden_controller::write_order::EvictionClient;
 
 /// The engine's tainting grid: steps land on it.
@@ -105,7 +105,7 @@ pub enum SimError {
     Config(#[from] nodewarden_model::ConfigError),
     /// The scenario file is not valid.
     #[error("invalid scenario: {0}")]
-    Scenario(#[from] crate::error::ScenarioError),
+    Scenario(#[from] nodewarden_cluster::error::ScenarioError),
 }
 
 /// A running simulation. Drive it with [`Simulation::step`] until it
@@ -148,7 +148,7 @@ pub struct Simulation {
     absorbed: std::time::Duration,
     /// The API between the controller and the cluster (bypassed when
     /// instant).
-    wire: Wire,
+    wire: SlowApi,
 }
 
 /// From this many kubelets on, a step runs them on a second thread beside
@@ -277,7 +277,7 @@ impl Simulation {
             delivered: Vec::new(),
             pipeline_from: PIPELINE_FROM,
             absorbed: std::time::Duration::ZERO,
-            wire: Wire::new(latency, opts.seed).with_eviction_client(eviction),
+            wire: SlowApi::new(latency, opts.seed).with_eviction_client(eviction),
         };
         sim.addons = AddonTracker::new(&sim.cluster);
         sim.stats.index_nodes(layout.as_ref(), &sim.cluster);
@@ -643,7 +643,7 @@ impl Simulation {
             addons: &mut self.addons,
             control_plane_down: down,
         };
-        let mut api = Wired { wire: &mut self.wire, cluster: &mut sim_api };
+        let mut api = Delayed { wire: &mut self.wire, cluster: &mut sim_api };
         let mut notes: Vec<String> = Vec::new();
         let mut sent: Vec<String> = Vec::new();
         let instant = api.wire.is_instant();

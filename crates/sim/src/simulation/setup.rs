@@ -6,18 +6,18 @@
 //! configuration) before anything is built, so a bad input is an error and
 //! never a half-built world.
 
+use nodewarden_cluster::addons;
+use nodewarden_cluster::admission::AdmissionDefaults;
+use nodewarden_cluster::builtin::Builtin;
+use nodewarden_cluster::cluster::Cluster;
+use nodewarden_cluster::faults::{Fault, FaultPlan};
+use nodewarden_cluster::fleet::{self, FleetSpec, LEASE_JITTER};
+use nodewarden_cluster::kubelet::{KubeletTiming, Kubelets};
+use nodewarden_cluster::scenario::{EventAction, Scenario};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use super::SimError;
-use crate::addons;
-use crate::admission::AdmissionDefaults;
-use crate::builtin::Builtin;
-use crate::cluster::Cluster;
-use crate::faults::{Fault, FaultPlan};
-use crate::fleet::{self, FleetSpec, LEASE_JITTER};
-use crate::kubelet::{KubeletTiming, Kubelets};
 use crate::prepared::Prepared;
-use crate::scenario::{EventAction, Scenario};
 
 /// The world a simulation runs, before the controller starts.
 pub(super) struct World {
@@ -96,7 +96,7 @@ impl World {
     /// controller restart is the simulation's own fault; kubelet stops and
     /// starts are named in the report).
     pub(super) fn file(scenario: &Scenario, duration: Option<Span>) -> Result<World, SimError> {
-        crate::validate::validate(scenario)?;
+        nodewarden_cluster::validate::validate(scenario)?;
         scenario.config.validate()?;
         let (cluster, kubelets) = Cluster::from_scenario(scenario);
         let mut plan = FaultPlan::new();

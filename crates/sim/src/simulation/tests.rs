@@ -286,7 +286,7 @@ fn pipelined_steps_give_the_same_outcome() {
 #[test]
 fn a_scenario_file_runs_with_its_own_cluster_and_events() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/zone-outage.yaml");
-    let scenario = match crate::validate::load_scenario(std::path::Path::new(path)) {
+    let scenario = match nodewarden_cluster::validate::load_scenario(std::path::Path::new(path)) {
         Ok(s) => s,
         Err(e) => panic!("{e}"),
     };

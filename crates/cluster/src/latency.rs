@@ -11,17 +11,17 @@
 //! change over in the same instant, as they always have, so transcripts
 //! stay as they are.
 //!
-//! Otherwise the [`Wire`] holds what is on its way:
-//! - a write the controller issues ([`Wire::send`]) lands on the cluster
-//!   after a write latency ([`Wire::land`]); its answer (`WriteFinished`,
+//! Otherwise the [`SlowApi`] holds what is on its way:
+//! - a write the controller issues ([`SlowApi::send`]) lands on the cluster
+//!   after a write latency ([`SlowApi::land`]); its answer (`WriteFinished`,
 //!   then the object as the write left it, or as it is after a refusal)
 //!   reaches the controller then, and the change goes on to the watch like
 //!   any other;
-//! - every change of the cluster ([`Wire::publish`]) is stamped with the
+//! - every change of the cluster ([`SlowApi::publish`]) is stamped with the
 //!   next resourceVersion and delivered after a watch delay
-//!   ([`Wire::deliver`]), never before an earlier change of the same object;
+//!   ([`SlowApi::deliver`]), never before an earlier change of the same object;
 //! - a list (the controller's start or restart, a relist after an outage)
-//!   is the cluster as it is now ([`Wire::list`]): it replaces the watch
+//!   is the cluster as it is now ([`SlowApi::list`]): it replaces the watch
 //!   events still on their way to the previous watches. It reaches the
 //!   controller in the same instant, so a controller's loops start on the
 //!   grid the scenario contract gives them (t, t + period, ...), as one
@@ -38,7 +38,7 @@
 //!   (answered `Withdrawn`, with the object as it is), never lands and
 //!   spends no token;
 //! - a restarted controller gets no answer to what its previous life sent
-//!   ([`Wire::restart`]): those writes still land, as requests already on
+//!   ([`SlowApi::restart`]): those writes still land, as requests already on
 //!   the wire do; the writes its previous life had not sent yet die with
 //!   it.
 
@@ -304,7 +304,7 @@ struct InFlight {
     orphan: bool,
 }
 
-/// A write that landed ([`Wire::land`]).
+/// A write that landed ([`SlowApi::land`]).
 #[derive(Debug)]
 pub struct Landed {
     /// When it landed.
@@ -322,7 +322,7 @@ pub struct Landed {
 /// What is on its way between the controller and the simulated cluster;
 /// see the module's description.
 #[derive(Debug)]
-pub struct Wire {
+pub struct SlowApi {
     latency: ApiLatency,
     rng: Rng,
     seq: u64,
@@ -408,10 +408,10 @@ fn object_of(action: &Action) -> Option<u64> {
     })
 }
 
-impl Wire {
+impl SlowApi {
     /// A wire with `latency`, its delays drawn from `seed`.
-    pub fn new(latency: ApiLatency, seed: u64) -> Wire {
-        Wire {
+    pub fn new(latency: ApiLatency, seed: u64) -> SlowApi {
+        SlowApi {
             latency,
             rng: Rng::stream(seed, 0x41_50_49),
             seq: 0,
@@ -427,7 +427,7 @@ impl Wire {
 
     /// Deletions spend node lifecycle's bucket (legacy mode, where node
     /// lifecycle deletes), not a client of their own.
-    pub fn with_eviction_client(mut self, eviction: EvictionClient) -> Wire {
+    pub fn with_eviction_client(mut self, eviction: EvictionClient) -> SlowApi {
         if let Some(c) = &mut self.client {
             c.eviction = eviction;
         }
@@ -563,7 +563,7 @@ impl Wire {
     /// The controller issues `action` at `now`. Without a client rate it
     /// goes out at once unless a write to the same object is on its way or
     /// waits; with one, it waits its turn for a token. A write that waits
-    /// is judged when it goes out ([`Wire::pump`]). It lands after a write
+    /// is judged when it goes out ([`SlowApi::pump`]). It lands after a write
     /// latency. Events go too (they are writes to the API), unanswered.
     pub fn send(&mut self, now: Timestamp, action: &Action) {
         if self.goes_out_at_once(now, action) {
@@ -580,10 +580,10 @@ impl Wire {
         let _ = self.unsent.push(action.clone(), now);
     }
 
-    /// Whether [`Wire::send`] at `now` sends `action` out at once: without
+    /// Whether [`SlowApi::send`] at `now` sends `action` out at once: without
     /// a client rate, when nothing of its object is on its way or waits.
     /// A write that waits its turn is judged when it goes out
-    /// ([`Wire::pump`]), one that goes at once is judged by the loop
+    /// ([`SlowApi::pump`]), one that goes at once is judged by the loop
     /// before it is handed over ([`ClusterApi::sends_at_once`]).
     pub fn goes_out_at_once(&self, _now: Timestamp, action: &Action) -> bool {
         self.client.is_none()
@@ -794,7 +794,7 @@ impl Wire {
         Landed { at, action: w.action, applied }
     }
 
-    /// [`Wire::publish`] for one change already stamped.
+    /// [`SlowApi::publish`] for one change already stamped.
     fn publish_stamped(&mut self, now: Timestamp, obs: Observation) {
         let mut at = now + self.latency.watch_delay.draw(&mut self.rng);
         if let Some((kind, key)) = obs.key() {
@@ -824,16 +824,16 @@ impl Wire {
 }
 
 /// The [`ClusterApi`] a driver steps the controller through: without
-/// latency the cluster itself, answering at once; with it, the wire,
-/// answering later.
-pub struct Wired<'a> {
-    /// The wire (bypassed when instant).
-    pub wire: &'a mut Wire,
+/// latency the cluster itself, answering at once; with it, the
+/// [`SlowApi`], answering later.
+pub struct Delayed<'a> {
+    /// The slow API (bypassed when instant).
+    pub wire: &'a mut SlowApi,
     /// Where writes land when instant.
     pub cluster: &'a mut dyn ClusterApi,
 }
 
-impl ClusterApi for Wired<'_> {
+impl ClusterApi for Delayed<'_> {
     fn apply(&mut self, now: Timestamp, action: &Action) -> Applied {
         if self.wire.is_instant() {
             return self.cluster.apply(now, action);
@@ -844,7 +844,7 @@ impl ClusterApi for Wired<'_> {
 
     /// Instant: every write lands at once. With latency: a write goes out
     /// at once unless one to the same object is on its way (that one is
-    /// judged by [`Wire::land`] when it goes out).
+    /// judged by [`SlowApi::land`] when it goes out).
     fn sends_at_once(&self, now: Timestamp, action: &Action) -> bool {
         self.wire.is_instant() || self.wire.goes_out_at_once(now, action)
     }
@@ -909,7 +909,7 @@ mod tests {
 
     #[test]
     fn one_objects_events_keep_their_order_and_versions_grow() {
-        let mut wire = Wire::new(ApiLatency::REALISTIC, 7);
+        let mut wire = SlowApi::new(ApiLatency::REALISTIC, 7);
         for i in 0..50 {
             wire.publish(Timestamp::from_millis(i), [node("a"), node("b")]);
         }
@@ -956,7 +956,7 @@ mod tests {
 
     #[test]
     fn a_write_lands_late_is_answered_then_and_echoed_later() {
-        let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
+        let mut wire = SlowApi::new(ApiLatency::REALISTIC, 1);
         wire.send(Timestamp::from_millis(0), &patch());
         let mut answers = Vec::new();
         assert!(
@@ -978,7 +978,7 @@ mod tests {
 
     #[test]
     fn a_violation_the_controller_could_not_see_is_a_race() {
-        let mut wire = Wire::new(ApiLatency::REALISTIC, 1);
+        let mut wire = SlowApi::new(ApiLatency::REALISTIC, 1);
         wire.publish(Timestamp::from_millis(0), [node("a")]);
         wire.send(Timestamp::from_millis(1), &patch());
         let landed = wire.land(Timestamp::from_millis(1_000), &mut Api, &mut Vec::new(), &mut yes_judge());
@@ -987,7 +987,7 @@ mod tests {
 
     #[test]
     fn a_restarted_controller_gets_no_old_answers_and_a_list_replaces_old_events() {
-        let mut wire = Wire::new(ApiLatency::REALISTIC, 3);
+        let mut wire = SlowApi::new(ApiLatency::REALISTIC, 3);
         wire.send(Timestamp::from_millis(0), &patch());
         wire.publish(Timestamp::from_millis(0), [node("b")]);
         wire.restart();
@@ -1007,7 +1007,7 @@ mod tests {
 
     #[test]
     fn a_queued_write_goes_out_when_the_one_ahead_lands_unless_it_is_no_longer_true() {
-        let mut wire = Wire::new(ApiLatency::REALISTIC, 5);
+        let mut wire = SlowApi::new(ApiLatency::REALISTIC, 5);
         let second = Action { id: ActionId(2), ..patch() };
         let third = Action { id: ActionId(3), ..patch() };
         wire.send(Timestamp::from_millis(0), &patch());
@@ -1033,7 +1033,7 @@ mod tests {
 
     #[test]
     fn a_restarted_controllers_unsent_writes_die_with_it() {
-        let mut wire = Wire::new(ApiLatency::REALISTIC, 5);
+        let mut wire = SlowApi::new(ApiLatency::REALISTIC, 5);
         wire.send(Timestamp::from_millis(0), &patch());
         wire.send(Timestamp::from_millis(0), &Action { id: ActionId(2), ..patch() });
         wire.restart();
@@ -1059,7 +1059,7 @@ mod tests {
 
     /// Plays the wire until nothing is left: each step at its next due
     /// time, as the drivers step. Returns (when it landed, action id).
-    fn drain(wire: &mut Wire, judge: &mut Judge<'_>) -> Vec<(Timestamp, u64)> {
+    fn drain(wire: &mut SlowApi, judge: &mut Judge<'_>) -> Vec<(Timestamp, u64)> {
         let mut landed = Vec::new();
         let mut t = Timestamp::from_millis(0);
         let mut answers = Vec::new();
@@ -1082,7 +1082,7 @@ mod tests {
     fn under_a_client_rate_writes_go_in_the_writers_order_at_its_pace() {
         use nodewarden_engine::WriteSlot::{NoExecuteTaints, NoScheduleTaints};
         let latency: ApiLatency = "write=10ms,qps=1,burst=1".parse().unwrap();
-        let mut wire = Wire::new(latency, 1);
+        let mut wire = SlowApi::new(latency, 1);
         let t0 = Timestamp::from_millis(0);
         wire.send(t0, &mark(1, "ns/p1"));
         wire.send(t0, &taint(2, "n1", NoScheduleTaints));
@@ -1104,7 +1104,7 @@ mod tests {
     fn in_legacy_mode_deletions_share_node_lifecycles_bucket() {
         use nodewarden_engine::WriteSlot::NoScheduleTaints;
         let latency: ApiLatency = "qps=1,burst=1".parse().unwrap();
-        let mut wire = Wire::new(latency, 1).with_eviction_client(EvictionClient::Shared);
+        let mut wire = SlowApi::new(latency, 1).with_eviction_client(EvictionClient::Shared);
         let t0 = Timestamp::from_millis(0);
         for (i, n) in ["n1", "n2", "n3", "n4", "n5"].iter().enumerate() {
             wire.send(t0, &taint(i as u64 + 1, n, NoScheduleTaints));
@@ -1121,7 +1121,7 @@ mod tests {
     #[test]
     fn a_write_waiting_for_a_token_is_judged_when_its_token_comes() {
         let latency: ApiLatency = "qps=2,burst=1".parse().unwrap();
-        let mut wire = Wire::new(latency, 1);
+        let mut wire = SlowApi::new(latency, 1);
         let t0 = Timestamp::from_millis(0);
         wire.send(t0, &patch());
         wire.send(t0, &Action { id: ActionId(2), ..patch() });

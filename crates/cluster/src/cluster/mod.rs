@@ -41,14 +41,13 @@ mod recreate;
 mod scheduling;
 
 use nodes::NodeRow;
-pub use nodes::node_from_spec;
+pub use nodes::{NodeSummary, node_from_spec};
 use objects::budget_snapshot;
 pub use objects::{RecordedEvent, SimBudget, SimPod};
 pub use pods::pod_from_spec;
 
 // The two pod constants the reference model reads under the path they had
 // when the rules lived here; every other rule is named from `rules`.
-pub(crate) use crate::rules::node::is_controller_noexecute;
 pub use crate::rules::pod::{POD_DISRUPTION_TARGET, POD_REASON_NODE_LOST};
 
 /// The simulated cluster.

@@ -35,15 +35,15 @@ pub(super) struct NodeRow {
 
 /// A node as the timeline samples it ([`Cluster::node_summaries`]).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct NodeSummary<'a> {
+pub struct NodeSummary<'a> {
     /// Its row in the cluster's node table (stable for the name).
-    pub(crate) row: usize,
+    pub row: usize,
     /// Its name.
-    pub(crate) name: &'a str,
+    pub name: &'a str,
     /// Its Ready status; `None` without a Ready condition.
-    pub(crate) ready: Option<ConditionStatus>,
+    pub ready: Option<ConditionStatus>,
     /// It carries a `not-ready` or `unreachable` NoExecute taint.
-    pub(crate) noexecute: bool,
+    pub noexecute: bool,
 }
 
 /// Brings a node's row in line with the node (after any change to it).
@@ -188,7 +188,7 @@ impl Cluster {
 
     /// Every node that exists now, as the timeline samples it, in no
     /// particular order.
-    pub(crate) fn node_summaries(&self) -> impl Iterator<Item = NodeSummary<'_>> {
+    pub fn node_summaries(&self) -> impl Iterator<Item = NodeSummary<'_>> {
         self.rows.iter().enumerate().filter_map(|(row, r)| {
             r.ready.map(|ready| NodeSummary { row, name: r.name.as_str(), ready, noexecute: r.noexecute })
         })

@@ -112,7 +112,7 @@ pub struct ClusterSpec {
     /// the instant world: each write lands at once and each change is seen
     /// in the same instant. `--api-latency` overrides it.
     #[serde(default, deserialize_with = "null_as_default")]
-    pub api: crate::wire::ApiLatency,
+    pub api: crate::latency::ApiLatency,
 }
 
 fn default_toleration_seconds() -> Option<i64> {
@@ -126,7 +126,7 @@ impl Default for ClusterSpec {
             default_unreachable_toleration_seconds: default_toleration_seconds(),
             kubelet: KubeletSpec::default(),
             scheduler: false,
-            api: crate::wire::ApiLatency::NONE,
+            api: crate::latency::ApiLatency::NONE,
         }
     }
 }
