@@ -309,6 +309,32 @@ impl Serialize for ControllerConfig {
     }
 }
 
+/// A key of a configuration mapping: the flag's place in [`FLAGS`]. An
+/// unknown name is refused while the key is read, so the error's path
+/// names it (`config.node-monitor-grace`).
+struct FlagKey(usize);
+
+impl<'de> Deserialize<'de> for FlagKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<FlagKey, D::Error> {
+        struct Name;
+        impl Visitor<'_> for Name {
+            type Value = FlagKey;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a controller flag's name")
+            }
+
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<FlagKey, E> {
+                match FLAGS.iter().position(|f| f.name == key) {
+                    Some(i) => Ok(FlagKey(i)),
+                    None => Err(E::unknown_field(key, &NAMES)),
+                }
+            }
+        }
+        d.deserialize_identifier(Name)
+    }
+}
+
 impl<'de> Deserialize<'de> for ControllerConfig {
     /// A mapping of flag names to values; a flag not named keeps
     /// [`ControllerConfig::default`]'s value, an unknown or repeated one is
@@ -325,10 +351,7 @@ impl<'de> Deserialize<'de> for ControllerConfig {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ControllerConfig, A::Error> {
                 let mut config = ControllerConfig::default();
                 let mut seen = [false; FLAGS.len()];
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let Some(i) = FLAGS.iter().position(|f| f.name == key) else {
-                        return Err(de::Error::unknown_field(&key, &NAMES));
-                    };
+                while let Some(FlagKey(i)) = map.next_key()? {
                     if std::mem::replace(&mut seen[i], true) {
                         return Err(de::Error::duplicate_field(FLAGS[i].name));
                     }

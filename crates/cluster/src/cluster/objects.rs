@@ -12,6 +12,7 @@ use nodewarden_engine::{BudgetSnapshot, Event, PodSnapshot};
 use nodewarden_model::{ConditionStatus, PodScheduling, Resources, Timestamp, Toleration};
 
 use crate::rules::pod::{POD_READY, POD_REASON_NODE_LOST};
+use crate::rules::pod_conditions::PodConditions;
 use crate::scenario::BudgetSpec;
 
 /// A pod as the simulated API server stores it.
@@ -30,7 +31,7 @@ pub struct SimPod {
     /// `spec.tolerations`, admission defaults included.
     pub tolerations: Vec<Toleration>,
     /// Pod conditions by type (`Ready`, `DisruptionTarget`, ...).
-    pub conditions: BTreeMap<String, ConditionStatus>,
+    pub conditions: PodConditions,
     /// `status.reason` (`NodeLost` after a legacy eviction).
     pub reason: Option<String>,
     /// Gone from the API; the last state is kept so it stays checkable.

@@ -16,6 +16,7 @@ use super::Cluster;
 use super::objects::SimPod;
 use crate::admission::AdmissionDefaults;
 use crate::rules::pod::{POD_READY, POD_SCHEDULED};
+use crate::rules::pod_conditions::PodConditions;
 use crate::scenario::{PodSchedulingSpec, PodSpec};
 
 impl Cluster {
@@ -149,7 +150,7 @@ impl Cluster {
                 })
             });
             s.unschedulable_since.get_or_insert(now);
-            p.conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
+            p.conditions.insert(POD_SCHEDULED, ConditionStatus::False);
         })
     }
 
@@ -185,10 +186,10 @@ pub fn pod_from_spec(
 ) -> SimPod {
     let mut tolerations = spec.tolerations.clone();
     admission.admit(&mut tolerations);
-    let mut conditions = BTreeMap::new();
+    let mut conditions = PodConditions::new();
     if let Some(ready) = spec.ready {
         let status = if ready { ConditionStatus::True } else { ConditionStatus::False };
-        conditions.insert(POD_READY.to_string(), status);
+        conditions.insert(POD_READY, status);
     }
     let sched = &spec.scheduling;
     let scheduling = (scheduling || **sched != PodSchedulingSpec::default()).then(|| {
@@ -205,7 +206,7 @@ pub fn pod_from_spec(
         })
     });
     if scheduling.as_ref().is_some_and(|s| s.unschedulable_since.is_some()) {
-        conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
+        conditions.insert(POD_SCHEDULED, ConditionStatus::False);
     }
     SimPod {
         key: spec.name.clone(),

@@ -6,10 +6,8 @@
 //! replacement never takes the name of a pod that exists, and it gets the
 //! next uid like any new pod.
 
-use std::collections::BTreeMap;
-
+use crate::rules::pod_conditions::PodConditions;
 use nodewarden_engine::Observation;
-use nodewarden_model::ConditionStatus;
 
 use super::Cluster;
 use super::objects::SimPod;
@@ -34,8 +32,8 @@ impl Cluster {
         self.next_uid += 1;
         let mut scheduling = sched.clone();
         scheduling.unschedulable_since = None;
-        let conditions: BTreeMap<String, ConditionStatus> = replacement_ready(old.conditions.contains_key(POD_READY))
-            .map(|ready| (POD_READY.to_string(), ready))
+        let conditions: PodConditions = replacement_ready(old.conditions.contains_key(POD_READY))
+            .map(|ready| (POD_READY, ready))
             .into_iter()
             .collect();
         let pod = SimPod {

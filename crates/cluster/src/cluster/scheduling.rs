@@ -173,7 +173,7 @@ impl Cluster {
                     if let Some(s) = &mut p.scheduling {
                         s.unschedulable_since = None;
                     }
-                    p.conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::True);
+                    p.conditions.insert(POD_SCHEDULED, ConditionStatus::True);
                     // Its kubelet starts it at once.
                     if let Some(r) = p.conditions.get_mut(POD_READY) {
                         *r = ConditionStatus::True;
@@ -185,7 +185,7 @@ impl Cluster {
                     {
                         s.unschedulable_since = Some(now);
                     }
-                    p.conditions.insert(POD_SCHEDULED.to_string(), ConditionStatus::False);
+                    p.conditions.insert(POD_SCHEDULED, ConditionStatus::False);
                 })),
             }
         }

@@ -13,6 +13,7 @@
 //!   controller's and the kubelet's writes;
 //! - [`pod`]: the checks a controller write to a pod passes and what the
 //!   status writes and deletions do;
+//! - [`pod_conditions`]: a pod's conditions by type, in little room;
 //! - [`budget`]: the disruption controller's budget status and the
 //!   Eviction API's verdict;
 //! - [`recreate`]: which pods a workload controller replaces, and how.
@@ -25,4 +26,5 @@
 pub mod budget;
 pub mod node;
 pub mod pod;
+pub mod pod_conditions;
 pub mod recreate;

@@ -7,7 +7,7 @@
 //! being deleted is refused, except the one status write upstream's legacy
 //! eviction makes to every pod of the node.
 
-use std::collections::BTreeMap;
+use crate::rules::pod_conditions::PodConditions;
 
 use nodewarden_model::{ConditionStatus, DeletionMode, Span};
 
@@ -95,7 +95,7 @@ pub fn check_pod_write(
 
 /// `MarkPodsNotReady` (upstream `nodeutil.MarkPodsNotReady`): the pod's
 /// Ready condition becomes False; a pod without one is left as it is.
-pub fn mark_not_ready(conditions: &mut BTreeMap<String, ConditionStatus>) {
+pub fn mark_not_ready(conditions: &mut PodConditions) {
     if let Some(s) = conditions.get_mut(POD_READY) {
         *s = ConditionStatus::False;
     }
@@ -103,14 +103,14 @@ pub fn mark_not_ready(conditions: &mut BTreeMap<String, ConditionStatus>) {
 
 /// The taint manager's `DisruptionTarget=True` condition, added (or set)
 /// before the deletion.
-pub fn add_disruption_target(conditions: &mut BTreeMap<String, ConditionStatus>) {
-    conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::True);
+pub fn add_disruption_target(conditions: &mut PodConditions) {
+    conditions.insert(POD_DISRUPTION_TARGET, ConditionStatus::True);
 }
 
 /// A `DisruptionTarget` condition taken back (set False) after the
 /// deletion it announced was called off.
-pub fn clear_disruption_target(conditions: &mut BTreeMap<String, ConditionStatus>) {
-    conditions.insert(POD_DISRUPTION_TARGET.to_string(), ConditionStatus::False);
+pub fn clear_disruption_target(conditions: &mut PodConditions) {
+    conditions.insert(POD_DISRUPTION_TARGET, ConditionStatus::False);
 }
 
 /// The grace period a deletion runs with. Without scheduling tracked the
