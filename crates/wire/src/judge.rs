@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::BufRead;
 use std::path::Path;
 
+use nodewarden_cluster::rules::pod_conditions::PodConditions;
 use nodewarden_cluster::{Scenario, SimPod};
 use nodewarden_engine::{NodeSnapshot, ObjectRef, ZoneReport};
 use nodewarden_harness::prometheus::named;
@@ -78,7 +79,7 @@ impl Observed for ServedView {
 /// the controller could not read either (no name, namespace or uid).
 fn sim_pod(key: &str, v: &Value, now: Timestamp) -> Option<SimPod> {
     let s = nodewarden_objects::pod_reading(v, now, Detail::Lifecycle)?;
-    let conditions: BTreeMap<String, ConditionStatus> = v
+    let conditions: PodConditions = v
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .map(|cs| {
@@ -90,7 +91,7 @@ fn sim_pod(key: &str, v: &Value, now: Timestamp) -> Option<SimPod> {
                         "False" => ConditionStatus::False,
                         _ => ConditionStatus::Unknown,
                     };
-                    Some((kind.to_string(), status))
+                    Some((kind, status))
                 })
                 .collect()
         })
@@ -110,7 +111,7 @@ fn sim_pod(key: &str, v: &Value, now: Timestamp) -> Option<SimPod> {
         node: s.node,
         daemonset: s.daemonset,
         terminating: s.terminating,
-        tolerations: s.tolerations,
+        tolerations: s.tolerations.into(),
         conditions,
         reason: v.pointer("/status/reason").and_then(Value::as_str).map(str::to_string),
         deleted: false,

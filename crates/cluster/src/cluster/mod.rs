@@ -20,11 +20,12 @@
 //! Invariant: the cluster's maps change only through its methods, and each
 //! method returns exactly what a watch would deliver for the change.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 pub use nodewarden_controller::Applied;
 use nodewarden_engine::{NodeSnapshot, ObjectRef, Observation};
-use nodewarden_model::{CompactName, Resources, Timestamp};
+use nodewarden_model::{CompactName, Resources, Timestamp, Toleration};
 
 use crate::admission::AdmissionDefaults;
 use crate::kubelet::{KubeletTiming, Kubelets};
@@ -64,6 +65,9 @@ pub struct Cluster {
     /// Each name's row.
     row_of: HashMap<CompactName, u32, Hasher>,
     pods: BTreeMap<String, SimPod>,
+    /// Every distinct set of pod tolerations, shared by the pods that
+    /// have it ([`SimPod::tolerations`]).
+    toleration_sets: HashSet<Arc<[Toleration]>, Hasher>,
     deleted_uids: BTreeSet<String>,
     writes: BTreeMap<ObjectRef, u64>,
     events: Vec<RecordedEvent>,

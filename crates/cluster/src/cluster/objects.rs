@@ -7,6 +7,7 @@
 //! use them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use nodewarden_engine::{BudgetSnapshot, Event, PodSnapshot};
 use nodewarden_model::{ConditionStatus, PodScheduling, Resources, Timestamp, Toleration};
@@ -28,8 +29,10 @@ pub struct SimPod {
     pub daemonset: bool,
     /// Has a deletion timestamp.
     pub terminating: bool,
-    /// `spec.tolerations`, admission defaults included.
-    pub tolerations: Vec<Toleration>,
+    /// `spec.tolerations`, admission defaults included. Shared: a fleet
+    /// has a handful of distinct sets, held once each by the cluster
+    /// ([`Cluster`](super::Cluster) interns them) rather than once a pod.
+    pub tolerations: Arc<[Toleration]>,
     /// Pod conditions by type (`Ready`, `DisruptionTarget`, ...).
     pub conditions: PodConditions,
     /// `status.reason` (`NodeLost` after a legacy eviction).
@@ -64,7 +67,7 @@ impl SimPod {
             daemonset: self.daemonset,
             ready: self.ready(),
             terminating: self.terminating,
-            tolerations: self.tolerations.clone(),
+            tolerations: self.tolerations.to_vec(),
             scheduling: if self.report_scheduling { self.scheduling.clone() } else { None },
         }
     }

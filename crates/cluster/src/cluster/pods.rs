@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use nodewarden_engine::Observation;
 use nodewarden_model::{ConditionStatus, Placement, PodScheduling, Timestamp, Toleration};
@@ -76,7 +77,21 @@ impl Cluster {
         }
         self.next_uid += 1;
         let uid = format!("uid-{}", self.next_uid);
-        pod_from_spec(spec, now, &self.admission, self.tracks_scheduling(), self.report, uid)
+        let mut pod = pod_from_spec(spec, now, &self.admission, self.tracks_scheduling(), self.report, uid);
+        pod.tolerations = self.shared_tolerations(pod.tolerations);
+        pod
+    }
+
+    /// The one copy of `tolerations` the cluster keeps for every pod that
+    /// has the same.
+    fn shared_tolerations(&mut self, tolerations: Arc<[Toleration]>) -> Arc<[Toleration]> {
+        match self.toleration_sets.get(&*tolerations) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                self.toleration_sets.insert(Arc::clone(&tolerations));
+                tolerations
+            }
+        }
     }
 
     pub(super) fn insert_pod(&mut self, pod: SimPod) -> Vec<Observation> {
@@ -108,7 +123,7 @@ impl Cluster {
 
     /// Replaces a pod's tolerations (admission does not run on updates).
     pub fn set_tolerations(&mut self, key: &str, tolerations: &[Toleration]) -> Vec<Observation> {
-        self.update_pod(key, "set-tolerations", |p| p.tolerations = tolerations.to_vec())
+        self.update_pod(key, "set-tolerations", |p| p.tolerations = tolerations.into())
     }
 
     /// Binds a pod to a node (as the scheduler's `bind` would): it is no
@@ -214,7 +229,7 @@ pub fn pod_from_spec(
         node: spec.node.clone(),
         daemonset: spec.daemonset,
         terminating: spec.terminating,
-        tolerations,
+        tolerations: tolerations.into(),
         conditions,
         reason: None,
         deleted: false,

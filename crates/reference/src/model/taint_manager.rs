@@ -2,6 +2,7 @@
 //! when their tolerations run out.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use nodewarden_cluster::Cluster;
 use nodewarden_cluster::cluster::POD_DISRUPTION_TARGET;
@@ -25,7 +26,7 @@ pub(super) struct TaintManager {
     /// Each node's NoExecute taints as last processed.
     nodes: BTreeMap<String, Vec<Taint>>,
     /// Each pod's uid, node and tolerations as last processed.
-    pods: BTreeMap<String, (String, Option<String>, Vec<Toleration>)>,
+    pods: BTreeMap<String, (String, Option<String>, Arc<[Toleration]>)>,
     /// Scheduled deletions by pod key.
     pending: BTreeMap<String, Pending>,
 }
@@ -92,7 +93,7 @@ impl ReferenceModel {
             return;
         }
         self.tm.nodes.insert(name.to_string(), Vec::new());
-        let pods: Vec<(String, Vec<Toleration>)> = cluster
+        let pods: Vec<(String, Arc<[Toleration]>)> = cluster
             .pods()
             .filter(|p| !p.deleted && p.node.as_deref() == Some(name))
             .map(|p| (p.key.clone(), p.tolerations.clone()))
@@ -121,7 +122,7 @@ impl ReferenceModel {
                 continue;
             }
             self.tm.nodes.insert(name.clone(), current.clone());
-            let pods: Vec<(String, Vec<Toleration>)> = cluster
+            let pods: Vec<(String, Arc<[Toleration]>)> = cluster
                 .pods()
                 .filter(|p| !p.deleted && p.node.as_deref() == Some(name.as_str()))
                 .map(|p| (p.key.clone(), p.tolerations.clone()))
