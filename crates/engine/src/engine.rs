@@ -19,6 +19,7 @@ use crate::metric_names;
 use crate::observation::{ObjectKind, Observation};
 use crate::reschedule::SchedFacts;
 use crate::resources::*;
+use crate::withdrawal::Withdrawal;
 
 /// The most pending observations whose buffer a tick keeps for the next
 /// (a few thousand arrive per tick at 100k nodes; a relist brings the
@@ -468,13 +469,13 @@ impl Engine {
     /// Whether a write the engine issued is still true at `now`, asked by
     /// whoever sends it just before it goes out: what was handed in so
     /// far is taken in first ([`Engine::absorb`]), then the write is
-    /// checked against that view (see `send_check`). `Err` says why it is
-    /// no longer true; the sender then reports it
-    /// [`WriteOutcome::Withdrawn`](crate::observation::WriteOutcome::Withdrawn)
+    /// checked against that view (see `send_check`). `Err` names the fact
+    /// that changed ([`Withdrawal::NoLongerTrue`]); the sender then reports
+    /// it [`WriteOutcome::Withdrawn`](crate::observation::WriteOutcome::Withdrawn)
     /// instead of sending it. Decides nothing and changes no fact.
-    pub fn still_true(&mut self, now: Timestamp, kind: &crate::action::ActionKind) -> Result<(), String> {
+    pub fn still_true(&mut self, now: Timestamp, kind: &crate::action::ActionKind) -> Result<(), Withdrawal> {
         self.absorb(now);
-        crate::send_check::still_true(&self.world, kind)
+        crate::send_check::still_true(&self.world, kind).map_err(Withdrawal::NoLongerTrue)
     }
 
     /// Builds up to `room` of the writes decided but not yet built (pods'

@@ -429,7 +429,7 @@ impl Simulation {
         let controller = &mut self.controller;
         let mut judge = |at: Timestamp, action: &Action| match controller.as_mut() {
             Some(c) => c.still_true(at, action),
-            None => Err("the controller is not running".to_string()),
+            None => Err(nodewarden_engine::Withdrawal::ControllerDown),
         };
         for landed in self.wire.land(t, &mut api, &mut answers, &mut judge) {
             if let Some(v) = landed.applied.violation {
