@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_engine::{ActionKind, Changed, Engine, NodeSnapshot, Observation, Withdrawal, WriteOutcome};
+use nodewarden_engine::{ActionKind, Changed, Engine, NodeSnapshot, Observation, TickPhase, Withdrawal, WriteOutcome};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp};
 
 fn node(name: &str) -> Observation {
@@ -36,12 +36,26 @@ fn phases_are_timed_only_with_a_clock_and_only_when_they_ran() {
     engine.measure_with(std::time::Instant::now);
     let _ = engine.tick(Timestamp::from_millis(5_000));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
-    assert!(ran.contains(&"ingest") && ran.contains(&"health_monitor") && ran.contains(&"tainting_pass"), "{ran:?}");
-    assert!(!ran.contains(&"legacy_eviction_pass"));
+    let [ingest, monitor, tainting] = [TickPhase::Ingest, TickPhase::HealthMonitor, TickPhase::TaintingPass];
+    assert!(ran.contains(&ingest) && ran.contains(&monitor) && ran.contains(&tainting), "{ran:?}");
+    assert!(!ran.contains(&TickPhase::LegacyEvictionPass));
     let _ = engine.tick(Timestamp::from_millis(5_050));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
-    assert!(!ran.contains(&"health_monitor") && !ran.contains(&"tainting_pass"), "off-grid tick: {ran:?}");
-    assert_eq!(engine.phase_names().first(), Some(&"ingest"));
+    assert!(!ran.contains(&monitor) && !ran.contains(&tainting), "off-grid tick: {ran:?}");
+    // Every phase, in order, whether or not it ran: the order reports
+    // list them in, by the names they have always shown.
+    let names: Vec<_> = engine.tick_phases().into_iter().map(TickPhase::name).collect();
+    let order = [
+        "ingest",
+        "pod_assignment",
+        "health_monitor",
+        "node_handlers",
+        "tainting_pass",
+        "legacy_eviction_pass",
+        "taint_manager",
+        "rescheduler",
+    ];
+    assert_eq!(names, order);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use nodewarden_controller::Invariant;
 use nodewarden_engine::explain::Verdict;
-use nodewarden_engine::{Action, ActionKind, ZoneReport, ZoneState};
+use nodewarden_engine::{Action, ActionKind, TickPhase, ZoneReport, ZoneState};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp, ZoneKey};
 
 use crate::admission::AdmissionDefaults;
@@ -138,7 +138,7 @@ pub struct TickCosts {
     /// Whole ticks (ingest included).
     pub tick: Vec<u64>,
     /// Per phase, in the engine's order.
-    pub phases: Vec<(&'static str, Vec<u64>)>,
+    pub phases: Vec<(TickPhase, Vec<u64>)>,
     /// The slowest health monitor passes, slowest first (at most
     /// [`SLOWEST_KEPT`]): when each ran, what it took (ns), and how many
     /// actions its tick issued. A tail of the pass's distribution is made of
