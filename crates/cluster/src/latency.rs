@@ -51,7 +51,7 @@ use nodewarden_controller::write_order::{
     Bucket, DEFAULT_BURST, DEFAULT_QPS, Dispatch, EvictionClient, MARKS_HELD, Turn, WriteClass,
 };
 use nodewarden_controller::{Applied, ClusterApi};
-use nodewarden_engine::{Action, ObjectKind, ObjectRef, Observation};
+use nodewarden_engine::{Action, ObjectKind, ObjectRef, Observation, Withdrawal};
 use nodewarden_model::{Span, Timestamp};
 use serde::{Deserialize, Deserializer};
 
@@ -386,7 +386,7 @@ fn marks(actions: &[Action]) -> usize {
 
 /// Asked just before a queued write goes out, at the instant it goes: `Err`
 /// withdraws it, saying why.
-pub type Judge<'a> = dyn FnMut(Timestamp, &Action) -> Result<(), String> + 'a;
+pub type Judge<'a> = dyn FnMut(Timestamp, &Action) -> Result<(), Withdrawal> + 'a;
 
 /// An object's identity on the wire, hashed (64 bits). A collision would
 /// only be conservative: two objects' events ordered as if they were one's
@@ -946,7 +946,7 @@ mod tests {
     }
 
     /// Every queued write is still true.
-    fn yes_judge() -> impl FnMut(Timestamp, &Action) -> Result<(), String> {
+    fn yes_judge() -> impl FnMut(Timestamp, &Action) -> Result<(), Withdrawal> {
         |_, _| Ok(())
     }
 
@@ -1016,7 +1016,7 @@ mod tests {
         let mut asked = Vec::new();
         let mut judge = |at: Timestamp, a: &Action| {
             asked.push((at, a.id));
-            if a.id == ActionId(2) { Err("no longer true".to_string()) } else { Ok(()) }
+            if a.id == ActionId(2) { Err(Withdrawal::NotCurrent { view: "nodes" }) } else { Ok(()) }
         };
         let mut answers = Vec::new();
         let landed = wire.land(Timestamp::from_millis(10_000), &mut Api, &mut answers, &mut judge);
@@ -1129,7 +1129,7 @@ mod tests {
         let mut asked = Vec::new();
         let mut judge = |at: Timestamp, a: &Action| {
             asked.push((at, a.id.0));
-            if a.id == ActionId(2) { Err("no longer true".to_string()) } else { Ok(()) }
+            if a.id == ActionId(2) { Err(Withdrawal::NotCurrent { view: "nodes" }) } else { Ok(()) }
         };
         let sent = drain(&mut wire, &mut judge);
         assert_eq!(sent, [(t0, 1), (Timestamp::from_millis(500), 3)], "{sent:?}");

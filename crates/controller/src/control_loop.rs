@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use nodewarden_engine::{Action, ActionKind, Engine, ObjectKind, ObjectRef, Observation, WriteOutcome, WriteSlot};
+use nodewarden_engine::{
+    Action, ActionKind, Engine, ObjectKind, ObjectRef, Observation, Withdrawal, WriteOutcome, WriteSlot,
+};
 use nodewarden_model::{ConfigError, ControllerConfig, Span, Timestamp};
 
 use crate::api::{Applied, ClusterApi};
@@ -395,16 +397,16 @@ impl Controller {
     /// the safety interlock against its mirror of the cluster as it now
     /// is. `Err` says why not: the sender must not send it, and reports it
     /// [`WriteOutcome::Withdrawn`]. Counted in [`WITHDRAWN_METRIC`].
-    pub fn still_true(&mut self, now: Timestamp, action: &Action) -> Result<(), String> {
+    pub fn still_true(&mut self, now: Timestamp, action: &Action) -> Result<(), Withdrawal> {
         let verdict = self.engine.still_true(now, &action.kind).and_then(|()| {
             if !matches!(action.kind, ActionKind::DeletePod { .. } | ActionKind::EvictForAddon { .. }) {
                 return Ok(());
             }
             let zones = self.engine.zones();
             let violations = self.checker.judge(now, action, &zones, self.engine.all_zones_down());
-            match violations.first() {
+            match violations.into_iter().next() {
                 None => Ok(()),
-                Some(v) => Err(format!("the safety interlock objects now ({}): {}", v.invariant.name(), v.detail)),
+                Some(v) => Err(Withdrawal::Interlock { invariant: v.invariant.name(), detail: v.detail }),
             }
         });
         if let Err(why) = &verdict {
@@ -416,7 +418,7 @@ impl Controller {
     /// [`Controller::still_true`]'s answer when the sender's view is not
     /// current (a watch down, the API server silent): withdrawn without
     /// asking, counted alike, logged at DEBUG (a whole queue goes at once).
-    pub fn withdraw_unjudged(&self, action: &Action, why: String) -> Result<(), String> {
+    pub fn withdraw_unjudged(&self, action: &Action, why: Withdrawal) -> Result<(), Withdrawal> {
         metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
         tracing::debug!(write = action.kind.name(), "write withdrawn before it was sent: {why}");
         Err(why)
@@ -459,7 +461,7 @@ impl Controller {
 
 /// Logs and counts a write withdrawn before it was sent because it was no
 /// longer true.
-fn note_withdrawn(action: &Action, why: &str) {
+fn note_withdrawn(action: &Action, why: &Withdrawal) {
     metrics::counter!(WITHDRAWN_METRIC, "kind" => action.kind.name()).increment(1);
     let object = action.kind.slot().map_or_else(String::new, |(o, _)| o.to_string());
     tracing::info!(write = action.kind.name(), %object, "write withdrawn before it was sent: {why}");
@@ -470,7 +472,7 @@ fn note_withdrawn(action: &Action, why: &str) {
 /// lifecycle took the write into its own view when it decided, and the
 /// node as it is puts that view right), as the senders that judge their
 /// own writes answer one they withdraw.
-fn withdrawn(action: &Action, why: String, api: &mut dyn ClusterApi) -> Applied {
+fn withdrawn(action: &Action, why: Withdrawal, api: &mut dyn ClusterApi) -> Applied {
     let outcome = WriteOutcome::Withdrawn(why);
     let mut observations = vec![Observation::WriteFinished { id: action.id, outcome: outcome.clone() }];
     if let Some((object @ ObjectRef::Node(_), _)) = action.kind.slot() {
@@ -510,7 +512,7 @@ mod tests {
 
     use std::collections::BTreeMap;
 
-    use nodewarden_engine::ActionKind;
+    use nodewarden_engine::{ActionKind, Changed};
     use nodewarden_model::ConditionStatus;
 
     use super::*;
@@ -800,7 +802,10 @@ mod tests {
             assert!(api.applied.is_empty(), "withdrawn, never applied");
             assert_eq!(summary.withdrawn, 1);
             assert!(
-                matches!(&answers[..], [Some(WriteOutcome::Withdrawn(why))] if why.contains("no longer calls for")),
+                matches!(
+                    &answers[..],
+                    [Some(WriteOutcome::Withdrawn(Withdrawal::NoLongerTrue(Changed::TaintNoLongerCalledFor { .. })))]
+                ),
                 "{answers:?}"
             );
             assert!(again, "the node as read came with the answer");

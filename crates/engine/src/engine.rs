@@ -6,6 +6,7 @@
 //! [`assembly`]; this file is what an engine does once it exists.
 
 mod assembly;
+mod phase;
 
 use bevy_ecs::component::ComponentId;
 use bevy_ecs::prelude::*;
@@ -19,16 +20,14 @@ use crate::metric_names;
 use crate::observation::{ObjectKind, Observation};
 use crate::reschedule::SchedFacts;
 use crate::resources::*;
+use crate::withdrawal::Withdrawal;
+
+pub use phase::{PhaseTiming, TickPhase};
 
 /// The most pending observations whose buffer a tick keeps for the next
 /// (a few thousand arrive per tick at 100k nodes; a relist brings the
 /// whole cluster, and that buffer is let go).
 const KEPT_PENDING: usize = 16_384;
-
-/// The name of a tick's first phase, the ingest of pending observations
-/// ([`PhaseTiming::phase`]): a driver that has the engine take some in
-/// beforehand ([`Engine::absorb`]) adds that time to it.
-pub const INGEST_PHASE: &str = "ingest";
 
 /// A zone as the engine sees it, for replay expectations and status output.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,22 +50,9 @@ pub struct ZoneReport {
 
 /// One phase of a tick: a schedule and when it is due.
 struct Phase {
-    name: &'static str,
+    phase: TickPhase,
     due: fn(&LoopTimers, &ControllerConfig) -> bool,
     schedule: Schedule,
-}
-
-/// How long one phase of a tick took, as measured with the clock lent by
-/// [`Engine::measure_with`]. Public so a driver can report where a tick's
-/// time goes (the load tests' per-phase figures) without reaching inside.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PhaseTiming {
-    /// The phase: `ingest`, `pod_assignment`, `health_monitor`,
-    /// `node_handlers`, `tainting_pass`, `legacy_eviction_pass`,
-    /// `taint_manager` or `rescheduler`.
-    pub phase: &'static str,
-    /// Wall time it took.
-    pub took: std::time::Duration,
 }
 
 /// The node lifecycle controller's core. Single-threaded and
@@ -150,7 +136,7 @@ impl Engine {
         let started = self.stopwatch.map(|now| now());
         self.take_in_pending();
         if let (Some(clock), Some(started)) = (self.stopwatch, started) {
-            self.timings.push(PhaseTiming { phase: INGEST_PHASE, took: clock().duration_since(started) });
+            self.timings.push(PhaseTiming { phase: TickPhase::Ingest, took: clock().duration_since(started) });
         }
         let period = self.world.resource::<Settings>().0.node_monitor_period;
         {
@@ -169,11 +155,11 @@ impl Engine {
             phase.schedule.run(&mut self.world);
             if let (Some(clock), Some(started)) = (self.stopwatch, started) {
                 let took = clock().duration_since(started);
-                if phase.name == "health_monitor" {
+                if phase.phase == TickPhase::HealthMonitor {
                     metrics::histogram!(metric_names::UPDATE_ALL_NODES_HEALTH_DURATION_SECONDS)
                         .record(took.as_secs_f64());
                 }
-                self.timings.push(PhaseTiming { phase: phase.name, took });
+                self.timings.push(PhaseTiming { phase: phase.phase, took });
             }
         }
         {
@@ -359,10 +345,10 @@ impl Engine {
         &self.timings
     }
 
-    /// The phase names, in the order a tick runs them, so a report can list
-    /// every phase, including those that did not run in a given tick.
-    pub fn phase_names(&self) -> Vec<&'static str> {
-        std::iter::once(INGEST_PHASE).chain(self.phases.iter().map(|p| p.name)).collect()
+    /// The tick's phases, in the order a tick runs them, so a report can
+    /// list every phase, including those that did not run in a given tick.
+    pub fn tick_phases(&self) -> Vec<TickPhase> {
+        std::iter::once(TickPhase::Ingest).chain(self.phases.iter().map(|p| p.phase)).collect()
     }
 
     /// Entities in the World: nodes, pods and zones. For load reports (the
@@ -468,13 +454,13 @@ impl Engine {
     /// Whether a write the engine issued is still true at `now`, asked by
     /// whoever sends it just before it goes out: what was handed in so
     /// far is taken in first ([`Engine::absorb`]), then the write is
-    /// checked against that view (see `send_check`). `Err` says why it is
-    /// no longer true; the sender then reports it
-    /// [`WriteOutcome::Withdrawn`](crate::observation::WriteOutcome::Withdrawn)
+    /// checked against that view (see `send_check`). `Err` names the fact
+    /// that changed ([`Withdrawal::NoLongerTrue`]); the sender then reports
+    /// it [`WriteOutcome::Withdrawn`](crate::observation::WriteOutcome::Withdrawn)
     /// instead of sending it. Decides nothing and changes no fact.
-    pub fn still_true(&mut self, now: Timestamp, kind: &crate::action::ActionKind) -> Result<(), String> {
+    pub fn still_true(&mut self, now: Timestamp, kind: &crate::action::ActionKind) -> Result<(), Withdrawal> {
         self.absorb(now);
-        crate::send_check::still_true(&self.world, kind)
+        crate::send_check::still_true(&self.world, kind).map_err(Withdrawal::NoLongerTrue)
     }
 
     /// Builds up to `room` of the writes decided but not yet built (pods'

@@ -24,6 +24,7 @@ use crate::observation::{NodeSnapshot, ObjectKind, Observation, WriteOutcome};
 use crate::queue::RateLimitedTimedQueue;
 use crate::reschedule::SchedFacts;
 use crate::resources::*;
+use crate::withdrawal::Withdrawal;
 
 mod pods;
 
@@ -546,7 +547,7 @@ fn deletion_accepted(world: &World, why: &crate::explain::Explanation) {
 /// Ready bit); a node's next observed state (the sender reads it) is taken
 /// in whatever its version. Only the pod the write was for is touched (a
 /// pod re-created under its name is another).
-fn withdrawn(world: &mut World, kind: ActionKind, reason: &str) {
+fn withdrawn(world: &mut World, kind: ActionKind, reason: &Withdrawal) {
     debug!(?kind, %reason, "write withdrawn before it was sent");
     let pod_for = |world: &World, key: &str, uid: &str| {
         pod_named(world, key).filter(|&e| world.get::<Pod>(e).is_some_and(|p| &*p.uid == uid))

@@ -14,9 +14,10 @@
 //! Only the boundary is public: the [`Engine`] facade, what goes in
 //! ([`Observation`] and its snapshot types), what comes out ([`Action`] and
 //! the types it carries, [`Explanation`] and the [`explain`] types it
-//! exposes), what it concluded when a shadow asks ([`Judgement`]), and what
-//! the engine reports about itself ([`ZoneReport`],
-//! [`PhaseTiming`]). Components, resources, systems and ingest are the
+//! exposes), why a write did not go out ([`Withdrawal`]), what it
+//! concluded when a shadow asks ([`Judgement`]), and what the engine
+//! reports about itself ([`ZoneReport`], the [`PhaseTiming`] of each
+//! [`TickPhase`]). Components, resources, systems and ingest are the
 //! engine's own business and may change shape at any time.
 //!
 //! The cargo feature `internals` additionally exposes `internals`: not a
@@ -36,12 +37,14 @@ mod reschedule;
 mod resources;
 mod send_check;
 mod systems;
+mod withdrawal;
 
 pub use action::{Action, ActionId, ActionKind, DISRUPTION_TARGET_TAKEN_BACK, Event, EventType, ObjectRef, WriteSlot};
-pub use engine::{Engine, INGEST_PHASE, PhaseTiming, ZoneReport};
+pub use engine::{Engine, PhaseTiming, TickPhase, ZoneReport};
 pub use explain::{AddonEviction, Explanation, PreparationTier};
 pub use judgement::{Judged, Judgement};
 pub use observation::{BudgetSnapshot, NodeSnapshot, ObjectKind, Observation, PodSnapshot, WriteOutcome};
+pub use withdrawal::{Changed, Withdrawal};
 // Defined in nodewarden_model (shared with the simulator and the reference
 // model); re-exported so `nodewarden_engine::{PodKey, ZoneState}` keep working.
 pub use nodewarden_model::{PodKey, ZoneState};

@@ -14,6 +14,7 @@ use nodewarden_model::{
 };
 
 use crate::action::ActionId;
+use crate::withdrawal::Withdrawal;
 
 /// A node as the API server stores it, reduced to what the controller reads.
 #[derive(Clone, Debug, PartialEq)]
@@ -169,7 +170,7 @@ pub enum WriteOutcome {
     /// ([`Engine::still_true`](crate::engine::Engine::still_true)). Not a
     /// refusal: nothing is retried on its basis, no failure is counted;
     /// the engine decides again from what it observes next.
-    Withdrawn(String),
+    Withdrawn(Withdrawal),
 }
 
 /// The kinds of object the engine keeps by key ([`Engine::known_keys`]).

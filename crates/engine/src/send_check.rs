@@ -28,14 +28,15 @@ use crate::systems::legacy::heartbeat_since_last_pass;
 use crate::systems::marks::mark_stands;
 use crate::systems::node_handlers::{condition_taint, managed_key};
 use crate::systems::noexecute_taint_for;
+use crate::withdrawal::Changed;
 
 /// `Ok` when `kind` is still what the engine would write, against
-/// everything it has taken in by now; otherwise why not, in a phrase fit
-/// for a log line. No check reads the clock: each asks what was observed
+/// everything it has taken in by now; otherwise the fact that changed
+/// (which prints as a phrase fit for a log line). No check reads the clock: each asks what was observed
 /// since the decision (a heartbeat, a taint gone, a pod re-created), since
 /// what the decision found out about time (a node overdue, a toleration
 /// run out) stays found out as time goes on.
-pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), String> {
+pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), Changed> {
     match kind {
         ActionKind::UpdateNodeConditions { node, conditions, .. } => {
             let goes_unknown =
@@ -62,7 +63,7 @@ pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), String> {
         ActionKind::AddPodDisruptionTarget { pod, uid } | ActionKind::SetPodNodeLost { pod, uid, .. } => {
             let (e, p) = pod_with_uid(world, pod, uid)?;
             if !p.progress.deletion_requested && matches!(kind, ActionKind::AddPodDisruptionTarget { .. }) {
-                return Err("its deletion was called off".into());
+                return Err(Changed::DeletionCalledOff);
             }
             deletion_still_due(world, e, p)
         }
@@ -70,10 +71,10 @@ pub fn still_true(world: &World, kind: &ActionKind) -> Result<(), String> {
             let (e, p) = pod_with_uid(world, pod, uid)?;
             let scheduled = world.get::<PendingDeletion>(e).is_some_and(|d| !d.is_empty());
             if p.progress.deletion_requested || scheduled {
-                return Err("a deletion of the pod stands again".into());
+                return Err(Changed::DeletionStandsAgain);
             }
             if p.terminating {
-                return Err("the pod is terminating".into());
+                return Err(Changed::PodTerminating);
             }
             Ok(())
         }
@@ -88,11 +89,11 @@ fn node_entity(world: &World, name: &str) -> Option<Entity> {
     world.resource::<NodeIndex>().0.get(name).copied()
 }
 
-fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<(Entity, &'w Pod), String> {
-    let entity = pod_named(world, key).ok_or("the pod is gone")?;
-    let pod = world.get::<Pod>(entity).ok_or("the pod is gone")?;
+fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<(Entity, &'w Pod), Changed> {
+    let entity = pod_named(world, key).ok_or(Changed::PodGone)?;
+    let pod = world.get::<Pod>(entity).ok_or(Changed::PodGone)?;
     if &*pod.uid != uid {
-        return Err(format!("the pod was re-created (uid {} now)", pod.uid));
+        return Err(Changed::PodRecreated { uid: pod.uid.to_string() });
     }
     Ok((entity, pod))
 }
@@ -100,13 +101,13 @@ fn pod_with_uid<'w>(world: &'w World, key: &str, uid: &str) -> Result<(Entity, &
 /// The pod a deletion or eviction was decided for: the same object
 /// (uid), still bound to the node the decision was about, and not
 /// terminating already.
-fn running_on<'w>(world: &'w World, key: &str, uid: &str, node: &str) -> Result<(Entity, &'w Pod), String> {
+fn running_on<'w>(world: &'w World, key: &str, uid: &str, node: &str) -> Result<(Entity, &'w Pod), Changed> {
     let (e, p) = pod_with_uid(world, key, uid)?;
     if p.node.as_deref() != Some(node) {
-        return Err(format!("the pod is no longer bound to node {node}"));
+        return Err(Changed::PodNotOnNode { node: node.to_owned() });
     }
     if p.terminating {
-        return Err("the pod is already terminating".into());
+        return Err(Changed::PodAlreadyTerminating);
     }
     Ok((e, p))
 }
@@ -120,8 +121,8 @@ fn running_on<'w>(world: &'w World, key: &str, uid: &str, node: &str) -> Result<
 /// holds the write (a Ready condition, Unknown, where a never-posted node
 /// or one whose Ready condition was removed had none), so asking it would
 /// pick the monitor grace where the startup grace decided.
-fn node_still_silent(world: &World, name: &str) -> Result<(), String> {
-    let e = node_entity(world, name).ok_or_else(|| format!("node {name} is gone"))?;
+fn node_still_silent(world: &World, name: &str) -> Result<(), Changed> {
+    let e = node_entity(world, name).ok_or_else(|| Changed::NodeGone { node: name.to_owned() })?;
     let (Some(health), Some(ready), Some(lease)) =
         (world.get::<Health>(e), world.get::<ReadyView>(e), world.get::<LeaseView>(e))
     else {
@@ -129,7 +130,7 @@ fn node_still_silent(world: &World, name: &str) -> Result<(), String> {
     };
     let Some(rec) = health.record(world.resource::<NodeTimers>()) else { return Ok(()) };
     if heartbeat_since_last_pass(&rec, ready, lease) {
-        return Err(format!("node {name} was heard from since the decision"));
+        return Err(Changed::HeardFromSinceDecision { node: name.to_owned() });
     }
     Ok(())
 }
@@ -145,11 +146,11 @@ fn taints_still_wanted(
     add: &[nodewarden_model::Taint],
     remove: &[nodewarden_model::Taint],
     slot: WriteSlot,
-) -> Result<(), String> {
+) -> Result<(), Changed> {
     if slot == WriteSlot::CriticalAddonsTaint {
         return Ok(());
     }
-    let e = node_entity(world, name).ok_or_else(|| format!("node {name} is gone"))?;
+    let e = node_entity(world, name).ok_or_else(|| Changed::NodeGone { node: name.to_owned() })?;
     let wanted = |t: &nodewarden_model::Taint| -> Option<bool> {
         match t.effect {
             TaintEffect::NoExecute => {
@@ -173,14 +174,14 @@ fn taints_still_wanted(
         }
     };
     if let Some(t) = add.iter().find(|t| wanted(t) == Some(false)) {
-        return Err(format!("node {name} no longer calls for {}", t.short()));
+        return Err(Changed::TaintNoLongerCalledFor { node: name.to_owned(), taint: t.clone() });
     }
     // Taking a NoExecute taint off evicts nothing, and node lifecycle does
     // it on purpose where the conditions still call for it: at start-up and
     // on entering master disruption mode every node is marked reachable,
     // and the taint comes back through the zone's rate limiter (C3, G6).
     if let Some(t) = remove.iter().filter(|t| t.effect != TaintEffect::NoExecute).find(|t| wanted(t) == Some(true)) {
-        return Err(format!("node {name} calls for {} again", t.short()));
+        return Err(Changed::TaintCalledForAgain { node: name.to_owned(), taint: t.clone() });
     }
     Ok(())
 }
@@ -195,13 +196,13 @@ fn taints_still_wanted(
 /// deletions already decided: upstream sends those from the pass (or pod
 /// handler) that decided them, before `handleDisruption` runs, so in that
 /// mode an unmarked node says nothing against the decision.
-fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<(), String> {
+fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<(), Changed> {
     let node = pod.node.as_deref().unwrap_or_default();
     let node_entity = node_entity(world, node);
     if world.resource::<Settings>().0.enable_taint_manager {
         let basis = world.get::<PendingDeletion>(pod_entity).and_then(PendingDeletion::basis);
         if basis.is_none() {
-            return Err("the taint manager called the deletion off".into());
+            return Err(Changed::TaintManagerCalledOff);
         }
         // A pending deletion outlives its node's deletion (I5): with the
         // node gone, the basis decides.
@@ -209,15 +210,15 @@ fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<()
         let observed = world.get::<ObservedNode>(e).map(|o| o.noexecute.as_slice()).unwrap_or_default();
         use nodewarden_model::taint::Decision;
         return match nodewarden_model::taint::decide(observed, &pod.tolerations) {
-            Decision::NoTaints => Err(format!("node {node} carries no NoExecute taint now")),
-            Decision::Forever => Err(format!("the pod tolerates node {node}'s NoExecute taints now")),
+            Decision::NoTaints => Err(Changed::NoNoExecuteTaint { node: node.to_owned() }),
+            Decision::Forever => Err(Changed::ToleratedNow { node: node.to_owned() }),
             Decision::Untolerated(_) | Decision::Expires { .. } => Ok(()),
         };
     }
-    let e = node_entity.ok_or_else(|| format!("node {node} is gone"))?;
+    let e = node_entity.ok_or_else(|| Changed::NodeGone { node: node.to_owned() })?;
     let flags = world.get::<NodeFlags>(e).copied().unwrap_or_default();
     if flags.eviction == EvictionStatus::Unmarked && !world.resource::<DisruptionMode>().all_zones_down {
-        return Err(format!("node {node} is no longer marked for eviction"));
+        return Err(Changed::NoLongerMarked { node: node.to_owned() });
     }
     let (Some(ready), Some(lease), Some(health)) =
         (world.get::<ReadyView>(e), world.get::<LeaseView>(e), world.get::<Health>(e))
@@ -225,11 +226,11 @@ fn deletion_still_due(world: &World, pod_entity: Entity, pod: &Pod) -> Result<()
         return Ok(());
     };
     if ready.status == Some(ConditionStatus::True) {
-        return Err(format!("node {node} is Ready again"));
+        return Err(Changed::NodeReadyAgain { node: node.to_owned() });
     }
     // As the eviction pass defers a queued node that shows signs of life.
     if health.record(world.resource::<NodeTimers>()).is_some_and(|rec| heartbeat_since_last_pass(&rec, ready, lease)) {
-        return Err(format!("node {node} was heard from since the last pass"));
+        return Err(Changed::HeardFromSinceLastPass { node: node.to_owned() });
     }
     Ok(())
 }

@@ -2,13 +2,22 @@
 
 use std::collections::BTreeMap;
 
-use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, WriteOutcome};
+use nodewarden_engine::{ActionKind, Changed, Engine, NodeSnapshot, Observation, TickPhase, Withdrawal, WriteOutcome};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp};
 
 fn node(name: &str) -> Observation {
     Observation::NodeUpserted(
         NodeSnapshot::new(name, Timestamp::from_secs(-3600)).with_ready(ConditionStatus::True, Timestamp::EPOCH),
     )
+}
+
+/// The fact the engine's send-time check found changed: what every
+/// withdrawal of its own is.
+fn changed(why: &Withdrawal) -> &Changed {
+    match why {
+        Withdrawal::NoLongerTrue(changed) => changed,
+        other => panic!("the engine withdraws only what is no longer true, not: {other}"),
+    }
 }
 
 #[test]
@@ -27,12 +36,26 @@ fn phases_are_timed_only_with_a_clock_and_only_when_they_ran() {
     engine.measure_with(std::time::Instant::now);
     let _ = engine.tick(Timestamp::from_millis(5_000));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
-    assert!(ran.contains(&"ingest") && ran.contains(&"health_monitor") && ran.contains(&"tainting_pass"), "{ran:?}");
-    assert!(!ran.contains(&"legacy_eviction_pass"));
+    let [ingest, monitor, tainting] = [TickPhase::Ingest, TickPhase::HealthMonitor, TickPhase::TaintingPass];
+    assert!(ran.contains(&ingest) && ran.contains(&monitor) && ran.contains(&tainting), "{ran:?}");
+    assert!(!ran.contains(&TickPhase::LegacyEvictionPass));
     let _ = engine.tick(Timestamp::from_millis(5_050));
     let ran: Vec<_> = engine.last_tick_timings().iter().map(|p| p.phase).collect();
-    assert!(!ran.contains(&"health_monitor") && !ran.contains(&"tainting_pass"), "off-grid tick: {ran:?}");
-    assert_eq!(engine.phase_names().first(), Some(&"ingest"));
+    assert!(!ran.contains(&monitor) && !ran.contains(&tainting), "off-grid tick: {ran:?}");
+    // Every phase, in order, whether or not it ran: the order reports
+    // list them in, by the names they have always shown.
+    let names: Vec<_> = engine.tick_phases().into_iter().map(TickPhase::name).collect();
+    let order = [
+        "ingest",
+        "pod_assignment",
+        "health_monitor",
+        "node_handlers",
+        "tainting_pass",
+        "legacy_eviction_pass",
+        "taint_manager",
+        "rescheduler",
+    ];
+    assert_eq!(names, order);
 }
 
 #[test]
@@ -193,7 +216,7 @@ fn an_unknown_status_is_withdrawn_once_a_renewal_is_observed() {
     assert_eq!(engine.still_true(Timestamp::from_millis(46_000), &status.kind), Ok(()), "nothing heard since");
     engine.observe(Observation::LeaseUpserted { node: "a".into(), renew: Some(Timestamp::from_millis(46_000)) });
     let why = engine.still_true(Timestamp::from_millis(46_100), &status.kind).expect_err("a renewal was observed");
-    assert!(why.contains("heard from"), "{why}");
+    assert!(matches!(changed(&why), Changed::HeardFromSinceDecision { node } if node == "a"), "{why}");
     // As the adapter answers a withdrawn node write: the outcome, then the
     // node as it is.
     engine.observe(Observation::WriteFinished { id: status.id, outcome: WriteOutcome::Withdrawn(why) });
@@ -201,7 +224,7 @@ fn an_unknown_status_is_withdrawn_once_a_renewal_is_observed() {
     // The taint patch queued behind it is judged with that node taken in.
     let why =
         engine.still_true(Timestamp::from_millis(46_150), &taint.kind).expect_err("the node is Ready as observed");
-    assert!(why.contains("no longer calls for"), "{why}");
+    assert!(matches!(changed(&why), Changed::TaintNoLongerCalledFor { node, .. } if node == "a"), "{why}");
     engine.observe(Observation::WriteFinished { id: taint.id, outcome: WriteOutcome::Withdrawn(why) });
     engine.observe(node("a"));
     let actions = engine.tick(Timestamp::from_millis(46_200));
@@ -248,7 +271,7 @@ fn an_unknown_status_decided_on_the_startup_grace_is_still_true_when_sent() {
     assert_eq!(engine.still_true(shortly(at), &status.kind), Ok(()), "nothing heard from it since");
     engine.observe(Observation::LeaseUpserted { node: "ghost".into(), renew: Some(shortly(at)) });
     let why = engine.still_true(shortly(shortly(at)), &status.kind).expect_err("a renewal was observed");
-    assert!(why.contains("heard from"), "{why}");
+    assert!(matches!(changed(&why), Changed::HeardFromSinceDecision { node } if node == "ghost"), "{why}");
 
     // Ready at 0 s (probe 0 s), its Ready condition removed at 10 s: the
     // startup grace from the same probe, overdue at the 65 s pass.
@@ -338,7 +361,7 @@ fn a_noexecute_taint_is_judged_by_the_rule_that_decided_it() {
     let ready = NodeSnapshot { version: n.version + 2, ..ready };
     engine.observe(Observation::NodeUpserted(ready));
     let why = engine.still_true(at + Span::from_millis(200), &taint.kind).expect_err("Ready again");
-    assert!(why.contains("no longer calls for"), "{why}");
+    assert!(matches!(changed(&why), Changed::TaintNoLongerCalledFor { node, .. } if node == "a"), "{why}");
 }
 
 /// A pod's deletion, decided while its node carried `unreachable:NoExecute`,
@@ -361,7 +384,7 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
     n.version += 1;
     engine.observe(Observation::NodeUpserted(n));
     let why = engine.still_true(Timestamp::from_millis(60_100), &deletion.kind).expect_err("the taint is gone");
-    assert!(why.contains("NoExecute"), "{why}");
+    assert!(matches!(changed(&why), Changed::NoNoExecuteTaint { node } if node == "a"), "{why}");
 
     // The same name, another pod.
     let mut again = Engine::new(ControllerConfig::default(), Timestamp::from_millis(0)).unwrap();
@@ -371,7 +394,7 @@ fn a_deletion_is_withdrawn_once_the_taint_is_seen_gone_or_the_pod_is_another() {
     other.version = 9;
     again.observe(Observation::PodUpserted(other));
     let why = again.still_true(Timestamp::from_millis(60_100), &deletion.kind).expect_err("another pod");
-    assert!(why.contains("re-created"), "{why}");
+    assert!(matches!(changed(&why), Changed::PodRecreated { uid } if uid == "uid-new"), "{why}");
 }
 
 /// A pod's not-ready mark still waiting when the pod's own deletion went
@@ -396,7 +419,7 @@ fn a_waiting_mark_is_withdrawn_once_the_pods_own_deletion_went_out() {
     p.version = 2;
     engine.observe(Observation::PodUpserted(p));
     let why = engine.still_true(Timestamp::from_millis(50_100), &mark).expect_err("terminating");
-    assert!(why.contains("terminating"), "{why}");
+    assert_eq!(changed(&why), &Changed::PodTerminating, "{why}");
 }
 
 /// Found by `rescheduler_steps`: a rescheduler eviction waiting behind an
@@ -440,10 +463,10 @@ fn an_addon_eviction_is_withdrawn_once_the_pod_is_seen_gone_or_moved() {
     terminating.version = 2;
     engine.observe(Observation::PodUpserted(terminating));
     let why = engine.still_true(Timestamp::from_millis(200), &eviction).expect_err("terminating");
-    assert!(why.contains("terminating"), "{why}");
+    assert_eq!(changed(&why), &Changed::PodAlreadyTerminating, "{why}");
     engine.observe(Observation::PodDeleted { key: "default/p".into() });
     let why = engine.still_true(Timestamp::from_millis(300), &eviction).expect_err("the pod is gone");
-    assert!(why.contains("gone"), "{why}");
+    assert_eq!(changed(&why), &Changed::PodGone, "{why}");
 }
 
 /// A warm standby keeps the probe times it observed: a node that stops

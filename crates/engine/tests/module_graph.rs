@@ -18,8 +18,9 @@ use nodewarden_testkit::module_graph::{Graph, Paths};
 /// the modules and re-exports the boundary, and is not part of the graph.
 const LAYERS: &[&[&str]] = &[
     // Boundary types, one direction: actions carry explanations,
-    // observations answer actions; judgements carry explanation facts.
-    &["explain"],
+    // observations answer actions (a withdrawn one with its reason);
+    // judgements carry explanation facts.
+    &["explain", "withdrawal"],
     &["action"],
     &["observation", "judgement"],
     // State: the queue and metric names are leaves; components hold queues

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use nodewarden_controller::{ClusterApi, Controller, StepEvent};
+use nodewarden_engine::Withdrawal;
 use nodewarden_model::{Span, Timestamp, wall};
 
 use crate::input::{Input, Watched};
@@ -354,10 +355,7 @@ impl EngineThread {
             }
             Input::Judge { action, reply } => {
                 let verdict = match state.blind_by() {
-                    Some(w) => self.controller.withdraw_unjudged(
-                        &action,
-                        format!("the {w} view is not current: nothing decided before goes out"),
-                    ),
+                    Some(view) => self.controller.withdraw_unjudged(&action, Withdrawal::NotCurrent { view }),
                     None => self.controller.still_true(at, &action),
                 };
                 let _ = reply.send(verdict);

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use nodewarden_engine::{Action, ObjectKind, Observation};
+use nodewarden_engine::{Action, ObjectKind, Observation, Withdrawal};
 
 /// What reaches the engine thread.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub enum Input {
         /// The write.
         action: Box<Action>,
         /// Where the verdict goes: `Err` says why it must not be sent.
-        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+        reply: tokio::sync::oneshot::Sender<Result<(), Withdrawal>>,
     },
     /// The API server has not answered a probe within its time: the
     /// watches may be stalled without an error (a frozen server keeps its

@@ -13,7 +13,7 @@ mod common;
 
 use common::Asked;
 use nodewarden_engine::explain::{Explanation, Verdict};
-use nodewarden_engine::{ActionKind, Observation, WriteOutcome, WriteSlot};
+use nodewarden_engine::{ActionKind, Observation, Withdrawal, WriteOutcome, WriteSlot};
 use nodewarden_kube::Fence;
 use nodewarden_model::{DeletionMode, Taint, TaintEffect, Timestamp};
 use serde_json::{Value, json};
@@ -128,7 +128,7 @@ async fn a_deletion_of_a_pod_already_gone_is_withdrawn_not_counted() {
     let gone = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
                       "message": "pods \"p1\" not found", "details": {"name": "p1", "kind": "pods"}});
     let (outcome, observed, asked) = write(deletion(), move |_| (404, gone.to_string())).await;
-    assert!(matches!(outcome, WriteOutcome::Withdrawn(_)), "{outcome:?}; requests: {asked:?}");
+    assert_eq!(outcome, WriteOutcome::Withdrawn(Withdrawal::AlreadyGone), "requests: {asked:?}");
     assert_eq!(asked.iter().filter(|a| a.method == "DELETE").count(), 1, "sent once: {asked:?}");
     assert!(
         observed.iter().any(|o| matches!(o, Observation::PodDeleted { key } if key == "default/p1")),

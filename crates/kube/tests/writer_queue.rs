@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodewarden_controller::ClusterApi;
-use nodewarden_engine::{Action, ActionId, ActionKind};
+use nodewarden_engine::{Action, ActionId, ActionKind, Changed, Withdrawal};
 use nodewarden_kube::{Fence, Input, WriterOptions, spawn_writer};
 use nodewarden_model::Timestamp;
 
@@ -52,7 +52,7 @@ struct Silent {
 }
 
 impl Silent {
-    async fn start(verdict: impl Fn(&Action) -> Result<(), String> + Send + 'static) -> Silent {
+    async fn start(verdict: impl Fn(&Action) -> Result<(), Withdrawal> + Send + 'static) -> Silent {
         let (client, server) = common::silent_server().await;
         let (answers, inputs) = crossbeam_channel::unbounded::<Input>();
         let judged = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -130,7 +130,8 @@ async fn a_backlog_costs_a_bounded_amount_per_waiting_write() {
 /// finishes its object's turn: the object's next write is judged and goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_withdrawn_write_lets_its_objects_next_write_go() {
-    let mut silent = Silent::start(|a| if a.id.0 == 1 { Err("no longer true".into()) } else { Ok(()) }).await;
+    let gone = || Withdrawal::NoLongerTrue(Changed::PodGone);
+    let mut silent = Silent::start(move |a| if a.id.0 == 1 { Err(gone()) } else { Ok(()) }).await;
     let _ = silent.api.apply(Timestamp::from_millis(0), &mark(1, "ns/p"));
     for _ in 0..100 {
         if !silent.judged().is_empty() {

@@ -257,7 +257,7 @@ impl<'a> Runner<'a> {
         let controller = &mut self.controller;
         let mut judge = |at: Timestamp, action: &nodewarden_engine::Action| match controller.as_mut() {
             Some(c) => c.still_true(at, action),
-            None => Err("the controller is not running".to_string()),
+            None => Err(nodewarden_engine::Withdrawal::ControllerDown),
         };
         for landed in self.wire.land(t, &mut self.cluster, &mut answers, &mut judge) {
             if let Some(violation) = landed.applied.violation {
@@ -403,7 +403,7 @@ impl<'a> Runner<'a> {
                 }
                 Some(applied) => match &applied.outcome {
                     Some(WriteOutcome::Failed(why)) => record.failed = Some(why.clone()),
-                    Some(WriteOutcome::Withdrawn(why)) => record.withdrawn = Some(why.clone()),
+                    Some(WriteOutcome::Withdrawn(why)) => record.withdrawn = Some(why.to_string()),
                     _ => {}
                 },
             }

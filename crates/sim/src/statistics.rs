@@ -16,7 +16,7 @@ use nodewarden_cluster::kubelet::KubeletTiming;
 use nodewarden_cluster::rules::node::is_controller_noexecute as is_noexecute;
 use nodewarden_controller::Invariant;
 use nodewarden_engine::explain::Verdict;
-use nodewarden_engine::{Action, ActionKind, ZoneReport, ZoneState};
+use nodewarden_engine::{Action, ActionKind, TickPhase, ZoneReport, ZoneState};
 use nodewarden_model::{ConditionStatus, ConditionType, ControllerConfig, Span, Timestamp, ZoneKey};
 
 /// One node's story, for latencies and per-zone figures.
@@ -138,7 +138,7 @@ pub struct TickCosts {
     /// Whole ticks (ingest included).
     pub tick: Vec<u64>,
     /// Per phase, in the engine's order.
-    pub phases: Vec<(&'static str, Vec<u64>)>,
+    pub phases: Vec<(TickPhase, Vec<u64>)>,
     /// The slowest health monitor passes, slowest first (at most
     /// [`SLOWEST_KEPT`]): when each ran, what it took (ns), and how many
     /// actions its tick issued. A tail of the pass's distribution is made of

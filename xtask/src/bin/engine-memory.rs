@@ -26,6 +26,7 @@ use anyhow::{Context, Result, bail};
 use nodewarden_cluster::fleet::{self, FleetSpec, LEASE_JITTER};
 use nodewarden_cluster::{AdmissionDefaults, Cluster, KubeletTiming, Kubelets};
 use nodewarden_controller::Controller;
+use nodewarden_engine::TickPhase;
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 use serde_json::json;
 
@@ -184,7 +185,9 @@ fn run(a: &Args, pods_per_node: usize, measure_steady_state: bool) -> Result<Run
             let observations = kubelets.run_until(now, &mut cluster);
             controller.observe_all(now, observations);
             actions += controller.step(now, &mut cluster, &mut |_| {}).actions;
-            if let Some(p) = controller.engine().last_tick_timings().iter().find(|p| p.phase == "health_monitor") {
+            if let Some(p) =
+                controller.engine().last_tick_timings().iter().find(|p| p.phase == TickPhase::HealthMonitor)
+            {
                 passes.push(p.took);
             }
         }

@@ -177,7 +177,7 @@ mod tests {
 
     use super::*;
     use crate::fixtures::{delete, node, pod, t, taint_patch, unreachable, zone};
-    use nodewarden_engine::{ActionId, Observation, WriteOutcome};
+    use nodewarden_engine::{ActionId, Observation, Withdrawal, WriteOutcome};
 
     #[test]
     fn deletion_before_the_toleration_ends_is_caught() {
@@ -236,7 +236,8 @@ mod tests {
         // alone would give it both.
         let refused = WriteOutcome::Failed("conflict".into());
         c.observe(t(4), &Observation::WriteFinished { id: swap.id, outcome: refused });
-        c.observe(t(4), &Observation::WriteFinished { id: again.id, outcome: WriteOutcome::Withdrawn("x".into()) });
+        let withdrawn = WriteOutcome::Withdrawn(Withdrawal::NotCurrent { view: "nodes" });
+        c.observe(t(4), &Observation::WriteFinished { id: again.id, outcome: withdrawn });
         let both = Action { id: ActionId(4), ..taint_patch("a", vec![unreachable()], vec![]) };
         let v = c.check_action(t(5), &both, &zone(0.1), false);
         assert!(v.iter().any(|v| v.invariant == Invariant::NeverBothNoExecuteTaints), "{v:?}");

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, PodSnapshot, WriteOutcome};
+use nodewarden_engine::{ActionKind, Engine, NodeSnapshot, Observation, PodSnapshot, TickPhase, WriteOutcome};
 use nodewarden_model::{ControllerConfig, NodeCondition, Span, Timestamp, Toleration, keys};
 
 pub const PERIOD: Span = Span::from_secs(5);
@@ -148,6 +148,10 @@ impl Renewing {
             self.engine.observe(Observation::LeaseUpserted { node: name(i), renew: Some(self.now) });
         }
         tick(&mut self.engine, self.now);
-        self.engine.last_tick_timings().iter().find(|p| p.phase == "health_monitor").map_or(Duration::ZERO, |p| p.took)
+        self.engine
+            .last_tick_timings()
+            .iter()
+            .find(|p| p.phase == TickPhase::HealthMonitor)
+            .map_or(Duration::ZERO, |p| p.took)
     }
 }

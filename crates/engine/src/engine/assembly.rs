@@ -18,7 +18,7 @@ use crate::reschedule::{ReschedulerState, SchedFacts};
 use crate::resources::*;
 use crate::systems::{disruption, health, legacy, node_handlers, pods, rescheduler, taint_manager, tainting};
 
-use super::{Engine, Phase};
+use super::{Engine, Phase, TickPhase};
 
 impl Engine {
     /// An engine that starts at `start` (its first monitor pass runs at the
@@ -127,7 +127,7 @@ impl Engine {
     /// The engine around a World with its resources installed: builds the
     /// schedules for the World's eviction mode.
     fn around(mut world: World) -> Result<Engine, ConfigError> {
-        let phase = |name, due: fn(&LoopTimers, &ControllerConfig) -> bool, schedule| Phase { name, due, schedule };
+        let phase = |phase, due: fn(&LoopTimers, &ControllerConfig) -> bool, schedule| Phase { phase, due, schedule };
         let single = |system: bevy_ecs::schedule::ScheduleConfigs<bevy_ecs::system::ScheduleSystem>| {
             let mut s = Schedule::default();
             s.add_systems(system);
@@ -142,9 +142,9 @@ impl Engine {
             legacy::eviction_decisions.into_configs()
         };
         let mut phases = vec![
-            phase("pod_assignment", always, single(pods::pod_assignment.into_configs())),
+            phase(TickPhase::PodAssignment, always, single(pods::pod_assignment.into_configs())),
             phase(
-                "health_monitor",
+                TickPhase::HealthMonitor,
                 |t, c| t.monitor_now && c.node_lifecycle,
                 single(
                     (
@@ -159,25 +159,29 @@ impl Engine {
                 ),
             ),
             phase(
-                "node_handlers",
+                TickPhase::NodeHandlers,
                 |_, c| c.node_lifecycle,
                 single(node_handlers::noschedule_and_labels.into_configs()),
             ),
             phase(
-                "tainting_pass",
+                TickPhase::TaintingPass,
                 |t, c| t.tainting_now && c.enable_taint_manager && c.node_lifecycle,
                 single(tainting::tainting_pass.into_configs()),
             ),
             phase(
-                "legacy_eviction_pass",
+                TickPhase::LegacyEvictionPass,
                 |t, c| t.tainting_now && !c.enable_taint_manager && c.node_lifecycle,
                 single(legacy::eviction_pass.into_configs()),
             ),
-            phase("taint_manager", |_, c| c.enable_taint_manager, single(taint_manager::taint_manager.into_configs())),
+            phase(
+                TickPhase::TaintManager,
+                |_, c| c.enable_taint_manager,
+                single(taint_manager::taint_manager.into_configs()),
+            ),
             // Last: the rescheduler decides on what node lifecycle made of
             // this instant (conditions, taints, deletions, zone states).
             phase(
-                "rescheduler",
+                TickPhase::Rescheduler,
                 |t, c| t.rescheduler_now && c.enable_rescheduler,
                 single(rescheduler::housekeeping.into_configs()),
             ),

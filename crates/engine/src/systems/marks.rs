@@ -14,6 +14,7 @@ use nodewarden_model::ConditionStatus;
 use crate::action::{ActionKind, EventType, ObjectRef};
 use crate::components::*;
 use crate::resources::*;
+use crate::withdrawal::Changed;
 
 /// Decides Ready=False for every pod of `pods` bound to `node` that has a
 /// Ready condition not already False (H1). Terminating pods and pods being
@@ -43,13 +44,13 @@ pub fn mark_pods_not_ready(node: &str, pods: &[Entity], query: &mut Query<&mut P
 /// pod has left its Services' ready endpoints already, so the mark would
 /// spend a request on nothing) and its node, as last seen
 /// (`node_ready`), is not Ready.
-pub fn mark_stands(pod: &Pod, node_ready: Option<ConditionStatus>) -> Result<(), String> {
+pub fn mark_stands(pod: &Pod, node_ready: Option<ConditionStatus>) -> Result<(), Changed> {
     if pod.terminating {
-        return Err("the pod is terminating".into());
+        return Err(Changed::PodTerminating);
     }
     if node_ready == Some(ConditionStatus::True) {
         let node = pod.node.as_deref().unwrap_or_default();
-        return Err(format!("node {node} is Ready again"));
+        return Err(Changed::NodeReadyAgain { node: node.to_owned() });
     }
     Ok(())
 }

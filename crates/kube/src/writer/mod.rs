@@ -46,7 +46,7 @@ use crossbeam_channel::Sender;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, Client};
 use nodewarden_controller::{Applied, ClusterApi};
-use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, WriteOutcome};
+use nodewarden_engine::{Action, ActionKind, ObjectRef, Observation, Withdrawal, WriteOutcome};
 use nodewarden_model::{Timestamp, wall};
 use tokio::sync::mpsc;
 
@@ -615,7 +615,7 @@ struct Sending {
     /// The actions still to be sent.
     live: std::sync::Mutex<Vec<Action>>,
     /// Those withdrawn before they went, with why.
-    withdrawn: std::sync::Mutex<Vec<(Action, String)>>,
+    withdrawn: std::sync::Mutex<Vec<(Action, Withdrawal)>>,
     /// The classes the queue-depth gauge counted them in.
     counted: Vec<WriteClass>,
     /// The class it waits at now; a request waiting for a token hears of a
@@ -677,7 +677,7 @@ impl Sending {
     }
 
     /// Takes `action` out of the write: it will not be sent.
-    fn withdraw(&self, id: nodewarden_engine::ActionId, why: String) {
+    fn withdraw(&self, id: nodewarden_engine::ActionId, why: Withdrawal) {
         let Ok(mut live) = self.live.lock() else { return };
         if let Some(i) = live.iter().position(|a| a.id == id) {
             let a = live.remove(i);
@@ -692,7 +692,7 @@ impl Sending {
 enum Finish {
     Done,
     Failed(String),
-    Withdrawn(String),
+    Withdrawn(Withdrawal),
 }
 
 tokio::task_local! {
@@ -703,9 +703,9 @@ tokio::task_local! {
 /// belongs to was no longer true ([`Input::Judge`]).
 #[derive(Debug, thiserror::Error)]
 #[error("withdrawn before it was sent: {0}")]
-pub struct Withdrawn(String);
+pub struct Withdrawn(Withdrawal);
 
-fn withdrawn_reason(e: &kube::Error) -> Option<String> {
+fn withdrawn_reason(e: &kube::Error) -> Option<Withdrawal> {
     match e {
         kube::Error::Service(b) => b.downcast_ref::<Withdrawn>().map(|w| w.0.clone()),
         _ => None,
@@ -758,12 +758,12 @@ impl Writer {
 
     /// Asks the engine thread whether an action is still true; `Err`
     /// says why not (or that the engine is gone).
-    async fn judge(&self, action: &Action) -> Result<(), String> {
+    async fn judge(&self, action: &Action) -> Result<(), Withdrawal> {
         let (reply, verdict) = tokio::sync::oneshot::channel();
         if self.answers.send(Input::Judge { action: Box::new(action.clone()), reply }).is_err() {
-            return Err("the engine has stopped".into());
+            return Err(Withdrawal::EngineStopped);
         }
-        verdict.await.unwrap_or_else(|_| Err("the engine has stopped".into()))
+        verdict.await.unwrap_or(Err(Withdrawal::EngineStopped))
     }
 
     /// Judges each action of the write under way: one no longer true is
@@ -962,9 +962,7 @@ impl Writer {
                 self.failures.succeeded();
                 (Finish::Done, Some(state))
             }
-            Ok(Attempt::Gone(state)) => {
-                (Finish::Withdrawn("already gone (404): nothing to delete".into()), Some(state))
-            }
+            Ok(Attempt::Gone(state)) => (Finish::Withdrawn(Withdrawal::AlreadyGone), Some(state)),
             Ok(Attempt::Refused(why, state)) => {
                 metrics::counter!("nodewarden_write_refusals_total", "action" => name).increment(1);
                 tracing::info!(action = name, "write refused: {why}");

@@ -453,7 +453,7 @@ pub struct Driven {
 pub async fn drive_writer(
     action: nodewarden_engine::ActionKind,
     fence: std::sync::Arc<nodewarden_kube::Fence>,
-    judge: impl Fn(&nodewarden_engine::Action) -> Result<(), String> + Send + 'static,
+    judge: impl Fn(&nodewarden_engine::Action) -> Result<(), nodewarden_engine::Withdrawal> + Send + 'static,
     answer: impl Fn(&Asked) -> (u16, String) + Send + Sync + 'static,
 ) -> Driven {
     use nodewarden_controller::ClusterApi;

@@ -44,7 +44,7 @@ pub fn to_json(o: &Outcome, run: &RunInfo, timeline: bool) -> Value {
         safety.insert(name.to_string(), json!(ok));
     }
     let phases: serde_json::Map<String, Value> =
-        o.costs.phases.iter().map(|(name, v)| ((*name).to_string(), ms_dist(v))).collect();
+        o.costs.phases.iter().map(|(phase, v)| (phase.name().to_string(), ms_dist(v))).collect();
     let zones: Vec<Value> = o
         .zones
         .iter()

@@ -48,7 +48,7 @@ use nodewarden_cluster::kubelet::{KubeletTiming, Kubelets};
 use nodewarden_cluster::latency::{ApiLatency, Delayed, SlowApi};
 use nodewarden_cluster::scenario::Scenario;
 use nodewarden_controller::{Applied, ClusterApi, Controller, Invariant, StepEvent};
-use nodewarden_engine::{Action, ActionKind, INGEST_PHASE, Observation, WriteOutcome, ZoneReport};
+use nodewarden_engine::{Action, ActionKind, Observation, TickPhase, WriteOutcome, ZoneReport};
 use nodewarden_model::{ControllerConfig, Span, Timestamp};
 
 use setup::World;
@@ -178,7 +178,7 @@ struct TickFigures {
     /// Wall time of the tick, when measured, in nanoseconds.
     took: Option<u64>,
     /// Wall time of each phase that ran, in nanoseconds.
-    phases: Vec<(&'static str, u64)>,
+    phases: Vec<(TickPhase, u64)>,
     /// The zones right after the tick.
     zones: Vec<ZoneReport>,
     /// Actions the tick issued.
@@ -363,7 +363,7 @@ impl Simulation {
                 let mut c = Controller::new(self.config.clone(), t)?;
                 if self.measure {
                     c.measure_with(Instant::now);
-                    self.stats.costs.phases = c.engine().phase_names().into_iter().map(|n| (n, Vec::new())).collect();
+                    self.stats.costs.phases = c.engine().tick_phases().into_iter().map(|p| (p, Vec::new())).collect();
                 }
                 self.controller = Some(c);
             }
@@ -450,7 +450,7 @@ impl Simulation {
         let controller = &mut self.controller;
         let mut judge = |at: Timestamp, action: &Action| match controller.as_mut() {
             Some(c) => c.still_true(at, action),
-            None => Err("the controller is not running".to_string()),
+            None => Err(nodewarden_engine::Withdrawal::ControllerDown),
         };
         for landed in self.wire.land(t, &mut api, &mut answers, &mut judge) {
             if let Some(v) = landed.applied.violation {
@@ -708,12 +708,12 @@ impl Simulation {
         for TickFigures { took, mut phases, zones, actions } in ticks {
             if let Some(took) = took {
                 // The ingest done beside the kubelets belongs to this tick.
-                if let Some((_, nanos)) = phases.iter_mut().find(|(p, _)| *p == INGEST_PHASE) {
+                if let Some((_, nanos)) = phases.iter_mut().find(|(p, _)| *p == TickPhase::Ingest) {
                     *nanos += absorbed;
                 }
                 self.stats.costs.tick.push(took + std::mem::take(&mut absorbed));
                 for (phase, nanos) in phases {
-                    if phase == "health_monitor" {
+                    if phase == TickPhase::HealthMonitor {
                         self.stats.costs.note_health_pass(SlowPass { at: t, nanos, actions });
                     }
                     if let Some((_, v)) = self.stats.costs.phases.iter_mut().find(|(n, _)| *n == phase) {
