@@ -20,13 +20,17 @@ struct Pending {
     fire_at: Timestamp,
 }
 
+/// A pod's uid, node and tolerations, as the taint manager last processed
+/// them.
+type PodSeen = (String, Option<String>, Arc<[Toleration]>);
+
 /// What the taint manager remembers.
 #[derive(Clone, Debug, Default)]
 pub(super) struct TaintManager {
     /// Each node's NoExecute taints as last processed.
     nodes: BTreeMap<String, Vec<Taint>>,
     /// Each pod's uid, node and tolerations as last processed.
-    pods: BTreeMap<String, (String, Option<String>, Arc<[Toleration]>)>,
+    pods: BTreeMap<String, PodSeen>,
     /// Scheduled deletions by pod key.
     pending: BTreeMap<String, Pending>,
 }
