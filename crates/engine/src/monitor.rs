@@ -6,7 +6,7 @@
 //! nothing to decide. For such a node the next pass can only do two
 //! things: take in a heartbeat (set the probe time to the pass's time), or
 //! find it overdue. The first is done at ingest, when the heartbeat
-//! arrives ([`Health::take_in_beat`]); the second is found from
+//! arrives ([`Health::ingested`]); the second is found from
 //! [`NodeTimers`]: quiet nodes are filed in buckets by the pass whose time
 //! is their probe time, so the overdue ones are the whole buckets at the
 //! front whose time plus the grace period has passed. Every other node

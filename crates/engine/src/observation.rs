@@ -173,7 +173,7 @@ pub enum WriteOutcome {
     Withdrawn(Withdrawal),
 }
 
-/// The kinds of object the engine keeps by key ([`Engine::known_keys`]).
+/// The kinds of object the engine keeps by key ([`Engine::known_keys`](crate::Engine::known_keys)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ObjectKind {
     /// Nodes, by name.
