@@ -116,13 +116,12 @@ impl Replicas {
     /// (`--leader-elect=false`), as a crash-looping single controller.
     pub fn new(binary: &Path, kubeconfig: &Path, dir: &Path, scale: &Scale, single: bool) -> Replicas {
         let (lease, renew, retry) = scale.election;
-        let span = |d: Duration| Span::from_nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         // Every controller flag spelled out, the scale's over `run`'s
         // defaults.
         let config = ControllerConfig {
-            node_monitor_period: span(scale.monitor_period),
-            node_monitor_grace_period: span(scale.grace),
-            node_startup_grace_period: span(scale.grace),
+            node_monitor_period: Span::from_duration(scale.monitor_period),
+            node_monitor_grace_period: Span::from_duration(scale.grace),
+            node_startup_grace_period: Span::from_duration(scale.grace),
             node_eviction_rate: scale.eviction_rate,
             ..ControllerConfig::of_kube_controller_manager(KubeVersion::OLDEST_SUPPORTED)
         };

@@ -114,7 +114,7 @@ enum LogFormat {
 /// A leader election flag's default: the adapter's own
 /// ([`ElectionConfig::default`], kube-controller-manager's).
 fn election_default(pick: fn(&ElectionConfig) -> Duration) -> Span {
-    Span::from_nanos(i64::try_from(pick(&ElectionConfig::default()).as_nanos()).unwrap_or(i64::MAX))
+    Span::from_duration(pick(&ElectionConfig::default()))
 }
 
 impl RunArgs {

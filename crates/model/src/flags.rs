@@ -262,7 +262,11 @@ pub fn command_line(config: &ControllerConfig) -> Vec<String> {
         match flag.on_command_line {
             OnCommandLine::Flag => args.push(format!("--{}={}", flag.name, flag.text(config))),
             OnCommandLine::Controllers { controller } => {
-                if flag.text(config) == "false" && !legacy_eviction_without_taint_eviction(flag, config) {
+                let on = match flag.field {
+                    Field::Switch(get, _) => get(config),
+                    _ => true,
+                };
+                if !on && !legacy_eviction_without_taint_eviction(flag, config) {
                     controllers.push(format!("-{controller}"));
                 }
             }

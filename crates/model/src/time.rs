@@ -36,6 +36,11 @@ impl Span {
     pub const fn from_secs(s: i64) -> Span {
         Span(s.saturating_mul(NANOS_PER_SEC))
     }
+    /// A standard library duration as a span, saturating at [`Span::MAX`]:
+    /// for flags whose owner keeps its defaults as `Duration`s.
+    pub fn from_duration(d: std::time::Duration) -> Span {
+        Span(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    }
     /// A span of `s` seconds given as a float, rounded to the nanosecond.
     /// `None` when `s` is not finite or does not fit.
     pub fn from_secs_f64(s: f64) -> Option<Span> {
